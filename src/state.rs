@@ -1,0 +1,18 @@
+//! The state model: a session is an append-only log of [`Event`]s, and its state is the fold of
+//! their deltas. Pure and synchronous: no I/O, no tasks.
+
+mod event;
+mod record;
+mod scope;
+
+pub use event::{
+    Author, Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq, ToolStatus,
+    Usage,
+};
+pub use record::{
+    check_schema, SchemaError, SessionRecord, SessionStats, SummaryRecord, SCHEMA_VERSION,
+};
+pub use scope::{
+    apply_plain, persistable, Scope, ScopedState, SplitDelta, StateDelta, StateMap, APP_PREFIX,
+    TEMP_PREFIX, USER_PREFIX,
+};

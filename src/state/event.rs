@@ -1,0 +1,228 @@
+//! Events: the entries of a session's append-only log.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::scope::StateDelta;
+
+/// Position of an event in its session's log. Starts at 1 and never repeats within a session.
+pub type Seq = u64;
+
+/// One entry of a session's log. Events are immutable once appended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the log.
+    pub seq: Seq,
+    /// Globally unique id, so that exported or forked events stay identifiable.
+    pub id: uuid::Uuid,
+    /// Who produced the event.
+    pub author: Author,
+    /// When the event was recorded, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// Scoped state changes made by this event; `null` values delete keys. Never holds `temp:` keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_delta: Option<StateDelta>,
+    /// Fields written by a newer version of turnstile: kept and written back unchanged.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Event {
+    /// A new event with a fresh id and no state change.
+    pub fn new(seq: Seq, author: Author, at_ms: u64, kind: EventKind) -> Self {
+        Self {
+            seq,
+            id: uuid::Uuid::new_v4(),
+            author,
+            at_ms,
+            kind,
+            state_delta: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The text a chat transcript would show for this event, if it has one.
+    pub fn text(&self) -> Option<&str> {
+        match &self.kind {
+            EventKind::UserInput { text, .. }
+            | EventKind::AgentOutput { text, .. }
+            | EventKind::Summary { text, .. }
+            | EventKind::Note { text } => Some(text),
+            EventKind::ToolCall { .. }
+            | EventKind::ToolResult { .. }
+            | EventKind::ContextCleared {} => None,
+        }
+    }
+}
+
+/// Who produced an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Author {
+    /// The person talking to the agent.
+    User,
+    /// The agent (the LLM and the code around it).
+    Agent,
+    /// A tool the agent called.
+    Tool,
+    /// turnstile itself: summaries, notes.
+    System,
+}
+
+/// What an event records.
+///
+/// A kind this version does not know makes the log unreadable by it; adding one is a
+/// `schema_version` change (see `docs/runtime-semantics.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A message from the user.
+    UserInput {
+        /// The message.
+        text: String,
+        /// What became of it.
+        #[serde(default)]
+        disposition: InputDisposition,
+    },
+    /// Text produced by the agent for one turn.
+    AgentOutput {
+        /// The reply, or what was streamed before the turn was cut short.
+        text: String,
+        /// Whether the turn completed.
+        status: OutputStatus,
+        /// Wall-clock duration of the turn in milliseconds.
+        #[serde(default)]
+        duration_ms: u64,
+        /// Token usage, when the agent reported it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// The agent called a tool.
+    ToolCall {
+        /// Id pairing the call with its result.
+        call_id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments as given.
+        arguments: Value,
+    },
+    /// The result of a tool call.
+    ToolResult {
+        /// Id of the call this answers.
+        call_id: String,
+        /// The result (or error description).
+        result: Value,
+        /// How the call ended.
+        status: ToolStatus,
+    },
+    /// A summary of older events, written by compaction.
+    Summary {
+        /// The summary.
+        text: String,
+        /// The last event the summary covers.
+        through_seq: Seq,
+    },
+    /// A note from turnstile (for example that a turn failed).
+    Note {
+        /// The note.
+        text: String,
+    },
+    /// `clear_context` was called: the agent's context window starts after this event.
+    ContextCleared {},
+}
+
+/// What became of a user message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputDisposition {
+    /// It started a turn of its own.
+    #[default]
+    Answered,
+    /// A newer message arrived before it ran (`Latest` policy); it never ran.
+    Superseded,
+    /// It was handed to a turn together with other queued messages (`Merge` policy).
+    Merged,
+}
+
+/// How a turn's output ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum OutputStatus {
+    /// The agent finished the turn.
+    Final,
+    /// The turn was cut short; the text is what had been produced.
+    Interrupted(InterruptReason),
+}
+
+/// Why a turn was cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptReason {
+    /// `interrupt` was called.
+    Requested,
+    /// A newer message arrived under the `Latest` policy.
+    Superseded,
+    /// The turn ran past its deadline.
+    Deadline,
+    /// The runtime was shutting down.
+    Shutdown,
+}
+
+/// How a tool call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// The tool returned a result.
+    Ok,
+    /// The tool failed; the result describes the failure.
+    Error,
+    /// The turn was interrupted before the tool finished.
+    Cancelled,
+}
+
+/// Token usage reported by an agent for one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unknown_event_fields_round_trip_unchanged() {
+        let stored = json!({
+            "seq": 3, "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "author": "agent", "at_ms": 7,
+            "kind": {"type": "agent_output", "text": "hi", "status": {"status": "final"},
+                     "duration_ms": 5},
+            "written_by_v9": {"nested": [1, 2]}
+        });
+        let event: Event = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(event.extra["written_by_v9"], json!({"nested": [1, 2]}));
+        assert_eq!(serde_json::to_value(&event).unwrap(), stored);
+    }
+
+    #[test]
+    fn interrupted_output_records_its_reason() {
+        let kind = EventKind::AgentOutput {
+            text: "par".into(),
+            status: OutputStatus::Interrupted(InterruptReason::Superseded),
+            duration_ms: 1,
+            usage: None,
+        };
+        let value = serde_json::to_value(&kind).unwrap();
+        assert_eq!(
+            value["status"],
+            json!({"status": "interrupted", "reason": "superseded"})
+        );
+        assert_eq!(serde_json::from_value::<EventKind>(value).unwrap(), kind);
+    }
+}

@@ -1,0 +1,328 @@
+//! Where sessions are persisted: the [`Store`] trait and its implementations.
+//!
+//! Stores know the state model only — never actors, the registry, agents or HTTP. Every
+//! implementation passes the same conformance suite ([`conformance`]).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::key::SessionKey;
+use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMap};
+
+pub mod conformance;
+mod memory;
+
+pub use memory::MemoryStore;
+
+/// What a store hands back when a session is activated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadedSession {
+    /// The session's head, or `None` when it was never stored.
+    pub record: Option<SessionRecord>,
+    /// The newest events, oldest first: at most the `window` asked for.
+    pub events: Vec<Event>,
+    /// The user's `user:` state (keys without prefix); empty for anonymous sessions.
+    pub user_state: StateMap,
+    /// The application's `app:` state (keys without prefix).
+    pub app_state: StateMap,
+}
+
+/// Metadata of a stored session, read without its events.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionMeta {
+    /// The session.
+    pub key: SessionKey,
+    /// Compare-and-set version of the stored head.
+    pub version: u64,
+    /// Number of events in the log.
+    pub events: u64,
+    /// Creation time, Unix milliseconds.
+    pub created_ms: u64,
+    /// Last change, Unix milliseconds.
+    pub updated_ms: u64,
+    /// The session's counters.
+    pub stats: SessionStats,
+}
+
+impl SessionMeta {
+    /// The metadata of a stored head.
+    pub fn of(record: &SessionRecord) -> Self {
+        Self {
+            key: record.key.clone(),
+            version: record.version,
+            events: record.next_seq.saturating_sub(1),
+            created_ms: record.created_ms,
+            updated_ms: record.updated_ms,
+            stats: record.stats.clone(),
+        }
+    }
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Page {
+    /// Sessions on this page, ordered by session id.
+    pub sessions: Vec<SessionMeta>,
+    /// Pass this back to read the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// At most this many sessions (1 ..= [`MAX_PAGE`]).
+    pub limit: usize,
+    /// Resume after this cursor (from [`Page::next_cursor`]).
+    pub cursor: Option<String>,
+}
+
+/// Largest page a store hands out, so that a listing never holds an unbounded result in memory.
+pub const MAX_PAGE: usize = 1_000;
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        Self {
+            limit: 100,
+            cursor: None,
+        }
+    }
+}
+
+/// Which sessions [`Store::gc`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GcPolicy {
+    /// Keep at most this many sessions, removing the least recently updated.
+    pub max_sessions: Option<usize>,
+    /// Remove sessions not updated for longer than this.
+    pub max_age: Option<Duration>,
+}
+
+/// What [`Store::gc`] removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// The sessions removed.
+    pub removed: Vec<SessionKey>,
+}
+
+/// A store failure. Every variant names the session or place it concerns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Compare-and-set refused: the stored version is not the one the write was based on.
+    /// Another writer got there first; reload the session and try again.
+    #[error("session {key}: stored version is {found}, the write was based on {expected}; another writer changed it (reload and retry)")]
+    Conflict {
+        /// The session.
+        key: SessionKey,
+        /// The version the write was based on.
+        expected: u64,
+        /// The version in the store.
+        found: u64,
+    },
+    /// Stored data was written by a newer turnstile; it is left untouched.
+    #[error("session {key}: {source}")]
+    Schema {
+        /// The session.
+        key: SessionKey,
+        /// What was wrong.
+        #[source]
+        source: SchemaError,
+    },
+    /// Stored data could not be read; it is left in place for inspection.
+    #[error(
+        "session {key}: stored data is corrupt ({detail}); it was left in place, nothing was reset"
+    )]
+    Corrupt {
+        /// The session (or other record, such as a user's state).
+        key: String,
+        /// What is wrong, where.
+        detail: String,
+    },
+    /// The backend could not be reached or did not answer in time; nothing was acknowledged.
+    #[error("{backend} store is unavailable: {detail}")]
+    Unavailable {
+        /// Which backend.
+        backend: &'static str,
+        /// Why.
+        detail: String,
+    },
+    /// A file-system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or folder.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the store's lock.
+    #[error("the store at {path} is locked by another process ({detail})")]
+    Locked {
+        /// The lock file.
+        path: std::path::PathBuf,
+        /// Who holds it, if known.
+        detail: String,
+    },
+    /// The request itself is invalid (for example a bad cursor or page size).
+    #[error("invalid store request: {0}")]
+    InvalidRequest(String),
+}
+
+/// Persistence for sessions. Object-safe: the runtime holds an `Arc<dyn Store>`.
+///
+/// Every write is **compare-and-set** on the session's version: it names the version it was
+/// based on, and the store refuses it with [`StoreError::Conflict`] when the stored version
+/// differs. A failed call leaves stored data as it was.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// A short name for logs and metrics (`"memory"`, `"file"`, `"redis"`).
+    fn name(&self) -> &'static str;
+
+    /// Loads a session's head and at most `window` of its newest events, with the user's and the
+    /// application's shared state. Cost must not grow with the length of the log.
+    ///
+    /// A session that was never stored loads as `record: None` with no events (its user and app
+    /// state are still returned). Corrupt data is [`StoreError::Corrupt`], a newer schema
+    /// [`StoreError::Schema`]; neither is ever reported as an empty session.
+    async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError>;
+
+    /// Appends the events one turn added and folds them into the head, atomically, if the stored
+    /// version is `base_version` (0 for a session never stored). Returns the new version.
+    ///
+    /// Events must continue the log: the first one's `seq` is the head's `next_seq`. `user:` and
+    /// `app:` keys in their deltas are merged into the user's and the application's shared state
+    /// (last writer wins per key); `temp:` keys are never written. When this returns `Ok`, the
+    /// write is durable to the degree the store promises (fsync'd for the file store).
+    async fn append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError>;
+
+    /// Reads at most `limit` events with `seq >= from`, oldest first. Missing session: empty.
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError>;
+
+    /// Removes a session's head and log. Returns whether it existed. Shared state is untouched.
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError>;
+
+    /// Lists a user's sessions as metadata, ordered by session id, without reading events.
+    /// Pass `""` for anonymous sessions.
+    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError>;
+
+    /// Removes every session of a user and the user's shared state. Returns how many sessions
+    /// were removed. Never touches another user's data.
+    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError>;
+
+    /// Removes sessions by age and count (see [`GcPolicy`]), judged at `now_ms`. The store does
+    /// not know which sessions are live: the runtime's own `gc` skips those.
+    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError>;
+}
+
+/// Checks a page request against [`MAX_PAGE`].
+pub(crate) fn check_page(page: &PageRequest) -> Result<(), StoreError> {
+    if page.limit == 0 || page.limit > MAX_PAGE {
+        return Err(StoreError::InvalidRequest(format!(
+            "page limit {} is outside 1..={MAX_PAGE}",
+            page.limit
+        )));
+    }
+    Ok(())
+}
+
+/// Checks that `events` continue a log whose next sequence number is `next_seq`.
+pub(crate) fn check_continues(
+    key: &SessionKey,
+    next_seq: Seq,
+    events: &[Event],
+) -> Result<(), StoreError> {
+    let mut expected = next_seq;
+    for event in events {
+        if event.seq != expected {
+            return Err(StoreError::InvalidRequest(format!(
+                "session {key}: event seq {} does not continue the log (expected {expected})",
+                event.seq
+            )));
+        }
+        expected += 1;
+    }
+    Ok(())
+}
+
+/// Chooses what [`Store::gc`] removes from `(key, updated_ms)` pairs: everything older than
+/// `max_age`, then the least recently updated beyond `max_sessions`.
+pub(crate) fn select_for_gc(
+    mut sessions: Vec<(SessionKey, u64)>,
+    policy: &GcPolicy,
+    now_ms: u64,
+) -> Vec<SessionKey> {
+    let mut removed = Vec::new();
+    if let Some(max_age) = policy.max_age {
+        let cutoff = now_ms.saturating_sub(u64::try_from(max_age.as_millis()).unwrap_or(u64::MAX));
+        sessions.retain(|(key, updated)| {
+            let expired = *updated < cutoff;
+            if expired {
+                removed.push(key.clone());
+            }
+            !expired
+        });
+    }
+    if let Some(max) = policy.max_sessions {
+        if sessions.len() > max {
+            sessions.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+            let excess = sessions.len() - max;
+            removed.extend(sessions.into_iter().take(excess).map(|(key, _)| key));
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> SessionKey {
+        SessionKey::new("u", s).unwrap()
+    }
+
+    #[test]
+    fn gc_removes_the_old_then_the_least_recent_beyond_the_count() {
+        let sessions = vec![
+            (key("a"), 10),
+            (key("b"), 500),
+            (key("c"), 900),
+            (key("d"), 800),
+        ];
+        let policy = GcPolicy {
+            max_sessions: Some(2),
+            max_age: Some(Duration::from_millis(600)),
+        };
+        let removed = select_for_gc(sessions, &policy, 1_000);
+        assert_eq!(removed, vec![key("a"), key("b")]);
+        let policy = GcPolicy {
+            max_sessions: Some(1),
+            max_age: None,
+        };
+        let removed = select_for_gc(vec![(key("x"), 5), (key("y"), 1)], &policy, 0);
+        assert_eq!(removed, vec![key("y")]);
+    }
+
+    #[test]
+    fn page_limits_are_checked() {
+        let page = |limit| PageRequest {
+            limit,
+            cursor: None,
+        };
+        assert!(check_page(&page(0)).is_err());
+        assert!(check_page(&page(MAX_PAGE + 1)).is_err());
+        assert!(check_page(&page(1)).is_ok());
+    }
+}

@@ -1,0 +1,332 @@
+//! The conformance suite every [`Store`] must pass.
+//!
+//! Call [`run_all`] from a test with a factory that returns a fresh, empty store each time:
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use std::sync::Arc;
+//! turnstile::store::conformance::run_all(|| async { Arc::new(turnstile::MemoryStore::new()) as _ }).await;
+//! # }
+//! ```
+//!
+//! Each check panics with a message naming the property that broke.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{GcPolicy, PageRequest, Store, StoreError};
+use crate::key::SessionKey;
+use crate::state::{Author, Event, EventKind, InputDisposition, StateDelta};
+
+/// Runs every conformance check, each against a fresh store from `make`.
+pub async fn run_all<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    round_trip(make().await).await;
+    stale_version_is_refused(make().await).await;
+    windowed_load_returns_the_newest_events(make().await).await;
+    shared_state_is_kept_once_per_user_and_app(make().await).await;
+    listing_is_paged_metadata(make().await).await;
+    delete_removes_one_session(make().await).await;
+    delete_user_touches_no_other_user(make().await).await;
+    gc_removes_old_and_excess_sessions(make().await).await;
+    hostile_keys_stay_in_their_namespace(make().await).await;
+}
+
+fn key(user: &str, session: &str) -> SessionKey {
+    SessionKey::new(user, session).expect("valid test key")
+}
+
+/// Builds the events of one turn starting at `seq`: an input and an output carrying `delta`.
+pub fn turn_events(seq: u64, text: &str, delta: Option<StateDelta>) -> Vec<Event> {
+    let input = Event::new(
+        seq,
+        Author::User,
+        1_000 + seq,
+        EventKind::UserInput {
+            text: text.to_owned(),
+            disposition: InputDisposition::Answered,
+        },
+    );
+    let mut output = Event::new(
+        seq + 1,
+        Author::Agent,
+        1_000 + seq + 1,
+        EventKind::AgentOutput {
+            text: format!("re: {text}"),
+            status: crate::state::OutputStatus::Final,
+            duration_ms: 1,
+            usage: None,
+        },
+    );
+    output.state_delta = delta;
+    vec![input, output]
+}
+
+/// Appends `turns` turns to a new session and returns its version.
+async fn fill(store: &dyn Store, key: &SessionKey, turns: u64) -> u64 {
+    let mut version = 0;
+    for t in 0..turns {
+        let events = turn_events(1 + 2 * t, &format!("m{t}"), None);
+        version = store
+            .append(key, version, &events)
+            .await
+            .expect("append to a fresh session");
+    }
+    version
+}
+
+/// What was appended is what loads, and the head is the fold of the events.
+pub async fn round_trip(store: Arc<dyn Store>) {
+    let k = key("alice", "s1");
+    let empty = store.load(&k, 10).await.expect("load of a missing session");
+    assert!(empty.record.is_none(), "a missing session loads as None");
+    assert!(empty.events.is_empty());
+    let delta: StateDelta = [("topic".to_owned(), json!("rust"))].into();
+    let events = turn_events(1, "hello", Some(delta));
+    let v1 = store.append(&k, 0, &events).await.expect("first append");
+    assert!(v1 > 0, "versions start above 0");
+    let loaded = store.load(&k, 10).await.expect("load");
+    let record = loaded.record.expect("stored head");
+    assert_eq!(record.version, v1);
+    assert_eq!(record.next_seq, 3);
+    assert_eq!(record.state["topic"], json!("rust"));
+    assert_eq!(record.stats.turns, 1);
+    assert_eq!(loaded.events, events, "events round-trip exactly");
+    let read = store.read_events(&k, 2, 10).await.expect("read_events");
+    assert_eq!(read, events[1..].to_vec());
+}
+
+/// A write based on a stale version is refused and changes nothing.
+pub async fn stale_version_is_refused(store: Arc<dyn Store>) {
+    let k = key("bob", "s");
+    let v1 = fill(store.as_ref(), &k, 1).await;
+    let v2 = store
+        .append(&k, v1, &turn_events(3, "second", None))
+        .await
+        .expect("append at the current version");
+    let stale = store.append(&k, v1, &turn_events(5, "lost?", None)).await;
+    match stale {
+        Err(StoreError::Conflict {
+            expected, found, ..
+        }) => {
+            assert_eq!((expected, found), (v1, v2));
+        }
+        other => panic!("a stale base version must be a Conflict, got {other:?}"),
+    }
+    let fresh_on_existing = store.append(&k, 0, &turn_events(5, "again", None)).await;
+    assert!(
+        matches!(fresh_on_existing, Err(StoreError::Conflict { .. })),
+        "base 0 on an existing session is a conflict"
+    );
+    let loaded = store.load(&k, 100).await.expect("load");
+    assert_eq!(loaded.events.len(), 4, "refused writes leave no trace");
+    assert_eq!(loaded.record.expect("head").version, v2);
+}
+
+/// `load` returns only the newest `window` events.
+pub async fn windowed_load_returns_the_newest_events(store: Arc<dyn Store>) {
+    let k = key("carol", "long");
+    fill(store.as_ref(), &k, 50).await;
+    let loaded = store.load(&k, 7).await.expect("load");
+    let seqs: Vec<u64> = loaded.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (94..=100).collect::<Vec<_>>());
+    assert_eq!(loaded.record.expect("head").next_seq, 101);
+    let none = store.load(&k, 0).await.expect("load");
+    assert!(none.events.is_empty());
+}
+
+/// `user:` state is shared by a user's sessions, `app:` by all, and neither leaks across users.
+pub async fn shared_state_is_kept_once_per_user_and_app(store: Arc<dyn Store>) {
+    let a1 = key("dave", "one");
+    let delta: StateDelta = [
+        ("user:name".to_owned(), json!("Dave")),
+        ("app:motd".to_owned(), json!("hi")),
+        ("temp:x".to_owned(), json!(1)),
+    ]
+    .into();
+    store
+        .append(&a1, 0, &turn_events(1, "x", Some(delta)))
+        .await
+        .expect("append");
+    let a2 = store.load(&key("dave", "two"), 5).await.expect("load");
+    assert_eq!(a2.user_state["name"], json!("Dave"));
+    assert_eq!(a2.app_state["motd"], json!("hi"));
+    let other = store.load(&key("erin", "one"), 5).await.expect("load");
+    assert!(other.user_state.is_empty(), "user state never leaks");
+    assert_eq!(other.app_state["motd"], json!("hi"));
+    let head = store
+        .load(&a1, 5)
+        .await
+        .expect("load")
+        .record
+        .expect("head");
+    assert!(
+        head.state.is_empty(),
+        "shared and temp keys are not session state"
+    );
+}
+
+/// Listing pages through a user's sessions by id, metadata only.
+pub async fn listing_is_paged_metadata(store: Arc<dyn Store>) {
+    for s in ["c", "a", "b", "d", "e"] {
+        fill(store.as_ref(), &key("frank", s), 2).await;
+    }
+    fill(store.as_ref(), &key("grace", "a"), 1).await;
+    let mut ids = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list("frank", &PageRequest { limit: 2, cursor })
+            .await
+            .expect("list");
+        assert!(page.sessions.len() <= 2);
+        for meta in &page.sessions {
+            assert_eq!(meta.key.user_id(), "frank");
+            assert_eq!(meta.events, 4);
+            assert_eq!(meta.stats.turns, 2);
+        }
+        ids.extend(page.sessions.iter().map(|m| m.key.session_id().to_owned()));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    let bad = store
+        .list(
+            "frank",
+            &PageRequest {
+                limit: 0,
+                cursor: None,
+            },
+        )
+        .await;
+    assert!(matches!(bad, Err(StoreError::InvalidRequest(_))));
+}
+
+/// `delete` removes exactly one session.
+pub async fn delete_removes_one_session(store: Arc<dyn Store>) {
+    let (gone, kept) = (key("heidi", "gone"), key("heidi", "kept"));
+    fill(store.as_ref(), &gone, 1).await;
+    fill(store.as_ref(), &kept, 1).await;
+    assert!(store.delete(&gone).await.expect("delete"));
+    assert!(!store.delete(&gone).await.expect("delete again"));
+    assert!(store.load(&gone, 5).await.expect("load").record.is_none());
+    assert!(store.load(&kept, 5).await.expect("load").record.is_some());
+    fill(store.as_ref(), &gone, 1).await;
+}
+
+/// `delete_user` removes that user's sessions and shared state, nobody else's.
+pub async fn delete_user_touches_no_other_user(store: Arc<dyn Store>) {
+    let delta: StateDelta = [("user:k".to_owned(), json!(1))].into();
+    for user in ["ivan", "ivana", "judy"] {
+        store
+            .append(
+                &key(user, "s"),
+                0,
+                &turn_events(1, "x", Some(delta.clone())),
+            )
+            .await
+            .expect("append");
+        fill(store.as_ref(), &key(user, "t"), 1).await;
+    }
+    assert_eq!(store.delete_user("ivan").await.expect("delete_user"), 2);
+    let gone = store.load(&key("ivan", "s"), 5).await.expect("load");
+    assert!(gone.record.is_none());
+    assert!(gone.user_state.is_empty());
+    for other in ["ivana", "judy"] {
+        let kept = store.load(&key(other, "s"), 5).await.expect("load");
+        assert!(kept.record.is_some(), "{other}'s session survives");
+        assert_eq!(
+            kept.user_state["k"],
+            json!(1),
+            "{other}'s user state survives"
+        );
+    }
+}
+
+/// `gc` removes sessions past the age limit, then the least recently updated past the count.
+pub async fn gc_removes_old_and_excess_sessions(store: Arc<dyn Store>) {
+    for (i, s) in ["old", "mid", "new"].into_iter().enumerate() {
+        let seq_base = 1 + 10_000 * i as u64;
+        let mut events = turn_events(1, s, None);
+        for e in &mut events {
+            e.at_ms = seq_base + e.seq;
+        }
+        store
+            .append(&key("kim", s), 0, &events)
+            .await
+            .expect("append");
+    }
+    let report = store
+        .gc(
+            &GcPolicy {
+                max_sessions: Some(1),
+                max_age: Some(Duration::from_millis(25_000)),
+            },
+            30_000,
+        )
+        .await
+        .expect("gc");
+    let mut removed: Vec<_> = report
+        .removed
+        .iter()
+        .map(|k| k.session_id().to_owned())
+        .collect();
+    removed.sort();
+    assert_eq!(removed, ["mid", "old"]);
+    assert!(store
+        .load(&key("kim", "new"), 1)
+        .await
+        .expect("load")
+        .record
+        .is_some());
+    assert!(store
+        .load(&key("kim", "old"), 1)
+        .await
+        .expect("load")
+        .record
+        .is_none());
+}
+
+/// Keys that look like paths or patterns are stored as opaque names.
+pub async fn hostile_keys_stay_in_their_namespace(store: Arc<dyn Store>) {
+    let long = "x".repeat(crate::key::MAX_ID_BYTES);
+    let hostile = [
+        key("mallory", "../victim"),
+        key("..", "s"),
+        key("mallory", "a/b"),
+        key("mallory", "*"),
+        key("mallory", "{victim}"),
+        key("mal*", "s"),
+        key(&long, &long),
+        key("mallory", "%2F.."),
+    ];
+    fill(store.as_ref(), &key("victim", "s"), 1).await;
+    for k in &hostile {
+        fill(store.as_ref(), k, 1).await;
+        let loaded = store.load(k, 5).await.expect("load hostile key");
+        assert_eq!(loaded.record.expect("head").key, *k);
+    }
+    let page = store
+        .list("mallory", &PageRequest::default())
+        .await
+        .expect("list");
+    assert_eq!(page.sessions.len(), 5);
+    assert_eq!(store.delete_user("mal*").await.expect("delete_user"), 1);
+    assert_eq!(store.delete_user("mallory").await.expect("delete_user"), 5);
+    let victim = store.load(&key("victim", "s"), 5).await.expect("load");
+    assert_eq!(victim.events.len(), 2, "the victim's session is untouched");
+    assert!(store
+        .load(&key("..", "s"), 5)
+        .await
+        .expect("load")
+        .record
+        .is_some());
+}
