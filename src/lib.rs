@@ -2,13 +2,38 @@
 //!
 //! # Layout
 //!
-//! - [`key`](SessionKey): session keys and their validation.
+//! - [`SessionKey`]: session keys and their validation.
 //! - [`state`]: the pure state model — events, scopes, the fold, schema versions.
-//! - [`store`]: the [`Store`] trait, the conformance suite, and the stores.
+//! - [`store`]: the [`Store`] trait, its conformance suite, and the stores.
+//! - [`Agent`] and [`TurnContext`]: the user's logic for one turn.
+//! - [`Runtime`]: the facade — a registry of live sessions, one ractor actor each.
+//!
+//! Internally, `registry` maps keys to live sessions (activation, passivation, limits) and
+//! `session` holds the actor that owns one session's state.
 
+mod agent;
+mod config;
+mod error;
 mod key;
+mod registry;
+mod runtime;
+mod session;
 pub mod state;
+mod stats;
 pub mod store;
+mod stream;
+mod turn;
 
+pub use agent::{Agent, AgentError, Attributes, EchoAgent, MockLlmAgent, TurnContext};
+pub use config::{
+    RuntimeConfig, DEFAULT_CAPACITY, DEFAULT_IDLE_TTL, DEFAULT_MAX_CONCURRENT_TURNS,
+    DEFAULT_MAX_QUEUE, DEFAULT_WINDOW, MAX_MESSAGE_BYTES,
+};
+pub use error::{Error, Result};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
+pub use runtime::{BuildError, DrainReport, Runtime, RuntimeBuilder};
+pub use session::SessionView;
+pub use stats::RuntimeStats;
 pub use store::{MemoryStore, Store, StoreError};
+pub use stream::{StreamEvent, TurnStream};
+pub use turn::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};

@@ -1,0 +1,74 @@
+//! Runtime limits and policies, with their defaults.
+
+use std::time::Duration;
+
+use crate::turn::OverlapPolicy;
+
+/// Default most live sessions. At ~7 KB per idle session plus its window, 100k sessions is well
+/// under 2 GB: large enough that a single host rarely passivates a session it will need again
+/// soon, small enough that a default deployment cannot run out of memory.
+pub const DEFAULT_CAPACITY: usize = 100_000;
+
+/// Default idle time after which a session is passivated. Chat users pause for minutes between
+/// messages; ten minutes keeps a conversation hot across pauses without holding idle ones for long.
+pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
+
+/// Default most messages waiting behind a running turn in one session. A person typing ahead
+/// queues a handful; more is a client loop or abuse, and should be refused rather than buffered.
+pub const DEFAULT_MAX_QUEUE: usize = 64;
+
+/// Default events kept in memory and shown to the agent. About a long chat exchange, which is what
+/// an LLM prompt typically carries verbatim; older events stay in the store.
+pub const DEFAULT_WINDOW: usize = 64;
+
+/// Default largest input, in bytes. Far beyond any chat message, well below what would let one
+/// caller exhaust memory.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
+
+/// Default limit on turns running at once across the runtime: unlimited, since agents mostly wait
+/// on I/O; set one to protect a rate-limited LLM backend.
+pub const DEFAULT_MAX_CONCURRENT_TURNS: Option<usize> = None;
+
+/// The runtime's settings. Build with [`crate::RuntimeBuilder`].
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Most live sessions; past it the least recently used idle ones are passivated.
+    pub capacity: usize,
+    /// How long a call waits for a session slot when the runtime is at capacity before
+    /// `Error::AtCapacity`; zero refuses at once.
+    pub capacity_wait: Duration,
+    /// Idle time after which a session is passivated.
+    pub idle_ttl: Duration,
+    /// Most messages waiting behind a running turn, per session (`Error::Overloaded` past it).
+    pub max_queue: usize,
+    /// Most turns running at once across the runtime, if limited.
+    pub max_concurrent_turns: Option<usize>,
+    /// How long a turn waits for a slot under `max_concurrent_turns` before
+    /// `Error::ConcurrencyLimitExceeded`; zero refuses at once.
+    pub concurrency_wait: Duration,
+    /// A turn running longer than this is interrupted (`InterruptReason::Deadline`).
+    pub turn_deadline: Option<Duration>,
+    /// What happens to a message for a busy session, unless the call says otherwise.
+    pub default_policy: OverlapPolicy,
+    /// Events kept in memory and shown to the agent.
+    pub window: usize,
+    /// Largest accepted input, in bytes.
+    pub max_input_bytes: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            capacity: DEFAULT_CAPACITY,
+            capacity_wait: Duration::ZERO,
+            idle_ttl: DEFAULT_IDLE_TTL,
+            max_queue: DEFAULT_MAX_QUEUE,
+            max_concurrent_turns: DEFAULT_MAX_CONCURRENT_TURNS,
+            concurrency_wait: Duration::ZERO,
+            turn_deadline: None,
+            default_policy: OverlapPolicy::Queue,
+            window: DEFAULT_WINDOW,
+            max_input_bytes: MAX_MESSAGE_BYTES,
+        }
+    }
+}

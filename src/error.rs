@@ -1,0 +1,134 @@
+//! The crate-level error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::key::{KeyError, SessionKey};
+use crate::store::StoreError;
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a call did not produce an [`crate::Outcome`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key broke a validation rule.
+    #[error("invalid session key: {0}")]
+    InvalidKey(#[from] KeyError),
+    /// The input is larger than the runtime accepts.
+    #[error("input is {len} bytes; the limit is {max} bytes")]
+    TooLarge {
+        /// Size of the input.
+        len: usize,
+        /// The configured limit.
+        max: usize,
+    },
+    /// The session is busy and the call asked for `Reject`.
+    #[error("session {key} is busy with another turn")]
+    Busy {
+        /// The session.
+        key: SessionKey,
+    },
+    /// The session's queue is full; try again later.
+    #[error("session {key} already has {queued} messages waiting (the limit); try again later")]
+    Overloaded {
+        /// The session.
+        key: SessionKey,
+        /// Messages already waiting.
+        queued: usize,
+    },
+    /// The runtime holds as many live sessions as it may and none could be passivated in time.
+    #[error("the runtime is at its capacity of {capacity} live sessions; try again later")]
+    AtCapacity {
+        /// The configured capacity.
+        capacity: usize,
+    },
+    /// The runtime-wide limit on concurrent turns was reached.
+    #[error("{limit} turns are already running, the runtime-wide limit; try again later")]
+    ConcurrencyLimitExceeded {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The runtime is draining or shut down and admits no new calls.
+    #[error("the runtime is draining and admits no new calls")]
+    Draining,
+    /// The agent returned an error or panicked; the turn left no trace and the session goes on
+    /// from its last state.
+    #[error("the agent failed on session {key}: {message}")]
+    AgentFailed {
+        /// The session.
+        key: SessionKey,
+        /// What the agent reported (or the panic message).
+        message: String,
+    },
+    /// The turn ran but could not be persisted, so it is not acknowledged. The session keeps it
+    /// in memory and writes it with its next successful save.
+    #[error("session {key}: the turn was not persisted: {source}")]
+    Store {
+        /// The session.
+        key: SessionKey,
+        /// What the store said.
+        #[source]
+        source: Arc<StoreError>,
+    },
+    /// A store operation that concerns no single session (listing, deleting a user) failed.
+    #[error("store operation failed: {0}")]
+    Storage(#[source] Arc<StoreError>),
+    /// The session could not be activated (its stored data could not be loaded).
+    #[error("session {key} could not be activated: {source}")]
+    Activation {
+        /// The session.
+        key: SessionKey,
+        /// What the store said.
+        #[source]
+        source: Arc<StoreError>,
+    },
+    /// The session was deleted while the message waited.
+    #[error("session {key} was deleted before this message ran")]
+    Deleted {
+        /// The session.
+        key: SessionKey,
+    },
+    /// The session's actor stopped unexpectedly (a bug); the message may not have run.
+    #[error("session {key} stopped unexpectedly; the message may not have run")]
+    SessionFailed {
+        /// The session.
+        key: SessionKey,
+    },
+    /// A caller-side timeout expired before the answer came (the turn itself goes on).
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl Error {
+    pub(crate) fn store(key: &SessionKey, source: StoreError) -> Self {
+        Self::Store {
+            key: key.clone(),
+            source: Arc::new(source),
+        }
+    }
+
+    pub(crate) fn storage(source: StoreError) -> Self {
+        Self::Storage(Arc::new(source))
+    }
+
+    /// A short, stable code for logs, metrics and the HTTP API.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidKey(_) => "invalid_key",
+            Self::TooLarge { .. } => "too_large",
+            Self::Busy { .. } => "busy",
+            Self::Overloaded { .. } => "overloaded",
+            Self::AtCapacity { .. } => "at_capacity",
+            Self::ConcurrencyLimitExceeded { .. } => "concurrency_limit_exceeded",
+            Self::Draining => "draining",
+            Self::AgentFailed { .. } => "agent_failed",
+            Self::Store { .. } | Self::Storage(_) => "store",
+            Self::Activation { .. } => "activation",
+            Self::Deleted { .. } => "deleted",
+            Self::SessionFailed { .. } => "session_failed",
+            Self::Timeout(_) => "timeout",
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The registry: the single source of truth for which sessions are live.
+//!
+//! Every message for a session passes through [`Registry::route`], under one lock, so that the
+//! registry always knows where a message must go:
+//!
+//! - no slot: the session is activated (a lifecycle task spawns its actor) and the message is
+//!   held until the actor is up;
+//! - `Starting`: held, in order;
+//! - `Live`: sent to the actor's mailbox (a synchronous, unbounded send; the per-session bound is
+//!   enforced here, by the `pending` count);
+//! - `Stopping`: held for the *next* activation, which starts only after this one's final flush.
+//!
+//! Whenever a `Stop` is sent to an actor its slot becomes `Stopping` in the same critical
+//! section, so no message can slip into a mailbox that is about to close.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lru::LruCache;
+use parking_lot::Mutex;
+use ractor::ActorRef;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::key::SessionKey;
+use crate::session::{SessionDeps, SessionMsg, SessionShared, StopKind};
+use crate::state::InterruptReason;
+use crate::stats::{Counters, RuntimeStats};
+
+mod lifecycle;
+
+pub(crate) use lifecycle::reaper;
+
+/// At most this many least-recently-used sessions are examined when looking for one to evict,
+/// so that a runtime full of busy sessions does not scan them all on every activation.
+const EVICTION_SCAN: usize = 64;
+
+pub(crate) struct Registry {
+    inner: Mutex<Inner>,
+    pub(crate) deps: Arc<SessionDeps>,
+    pub(crate) counters: Counters,
+    /// Wakes the reaper when a deadline appears before the one it sleeps until.
+    reaper_wake: Notify,
+    /// Signalled (to all waiters) whenever a slot is released.
+    slot_freed: Notify,
+}
+
+struct Inner {
+    /// Slots in least-recently-used order (a call promotes its session).
+    slots: LruCache<SessionKey, Slot>,
+    /// Idle deadlines of live sessions, soonest first; exactly one per `Live` slot.
+    deadlines: BTreeSet<(Instant, SessionKey)>,
+    draining: bool,
+}
+
+enum Slot {
+    /// The actor is being spawned (and is loading); messages wait here, in order.
+    Starting {
+        shared: Arc<SessionShared>,
+        held: VecDeque<SessionMsg>,
+    },
+    Live {
+        shared: Arc<SessionShared>,
+        actor: ActorRef<SessionMsg>,
+        /// This session's entry in `Inner::deadlines`.
+        deadline: Instant,
+    },
+    /// The actor was asked to stop. Messages wait here for the next activation, whose pending
+    /// count is `next` (the stopping actor keeps its own).
+    Stopping {
+        shared: Arc<SessionShared>,
+        actor: ActorRef<SessionMsg>,
+        next: Arc<SessionShared>,
+        held: VecDeque<SessionMsg>,
+    },
+}
+
+/// Why a message could not be routed.
+pub(crate) enum RouteError {
+    /// Refused for good.
+    Refused(Error),
+    /// The runtime is full and nothing could be evicted yet; the message is handed back so that
+    /// the caller may wait for a free slot and try again.
+    AtCapacity(SessionMsg),
+}
+
+impl Registry {
+    pub fn new(deps: Arc<SessionDeps>) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Mutex::new(Inner {
+                slots: LruCache::unbounded(),
+                deadlines: BTreeSet::new(),
+                draining: false,
+            }),
+            deps,
+            counters: Counters::default(),
+            reaper_wake: Notify::new(),
+            slot_freed: Notify::new(),
+        })
+    }
+
+    pub fn stats(&self) -> RuntimeStats {
+        let inner = self.inner.lock();
+        self.counters
+            .snapshot(inner.slots.len(), inner.deadlines.len())
+    }
+
+    pub fn live_sessions(&self) -> usize {
+        self.inner.lock().slots.len()
+    }
+
+    /// Routes a message, waiting up to the configured `capacity_wait` for a free slot.
+    pub async fn submit(self: &Arc<Self>, key: &SessionKey, msg: SessionMsg) -> Result<(), Error> {
+        let wait = self.deps.config.capacity_wait;
+        let deadline = Instant::now() + wait;
+        let mut msg = msg;
+        loop {
+            let freed = self.slot_freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.route(key, msg) {
+                Ok(()) => return Ok(()),
+                Err(RouteError::Refused(err)) => return Err(err),
+                Err(RouteError::AtCapacity(back)) => {
+                    msg = back;
+                    let timed_out =
+                        wait.is_zero() || tokio::time::timeout_at(deadline, freed).await.is_err();
+                    if timed_out {
+                        Counters::bump(&self.counters.rejected_capacity);
+                        return Err(Error::AtCapacity {
+                            capacity: self.deps.config.capacity,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Routes one message to its session (see the module docs). Never waits.
+    pub fn route(self: &Arc<Self>, key: &SessionKey, msg: SessionMsg) -> Result<(), RouteError> {
+        let is_turn = matches!(msg, SessionMsg::Turn(_));
+        let mut inner = self.inner.lock();
+        if inner.draining && is_turn {
+            Counters::bump(&self.counters.rejected_draining);
+            return Err(RouteError::Refused(Error::Draining));
+        }
+        if inner.slots.contains(key) {
+            return self.route_existing(&mut inner, key, msg, is_turn);
+        }
+        if inner.slots.len() >= self.deps.config.capacity {
+            self.evict_lru(&mut inner);
+            return Err(RouteError::AtCapacity(msg));
+        }
+        let shared = Arc::new(SessionShared::default());
+        if is_turn {
+            shared.pending.store(1, Ordering::Release);
+        }
+        inner.slots.put(
+            key.clone(),
+            Slot::Starting {
+                shared: shared.clone(),
+                held: VecDeque::from([msg]),
+            },
+        );
+        let live = inner.slots.len();
+        drop(inner);
+        self.counters
+            .peak_live
+            .fetch_max(live as u64, Ordering::Relaxed);
+        metrics::gauge!("turnstile_live_sessions").set(live as f64);
+        tokio::spawn(lifecycle::run_session(self.clone(), key.clone(), shared));
+        Ok(())
+    }
+
+    fn route_existing(
+        &self,
+        inner: &mut Inner,
+        key: &SessionKey,
+        msg: SessionMsg,
+        is_turn: bool,
+    ) -> Result<(), RouteError> {
+        let max_pending = self.deps.config.max_queue + 1;
+        let slot = inner.slots.get_mut(key).expect("checked by the caller");
+        let shared = match slot {
+            Slot::Starting { shared, .. } | Slot::Live { shared, .. } => shared,
+            Slot::Stopping { next, .. } => next,
+        };
+        if is_turn {
+            let pending = shared.pending.load(Ordering::Acquire);
+            if pending >= max_pending {
+                Counters::bump(&self.counters.rejected_overloaded);
+                return Err(RouteError::Refused(Error::Overloaded {
+                    key: key.clone(),
+                    queued: pending.saturating_sub(1),
+                }));
+            }
+            shared.pending.fetch_add(1, Ordering::AcqRel);
+            shared
+                .last_active
+                .store(self.deps.stamp(), Ordering::Release);
+        }
+        match slot {
+            Slot::Starting { held, .. } | Slot::Stopping { held, .. } => held.push_back(msg),
+            Slot::Live { .. } => self.send_to_live(inner, key, msg),
+        }
+        Ok(())
+    }
+
+    /// Sends to a live actor; a `Stop` turns the slot into `Stopping` in the same step. If the
+    /// actor's mailbox is already closed (it died), the message is held for the next activation.
+    fn send_to_live(&self, inner: &mut Inner, key: &SessionKey, msg: SessionMsg) {
+        let is_stop = matches!(msg, SessionMsg::Stop(_));
+        let Some(Slot::Live { actor, .. }) = inner.slots.peek(key) else {
+            return;
+        };
+        match actor.send_message(msg) {
+            Ok(()) if !is_stop => {}
+            Ok(()) => self.mark_stopping(inner, key, VecDeque::new()),
+            Err(err) => {
+                let held = match err {
+                    ractor::MessagingErr::SendErr(msg) => VecDeque::from([msg]),
+                    _ => VecDeque::new(),
+                };
+                self.mark_stopping(inner, key, held);
+            }
+        }
+    }
+
+    /// Turns a `Live` slot into `Stopping`, moving turn counts of `held` messages to the next
+    /// activation.
+    fn mark_stopping(&self, inner: &mut Inner, key: &SessionKey, held: VecDeque<SessionMsg>) {
+        let Some(slot) = inner.slots.peek_mut(key) else {
+            return;
+        };
+        let Slot::Live {
+            shared,
+            actor,
+            deadline,
+        } = slot
+        else {
+            return;
+        };
+        let (shared, actor, deadline) = (shared.clone(), actor.clone(), *deadline);
+        let next = Arc::new(SessionShared::default());
+        let moved = held
+            .iter()
+            .filter(|m| matches!(m, SessionMsg::Turn(_)))
+            .count();
+        shared.pending.fetch_sub(moved, Ordering::AcqRel);
+        next.pending.store(moved, Ordering::Release);
+        *slot = Slot::Stopping {
+            shared,
+            actor,
+            next,
+            held,
+        };
+        inner.deadlines.remove(&(deadline, key.clone()));
+    }
+
+    /// Asks the least recently used idle session (if any among the oldest few) to passivate.
+    fn evict_lru(&self, inner: &mut Inner) {
+        let victim = inner
+            .slots
+            .iter()
+            .rev()
+            .take(EVICTION_SCAN)
+            .find(|(_, slot)| matches!(slot, Slot::Live { shared, .. } if shared.is_idle()))
+            .map(|(key, _)| key.clone());
+        if let Some(key) = victim {
+            Counters::bump(&self.counters.evictions_lru);
+            metrics::counter!("turnstile_evictions_total", "reason" => "lru").increment(1);
+            self.send_to_live(inner, &key, SessionMsg::Stop(StopKind::Passivate));
+        }
+    }
+
+    /// The lifecycle task spawned an actor: deliver what was held and mark it live.
+    pub(crate) fn publish(&self, key: &SessionKey, actor: ActorRef<SessionMsg>) {
+        let mut inner = self.inner.lock();
+        let Some(Slot::Starting { shared, held }) = inner.slots.pop(key) else {
+            unreachable!("only the lifecycle task of a Starting slot publishes");
+        };
+        let deadline = Instant::now() + self.deps.config.idle_ttl;
+        let wake = inner
+            .deadlines
+            .first()
+            .is_none_or(|(first, _)| deadline < *first);
+        inner.deadlines.insert((deadline, key.clone()));
+        inner.slots.push(
+            key.clone(),
+            Slot::Live {
+                shared,
+                actor,
+                deadline,
+            },
+        );
+        Counters::bump(&self.counters.activations);
+        metrics::counter!("turnstile_activations_total").increment(1);
+        let mut held = held;
+        while let Some(msg) = held.pop_front() {
+            let is_stop = matches!(msg, SessionMsg::Stop(_));
+            self.send_to_live(&mut inner, key, msg);
+            if is_stop || !matches!(inner.slots.peek(key), Some(Slot::Live { .. })) {
+                if let Some(Slot::Stopping { held: rest, .. }) = inner.slots.peek_mut(key) {
+                    rest.extend(held.drain(..));
+                }
+                break;
+            }
+        }
+        drop(inner);
+        if wake {
+            self.reaper_wake.notify_one();
+        }
+    }
+
+    /// The actor could not be spawned (its session could not be loaded): answer everything held.
+    pub(crate) fn activation_failed(&self, key: &SessionKey, error: Error) -> Vec<SessionMsg> {
+        let mut inner = self.inner.lock();
+        let held = match inner.slots.pop(key) {
+            Some(Slot::Starting { held, .. }) => held,
+            _ => VecDeque::new(),
+        };
+        Counters::bump(&self.counters.activation_failures);
+        metrics::gauge!("turnstile_live_sessions").set(inner.slots.len() as f64);
+        drop(inner);
+        self.slot_freed.notify_waiters();
+        let mut deletes = Vec::new();
+        for msg in held {
+            match msg {
+                SessionMsg::Turn(request) => {
+                    let _ = request.reply.send(Err(error.clone()));
+                }
+                SessionMsg::ClearContext(reply) => {
+                    let _ = reply.send(Err(error.clone()));
+                }
+                msg @ SessionMsg::Stop(StopKind::Delete(_)) => deletes.push(msg),
+                _ => {}
+            }
+        }
+        deletes
+    }
+
+    /// The actor's task ended. Returns the shared handle of the next activation when messages
+    /// are waiting for one.
+    pub(crate) fn stopped(&self, key: &SessionKey) -> Option<Arc<SessionShared>> {
+        let mut inner = self.inner.lock();
+        Counters::bump(&self.counters.stops);
+        let next = match inner.slots.peek_mut(key) {
+            Some(Slot::Stopping { next, held, .. }) if !held.is_empty() => {
+                let next = next.clone();
+                let mut held = std::mem::take(held);
+                if inner.draining {
+                    // Admitted before the drain: they run, then this activation stops too.
+                    held.push_back(SessionMsg::Stop(StopKind::Passivate));
+                }
+                let slot = inner.slots.peek_mut(key).expect("peeked above");
+                *slot = Slot::Starting {
+                    shared: next.clone(),
+                    held,
+                };
+                Some(next)
+            }
+            Some(Slot::Live { deadline, .. }) => {
+                // Stopped without being asked: its mailbox is gone, and with it any waiting
+                // callers' replies (they see `SessionFailed`).
+                Counters::bump(&self.counters.unexpected_stops);
+                let deadline = *deadline;
+                inner.deadlines.remove(&(deadline, key.clone()));
+                inner.slots.pop(key);
+                None
+            }
+            _ => {
+                inner.slots.pop(key);
+                None
+            }
+        };
+        metrics::gauge!("turnstile_live_sessions").set(inner.slots.len() as f64);
+        drop(inner);
+        if next.is_none() {
+            self.slot_freed.notify_waiters();
+        }
+        next
+    }
+
+    /// Interrupts a session's running turn without going through its mailbox.
+    pub fn interrupt(&self, key: &SessionKey, reason: InterruptReason) -> bool {
+        let inner = self.inner.lock();
+        let hit = match inner.slots.peek(key) {
+            Some(Slot::Live { shared, .. } | Slot::Stopping { shared, .. }) => {
+                shared.interrupt(reason)
+            }
+            _ => false,
+        };
+        drop(inner);
+        if hit {
+            Counters::bump(&self.counters.interrupts);
+            metrics::counter!("turnstile_interrupts_total").increment(1);
+        }
+        hit
+    }
+
+    /// The actor of a live session, for reads that must not activate it.
+    pub fn live_actor(&self, key: &SessionKey) -> Option<ActorRef<SessionMsg>> {
+        match self.inner.lock().slots.peek(key) {
+            Some(Slot::Live { actor, .. }) => Some(actor.clone()),
+            _ => None,
+        }
+    }
+
+    /// Keys of live sessions of one user.
+    pub fn live_keys_of(&self, user_id: &str) -> Vec<SessionKey> {
+        self.inner
+            .lock()
+            .slots
+            .iter()
+            .filter(|(key, _)| key.user_id() == user_id)
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// Passivates every idle session whose deadline has passed; reschedules the others.
+    /// Returns the next deadline.
+    pub(crate) fn reap(&self, now: Instant) -> Option<Instant> {
+        let ttl = self.deps.config.idle_ttl;
+        let mut inner = self.inner.lock();
+        while let Some((when, key)) = inner.deadlines.first().cloned() {
+            if when > now {
+                break;
+            }
+            inner.deadlines.pop_first();
+            let Some(Slot::Live {
+                shared, deadline, ..
+            }) = inner.slots.peek_mut(&key)
+            else {
+                continue;
+            };
+            if *deadline != when {
+                continue;
+            }
+            let last =
+                self.deps.epoch + Duration::from_nanos(shared.last_active.load(Ordering::Acquire));
+            let next = if !shared.is_idle() {
+                now + ttl
+            } else if last + ttl > now {
+                last + ttl
+            } else {
+                // Restore the entry so that `mark_stopping` finds and removes it consistently.
+                inner.deadlines.insert((when, key.clone()));
+                Counters::bump(&self.counters.evictions_idle);
+                metrics::counter!("turnstile_evictions_total", "reason" => "idle").increment(1);
+                self.send_to_live(&mut inner, &key, SessionMsg::Stop(StopKind::Passivate));
+                continue;
+            };
+            *deadline = next;
+            inner.deadlines.insert((next, key));
+        }
+        inner.deadlines.first().map(|(when, _)| *when)
+    }
+
+    /// Stops admitting turns and asks every session to passivate once its work is done.
+    pub fn begin_drain(&self) {
+        let mut inner = self.inner.lock();
+        inner.draining = true;
+        let keys: Vec<SessionKey> = inner.slots.iter().map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            match inner.slots.peek_mut(&key) {
+                Some(Slot::Starting { held, .. }) => {
+                    held.push_back(SessionMsg::Stop(StopKind::Passivate));
+                }
+                Some(Slot::Live { .. }) => {
+                    self.send_to_live(&mut inner, &key, SessionMsg::Stop(StopKind::Passivate));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Interrupts every running turn (they persist `shutdown_interrupted`) and refuses whatever
+    /// still waits.
+    pub fn force_shutdown(&self) {
+        let mut inner = self.inner.lock();
+        let keys: Vec<SessionKey> = inner.slots.iter().map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            match inner.slots.peek_mut(&key) {
+                Some(Slot::Starting { held, .. }) => {
+                    held.push_back(SessionMsg::Stop(StopKind::Shutdown));
+                }
+                Some(Slot::Live { shared, .. }) => {
+                    shared.interrupt(InterruptReason::Shutdown);
+                    self.send_to_live(&mut inner, &key, SessionMsg::Stop(StopKind::Shutdown));
+                }
+                Some(Slot::Stopping { shared, actor, .. }) => {
+                    shared.interrupt(InterruptReason::Shutdown);
+                    // Upgrades a passivation already under way; the slot is stopping already.
+                    let _ = actor.send_message(SessionMsg::Stop(StopKind::Shutdown));
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Waits until no slot is left or `deadline` passes; returns whether none is left.
+    pub async fn wait_empty(&self, deadline: Instant) -> bool {
+        loop {
+            let freed = self.slot_freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.inner.lock().slots.is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return self.inner.lock().slots.is_empty();
+            }
+        }
+    }
+
+    pub(crate) fn reaper_wake(&self) -> &Notify {
+        &self.reaper_wake
+    }
+}

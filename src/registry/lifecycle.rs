@@ -1,0 +1,88 @@
+//! The tasks that drive sessions through their lives: one per live session, and the reaper.
+
+use std::sync::Arc;
+
+use ractor::Actor;
+use tokio_util::sync::CancellationToken;
+
+use super::Registry;
+use crate::error::Error;
+use crate::key::SessionKey;
+use crate::session::{
+    activation_error, SessionActor, SessionArgs, SessionMsg, SessionShared, StopKind,
+};
+
+/// Supervises one session for as long as it has a slot: spawns its actor (which loads the
+/// session in `pre_start`), publishes it, waits for it to stop (after its final flush), and
+/// re-activates it if messages arrived meanwhile.
+///
+/// This task, not a ractor supervisor, is the session's supervisor: sessions are unlinked actors,
+/// so one session's failure can never stop another, and awaiting the actor's join handle tells
+/// the registry exactly when `post_stop` has finished.
+pub(crate) async fn run_session(
+    registry: Arc<Registry>,
+    key: SessionKey,
+    mut shared: Arc<SessionShared>,
+) {
+    loop {
+        let args = SessionArgs {
+            key: key.clone(),
+            deps: registry.deps.clone(),
+            shared,
+        };
+        let (actor, join) = match Actor::spawn(None, SessionActor, args).await {
+            Ok(spawned) => spawned,
+            Err(err) => {
+                let error = activation_error(&key, err);
+                tracing::warn!(%key, %error, "activation failed");
+                let deletes = registry.activation_failed(&key, error);
+                delete_unloadable(&registry, &key, deletes).await;
+                return;
+            }
+        };
+        registry.publish(&key, actor);
+        if join.await.is_err() {
+            tracing::error!(%key, "session actor task panicked");
+        }
+        match registry.stopped(&key) {
+            Some(next) => shared = next,
+            None => return,
+        }
+    }
+}
+
+/// A session that cannot be loaded (corrupt, newer schema) can still be deleted: straight from
+/// the store, since no actor owns it.
+async fn delete_unloadable(registry: &Registry, key: &SessionKey, deletes: Vec<SessionMsg>) {
+    for msg in deletes {
+        if let SessionMsg::Stop(StopKind::Delete(reply)) = msg {
+            let result = registry
+                .deps
+                .store
+                .delete(key)
+                .await
+                .map_err(|err| Error::store(key, err));
+            let _ = reply.send(result);
+        }
+    }
+}
+
+/// Passivates sessions whose idle TTL has passed. Sleeps until the soonest deadline; woken early
+/// when a sooner one appears. Calls never scan: they only stamp their session's activity.
+pub(crate) async fn reaper(registry: Arc<Registry>, shutdown: CancellationToken) {
+    let mut next = None;
+    loop {
+        let sleep = async {
+            match next {
+                Some(when) => tokio::time::sleep_until(when).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = registry.reaper_wake().notified() => {}
+            () = sleep => {}
+        }
+        next = registry.reap(tokio::time::Instant::now());
+    }
+}

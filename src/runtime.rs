@@ -1,0 +1,446 @@
+//! The facade: build a [`Runtime`] once, call it from every request handler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::Agent;
+use crate::config::RuntimeConfig;
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::registry::{reaper, Registry};
+use crate::session::{SessionDeps, SessionMsg, SessionView, StopKind, TurnRequest};
+use crate::state::{InterruptReason, SessionRecord};
+use crate::stats::RuntimeStats;
+use crate::store::{Page, PageRequest, Store};
+use crate::stream::TurnStream;
+use crate::turn::{CallOptions, Outcome};
+
+/// Chunks a streaming caller may fall behind by before the agent waits for it.
+const STREAM_BUFFER: usize = 64;
+
+/// One actor per live conversation session: call it with a key and an input, get the turn's
+/// outcome once it is durable.
+///
+/// Cheap to clone; every clone is the same runtime. Dropping the last clone stops the idle
+/// reaper but not the sessions: call [`Runtime::drain`] or [`Runtime::shutdown`] to stop them
+/// with a final flush.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    registry: Arc<Registry>,
+    /// Stops the reaper when the runtime goes away.
+    shutdown: CancellationToken,
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No agent was given.
+    #[error("no agent: call RuntimeBuilder::agent")]
+    MissingAgent,
+    /// No store was given.
+    #[error(
+        "no store: call RuntimeBuilder::store (MemoryStore for tests, FileStore for one host)"
+    )]
+    MissingStore,
+    /// A setting is out of range.
+    #[error("invalid setting: {0}")]
+    InvalidConfig(String),
+    /// `build` ran outside a tokio runtime.
+    #[error("RuntimeBuilder::build must be called from within a tokio runtime")]
+    NoTokioRuntime,
+}
+
+/// Builds a [`Runtime`]. An agent and a store are required; everything else has a default
+/// (see [`RuntimeConfig`]).
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    agent: Option<Arc<dyn Agent>>,
+    store: Option<Arc<dyn Store>>,
+    config: RuntimeConfig,
+}
+
+impl RuntimeBuilder {
+    /// The agent that runs every turn.
+    pub fn agent(mut self, agent: impl Agent) -> Self {
+        self.agent = Some(Arc::new(agent));
+        self
+    }
+
+    /// The agent, already shared.
+    pub fn agent_arc(mut self, agent: Arc<dyn Agent>) -> Self {
+        self.agent = Some(agent);
+        self
+    }
+
+    /// Where sessions are persisted.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// The store, already shared.
+    pub fn store_arc(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Replaces every setting at once.
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Most live sessions ([`RuntimeConfig::capacity`]).
+    pub fn with_capacity(mut self, capacity: usize) -> Self {
+        self.config.capacity = capacity;
+        self
+    }
+
+    /// How long a call waits for a free slot at capacity ([`RuntimeConfig::capacity_wait`]).
+    pub fn with_capacity_wait(mut self, wait: Duration) -> Self {
+        self.config.capacity_wait = wait;
+        self
+    }
+
+    /// Idle time before passivation ([`RuntimeConfig::idle_ttl`]).
+    pub fn with_idle_ttl(mut self, ttl: Duration) -> Self {
+        self.config.idle_ttl = ttl;
+        self
+    }
+
+    /// Most waiting messages per session ([`RuntimeConfig::max_queue`]).
+    pub fn with_max_queue(mut self, max_queue: usize) -> Self {
+        self.config.max_queue = max_queue;
+        self
+    }
+
+    /// Most turns running at once ([`RuntimeConfig::max_concurrent_turns`]), waiting up to
+    /// `wait` for a slot.
+    pub fn with_max_concurrent_turns(mut self, limit: usize, wait: Duration) -> Self {
+        self.config.max_concurrent_turns = Some(limit);
+        self.config.concurrency_wait = wait;
+        self
+    }
+
+    /// Interrupt turns that run longer than this ([`RuntimeConfig::turn_deadline`]).
+    pub fn with_turn_deadline(mut self, deadline: Duration) -> Self {
+        self.config.turn_deadline = Some(deadline);
+        self
+    }
+
+    /// The default overlap policy ([`RuntimeConfig::default_policy`]).
+    pub fn with_policy(mut self, policy: crate::OverlapPolicy) -> Self {
+        self.config.default_policy = policy;
+        self
+    }
+
+    /// Events shown to the agent and kept in memory ([`RuntimeConfig::window`]).
+    pub fn with_window(mut self, window: usize) -> Self {
+        self.config.window = window;
+        self
+    }
+
+    /// Largest accepted input ([`RuntimeConfig::max_input_bytes`]).
+    pub fn with_max_input_bytes(mut self, max: usize) -> Self {
+        self.config.max_input_bytes = max;
+        self
+    }
+
+    /// Builds the runtime and starts its idle reaper. Must run inside a tokio runtime.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        let agent = self.agent.ok_or(BuildError::MissingAgent)?;
+        let store = self.store.ok_or(BuildError::MissingStore)?;
+        let config = self.config;
+        if config.capacity == 0 {
+            return Err(BuildError::InvalidConfig(
+                "capacity must be at least 1".into(),
+            ));
+        }
+        if config.idle_ttl.is_zero() {
+            return Err(BuildError::InvalidConfig(
+                "idle_ttl must be positive".into(),
+            ));
+        }
+        if config.max_concurrent_turns == Some(0) {
+            return Err(BuildError::InvalidConfig(
+                "max_concurrent_turns must be at least 1".into(),
+            ));
+        }
+        tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoTokioRuntime)?;
+        let deps = Arc::new(SessionDeps {
+            store,
+            agent,
+            turn_permits: config
+                .max_concurrent_turns
+                .map(|n| Arc::new(Semaphore::new(n))),
+            config,
+            epoch: Instant::now(),
+        });
+        let registry = Registry::new(deps);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(reaper(registry.clone(), shutdown.clone()));
+        Ok(Runtime {
+            inner: Arc::new(RuntimeInner { registry, shutdown }),
+        })
+    }
+}
+
+/// What [`Runtime::drain`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Every session finished its work within the deadline.
+    pub clean: bool,
+    /// Sessions still held when the call returned (their stores did not answer in time).
+    pub left: usize,
+}
+
+/// How long [`Runtime::drain`] waits, after interrupting what is left at its deadline, for the
+/// interrupted turns to be persisted. Interrupts land at the next await point, so this only
+/// covers the final writes.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+impl Runtime {
+    /// Starts building a runtime.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    /// The runtime's settings.
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.registry().deps.config
+    }
+
+    /// The store sessions are persisted in.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.registry().deps.store
+    }
+
+    /// Runs one turn with the runtime's default options. See [`Runtime::call_with`].
+    pub async fn call(&self, key: &SessionKey, input: impl Into<String>) -> Result<Outcome> {
+        self.call_with(key, input, CallOptions::default()).await
+    }
+
+    /// Sends `input` to the session `key` (activating it if needed) and waits for the answer.
+    ///
+    /// The message takes its place in the session's FIFO when this future is first polled.
+    /// `Ok` means the turn is persisted. An interrupted or superseded turn is an `Ok` outcome,
+    /// not an error.
+    pub async fn call_with(
+        &self,
+        key: &SessionKey,
+        input: impl Into<String>,
+        options: CallOptions,
+    ) -> Result<Outcome> {
+        let (request, reply) = self.request(input.into(), &options, None, false)?;
+        self.registry()
+            .submit(key, SessionMsg::Turn(request))
+            .await?;
+        reply
+            .await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+    }
+
+    /// Like [`Runtime::call_with`], but returns a stream of the chunks the agent emits, ending
+    /// with the outcome. Dropping the stream does not cancel the turn unless
+    /// [`CallOptions::cancel_on_drop`] is set.
+    pub async fn call_streaming(
+        &self,
+        key: &SessionKey,
+        input: impl Into<String>,
+        options: CallOptions,
+    ) -> Result<TurnStream> {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let cancel_on_drop = options.cancel_on_drop;
+        let (request, reply) = self.request(input.into(), &options, Some(tx), false)?;
+        let abandon = request.abandon.clone();
+        self.registry()
+            .submit(key, SessionMsg::Turn(request))
+            .await?;
+        Ok(TurnStream::new(
+            key.clone(),
+            rx,
+            reply,
+            cancel_on_drop.then_some(abandon).flatten(),
+        ))
+    }
+
+    fn request(
+        &self,
+        input: String,
+        options: &CallOptions,
+        stream: Option<mpsc::Sender<String>>,
+        front: bool,
+    ) -> Result<(TurnRequest, oneshot::Receiver<Result<Outcome>>)> {
+        let max = self.config().max_input_bytes;
+        if input.len() > max {
+            return Err(Error::TooLarge {
+                len: input.len(),
+                max,
+            });
+        }
+        let (reply, rx) = oneshot::channel();
+        let request = TurnRequest {
+            input,
+            policy: options.policy.unwrap_or(self.config().default_policy),
+            attributes: options.attributes.clone(),
+            deadline: options.deadline,
+            abandon: options.cancel_on_drop.then(CancellationToken::new),
+            stream,
+            front,
+            reply,
+            admitted: Instant::now(),
+        };
+        Ok((request, rx))
+    }
+
+    /// Interrupts the session's running turn at its next await point, without waiting behind
+    /// its queue. Returns whether a turn was running; interrupting an idle (or not live) session
+    /// does nothing and returns `false`.
+    pub fn interrupt(&self, key: &SessionKey) -> bool {
+        self.registry().interrupt(key, InterruptReason::Requested)
+    }
+
+    /// Interrupts the running turn (if any) and runs `input` as the session's next turn, ahead
+    /// of anything already queued. Returns the new turn's outcome.
+    pub async fn interrupt_with(
+        &self,
+        key: &SessionKey,
+        input: impl Into<String>,
+        options: CallOptions,
+    ) -> Result<Outcome> {
+        let (request, reply) = self.request(input.into(), &options, None, true)?;
+        self.registry().interrupt(key, InterruptReason::Requested);
+        self.registry()
+            .submit(key, SessionMsg::Turn(request))
+            .await?;
+        reply
+            .await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+    }
+
+    /// Reads a session without activating it: from its actor when live (including turns the
+    /// store has not acknowledged yet), else from the store. `None` if it does not exist.
+    pub async fn state(&self, key: &SessionKey) -> Result<Option<SessionView>> {
+        if let Some(actor) = self.registry().live_actor(key) {
+            let (tx, rx) = oneshot::channel();
+            if actor.send_message(SessionMsg::Read(tx)).is_ok() {
+                if let Ok(view) = rx.await {
+                    return Ok(Some(view));
+                }
+            }
+        }
+        let store = self.store();
+        let loaded = store
+            .load(key, self.config().window)
+            .await
+            .map_err(|err| Error::store(key, err))?;
+        Ok(loaded.record.map(|record: SessionRecord| SessionView {
+            record,
+            events: loaded.events,
+            user_state: loaded.user_state,
+            app_state: loaded.app_state,
+            live: false,
+            unsaved: 0,
+        }))
+    }
+
+    /// Clears the session's context window (and summary); scoped state is kept. Persisted before
+    /// it returns. Queued turns before it see the old context, later ones the cleared one.
+    pub async fn clear_context(&self, key: &SessionKey) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.registry()
+            .submit(key, SessionMsg::ClearContext(tx))
+            .await?;
+        rx.await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+    }
+
+    /// Deletes a session: its running turn is interrupted, waiting messages are answered
+    /// `Deleted`, and its data is removed from the store. Returns whether it existed. Messages
+    /// sent after this call start a new, empty session.
+    pub async fn delete(&self, key: &SessionKey) -> Result<bool> {
+        let (tx, rx) = oneshot::channel();
+        self.registry()
+            .submit(key, SessionMsg::Stop(StopKind::Delete(tx)))
+            .await?;
+        rx.await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+    }
+
+    /// Lists a user's stored sessions (metadata only), paged.
+    pub async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page> {
+        self.store()
+            .list(user_id, page)
+            .await
+            .map_err(Error::storage)
+    }
+
+    /// Deletes every session of a user (live ones through their actors) and the user's shared
+    /// state. Returns how many sessions were removed from the store.
+    pub async fn delete_user(&self, user_id: &str) -> Result<u64> {
+        let mut deleted = 0;
+        for key in self.registry().live_keys_of(user_id) {
+            if self.delete(&key).await? {
+                deleted += 1;
+            }
+        }
+        let rest = self
+            .store()
+            .delete_user(user_id)
+            .await
+            .map_err(Error::storage)?;
+        Ok(deleted + rest)
+    }
+
+    /// Stops admitting turns (`Error::Draining`), lets running and queued turns finish until
+    /// `deadline`, then interrupts what is left (persisting `shutdown_interrupted`), flushes every
+    /// session and stops every actor.
+    pub async fn drain(&self, deadline: Duration) -> DrainReport {
+        let registry = self.registry();
+        registry.begin_drain();
+        let mut clean = registry.wait_empty(Instant::now() + deadline).await;
+        if !clean {
+            registry.force_shutdown();
+            clean = registry.wait_empty(Instant::now() + SHUTDOWN_GRACE).await;
+        }
+        self.inner.shutdown.cancel();
+        DrainReport {
+            clean,
+            left: registry.live_sessions(),
+        }
+    }
+
+    /// [`Runtime::drain`] with no grace: interrupts running turns at once, then flushes and stops.
+    pub async fn shutdown(&self) -> DrainReport {
+        self.drain(Duration::ZERO).await
+    }
+
+    /// Sessions held now (starting, live or stopping).
+    pub fn live_sessions(&self) -> usize {
+        self.registry().live_sessions()
+    }
+
+    /// The runtime's counters.
+    pub fn stats(&self) -> RuntimeStats {
+        self.registry().stats()
+    }
+}

@@ -1,0 +1,252 @@
+//! The session actor: one per live session, the only owner of that session's state.
+//!
+//! Its mailbox serialises everything that happens to the session. A turn runs as a child task,
+//! so the actor keeps reading its mailbox while the agent works: a newer message can supersede
+//! the running turn, and the turn's result comes back as a [`SessionMsg::Finished`] message.
+//! Interrupts do not go through the mailbox at all: they reach the running turn through the
+//! [`SessionShared`] handle the registry holds next to the actor.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, Attributes};
+use crate::config::RuntimeConfig;
+use crate::error::Error;
+use crate::key::SessionKey;
+use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
+use crate::store::{Store, StoreError};
+use crate::turn::{Outcome, OverlapPolicy};
+
+mod live;
+mod turn;
+
+use live::Live;
+pub(crate) use turn::TaskResult;
+
+/// What every session of one runtime shares.
+pub(crate) struct SessionDeps {
+    pub store: Arc<dyn Store>,
+    pub agent: Arc<dyn Agent>,
+    pub config: RuntimeConfig,
+    /// Runtime-wide turn slots, when `max_concurrent_turns` is set.
+    pub turn_permits: Option<Arc<Semaphore>>,
+    /// Zero point of [`SessionShared::last_active`].
+    pub epoch: Instant,
+}
+
+impl SessionDeps {
+    /// Time since `epoch`, in nanoseconds, for lock-free activity stamps.
+    pub fn stamp(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// The part of a session that the registry and the runtime reach without the mailbox.
+#[derive(Default)]
+pub(crate) struct SessionShared {
+    /// Turn messages routed to the actor and not yet answered. Zero means idle: nothing running,
+    /// nothing queued. Incremented by the registry (under its lock) and decremented by the actor
+    /// as it answers.
+    pub pending: AtomicUsize,
+    /// The actor holds events the store has not acknowledged yet; it must not be evicted.
+    pub dirty: AtomicBool,
+    /// The running turn, so that `interrupt` reaches it without waiting behind the mailbox.
+    pub current: Mutex<Option<Arc<TurnControl>>>,
+    /// When the session last did something, as a [`SessionDeps::stamp`].
+    pub last_active: AtomicU64,
+}
+
+impl SessionShared {
+    /// Whether the session may be passivated now: nothing running or queued, nothing unsaved.
+    pub fn is_idle(&self) -> bool {
+        self.pending.load(Ordering::Acquire) == 0 && !self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Interrupts the running turn, if any. Returns whether one was running.
+    pub fn interrupt(&self, reason: InterruptReason) -> bool {
+        match self.current.lock().as_ref() {
+            Some(control) => {
+                control.interrupt(reason);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Cancels one running turn and remembers why.
+#[derive(Default)]
+pub(crate) struct TurnControl {
+    pub token: CancellationToken,
+    /// The first reason given wins; later interrupts of the same turn change nothing.
+    reason: Mutex<Option<InterruptReason>>,
+}
+
+impl TurnControl {
+    pub fn with_token(token: CancellationToken) -> Self {
+        Self {
+            token,
+            reason: Mutex::new(None),
+        }
+    }
+
+    pub fn interrupt(&self, reason: InterruptReason) {
+        self.reason.lock().get_or_insert(reason);
+        self.token.cancel();
+    }
+
+    pub fn reason(&self) -> InterruptReason {
+        self.reason.lock().unwrap_or(InterruptReason::Requested)
+    }
+}
+
+/// A message for the session actor.
+pub(crate) enum SessionMsg {
+    /// Run (or queue, supersede, reject, merge) a turn.
+    Turn(TurnRequest),
+    /// A turn's child task ended.
+    Finished(TurnFinished),
+    /// Read the session as it is in memory.
+    Read(oneshot::Sender<SessionView>),
+    /// Clear the context window (keeps scoped state).
+    ClearContext(oneshot::Sender<Result<(), Error>>),
+    /// Finish up and stop. The registry marks the session stopping before sending this, so no
+    /// turn arrives after it.
+    Stop(StopKind),
+}
+
+/// How a session stops.
+pub(crate) enum StopKind {
+    /// Let running and queued turns finish, flush, stop.
+    Passivate,
+    /// Interrupt the running turn (persisting `shutdown_interrupted`), refuse queued ones, flush,
+    /// stop.
+    Shutdown,
+    /// Interrupt and refuse everything, delete the session from the store, stop.
+    Delete(oneshot::Sender<Result<bool, Error>>),
+}
+
+/// One message from a caller.
+pub(crate) struct TurnRequest {
+    pub input: String,
+    pub policy: OverlapPolicy,
+    pub attributes: Attributes,
+    pub deadline: Option<Duration>,
+    /// Streamed chunks go here, when the caller asked for a stream.
+    pub stream: Option<mpsc::Sender<String>>,
+    /// Run before anything already queued (`interrupt_with`).
+    pub front: bool,
+    /// Cancelled when a streaming caller that asked for `cancel_on_drop` goes away.
+    pub abandon: Option<CancellationToken>,
+    pub reply: oneshot::Sender<Result<Outcome, Error>>,
+    /// When the call entered the runtime, for latency metrics.
+    pub admitted: Instant,
+}
+
+/// A turn's child task reporting back.
+pub(crate) struct TurnFinished {
+    pub turn_id: u64,
+    pub result: TaskResult,
+}
+
+/// A session as seen from outside: its head, its context window and the shared state it sees.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionView {
+    /// The head: version, counters, session state, summary.
+    pub record: SessionRecord,
+    /// The newest events held in memory (or loaded), oldest first.
+    pub events: Vec<Event>,
+    /// The user's `user:` state.
+    pub user_state: StateMap,
+    /// The application's `app:` state.
+    pub app_state: StateMap,
+    /// Whether the session was live (activated) when read.
+    pub live: bool,
+    /// Events held in memory that the store has not acknowledged yet.
+    pub unsaved: usize,
+}
+
+/// The ractor actor type; all state lives in [`Live`].
+pub(crate) struct SessionActor;
+
+/// What a session actor starts from.
+pub(crate) struct SessionArgs {
+    pub key: SessionKey,
+    pub deps: Arc<SessionDeps>,
+    pub shared: Arc<SessionShared>,
+}
+
+impl Actor for SessionActor {
+    type Msg = SessionMsg;
+    type State = Live;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        args: SessionArgs,
+    ) -> Result<Live, ActorProcessingErr> {
+        Ok(Live::load(args).await?)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        live: &mut Live,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SessionMsg::Turn(request) => live.admit(request, &myself),
+            SessionMsg::Finished(finished) => live.finish(finished).await,
+            SessionMsg::Read(reply) => {
+                let _ = reply.send(live.view());
+            }
+            SessionMsg::ClearContext(reply) => {
+                let _ = reply.send(live.clear_context().await);
+            }
+            SessionMsg::Stop(kind) => live.begin_stop(kind),
+        }
+        if live.advance(&myself) {
+            live.finish_stop().await;
+            myself.stop(None);
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        live: &mut Live,
+    ) -> Result<(), ActorProcessingErr> {
+        live.final_flush().await;
+        Ok(())
+    }
+}
+
+/// Recovers the typed store error from a failed `pre_start`.
+pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error {
+    let source = match err {
+        ractor::SpawnErr::StartupFailed(inner) => match inner.downcast::<StoreError>() {
+            Ok(store) => *store,
+            Err(other) => StoreError::Unavailable {
+                backend: "session",
+                detail: other.to_string(),
+            },
+        },
+        other => StoreError::Unavailable {
+            backend: "session",
+            detail: other.to_string(),
+        },
+    };
+    Error::Activation {
+        key: key.clone(),
+        source: Arc::new(source),
+    }
+}

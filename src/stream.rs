@@ -1,0 +1,94 @@
+//! Streamed turns: the chunks an agent emits, then the outcome.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use futures::Stream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::key::SessionKey;
+use crate::turn::Outcome;
+
+/// One item of a [`TurnStream`].
+#[derive(Debug, Clone)]
+pub enum StreamEvent {
+    /// A piece of output, as the agent emitted it.
+    Chunk(String),
+    /// The turn's outcome (durable when `Ok`); always the last item.
+    Outcome(Result<Outcome>),
+}
+
+/// The chunks of one streamed turn followed by its outcome. Returned by
+/// [`crate::Runtime::call_streaming`].
+pub struct TurnStream {
+    key: SessionKey,
+    chunks: mpsc::Receiver<String>,
+    outcome: Option<oneshot::Receiver<Result<Outcome>>>,
+    /// Interrupts the turn if the stream is dropped before its outcome (`cancel_on_drop`).
+    abandon: Option<CancellationToken>,
+}
+
+impl TurnStream {
+    pub(crate) fn new(
+        key: SessionKey,
+        chunks: mpsc::Receiver<String>,
+        outcome: oneshot::Receiver<Result<Outcome>>,
+        abandon: Option<CancellationToken>,
+    ) -> Self {
+        Self {
+            key,
+            chunks,
+            outcome: Some(outcome),
+            abandon,
+        }
+    }
+
+    /// Waits for the end of the turn, discarding chunks not yet read.
+    pub async fn outcome(mut self) -> Result<Outcome> {
+        use futures::StreamExt;
+        while let Some(event) = self.next().await {
+            if let StreamEvent::Outcome(outcome) = event {
+                return outcome;
+            }
+        }
+        Err(Error::SessionFailed {
+            key: self.key.clone(),
+        })
+    }
+}
+
+impl Stream for TurnStream {
+    type Item = StreamEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<StreamEvent>> {
+        let this = self.get_mut();
+        let Some(outcome) = this.outcome.as_mut() else {
+            return Poll::Ready(None);
+        };
+        // Chunks end when the turn's task drops its sender, which happens before the outcome is
+        // sent; so every chunk is delivered before the outcome.
+        if let Some(chunk) = ready!(this.chunks.poll_recv(cx)) {
+            return Poll::Ready(Some(StreamEvent::Chunk(chunk)));
+        }
+        let result = ready!(Pin::new(outcome).poll(cx));
+        this.outcome = None;
+        this.abandon = None;
+        let outcome = result.unwrap_or_else(|_| {
+            Err(Error::SessionFailed {
+                key: this.key.clone(),
+            })
+        });
+        Poll::Ready(Some(StreamEvent::Outcome(outcome)))
+    }
+}
+
+impl Drop for TurnStream {
+    fn drop(&mut self) {
+        if let Some(abandon) = self.abandon.take() {
+            abandon.cancel();
+        }
+    }
+}

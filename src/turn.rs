@@ -1,0 +1,116 @@
+//! What a caller asks for and gets back: policies, options, outcomes.
+
+use std::time::Duration;
+
+use crate::agent::Attributes;
+use crate::state::{InterruptReason, Seq};
+
+/// What happens when a message arrives for a session whose turn is still running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OverlapPolicy {
+    /// Wait in line: turns run one after another in arrival order. The library default.
+    #[default]
+    Queue,
+    /// Latest message wins: the running turn is interrupted, every older queued message is
+    /// answered [`OutcomeKind::Superseded`] without running, and this one runs next.
+    Latest,
+    /// Refuse at once with `Error::Busy`.
+    Reject,
+    /// Wait in line, and when the session is free hand every waiting `Merge` message to one turn
+    /// together.
+    Merge,
+}
+
+impl std::str::FromStr for OverlapPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "queue" => Ok(Self::Queue),
+            "latest" => Ok(Self::Latest),
+            "reject" => Ok(Self::Reject),
+            "merge" => Ok(Self::Merge),
+            other => Err(format!(
+                "unknown overlap policy {other:?}; expected queue, latest, reject or merge"
+            )),
+        }
+    }
+}
+
+/// Per-call options. `CallOptions::default()` uses the runtime's settings.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Overrides the runtime's overlap policy for this message.
+    pub policy: Option<OverlapPolicy>,
+    /// Attributes handed to the agent for this turn; never persisted.
+    pub attributes: Attributes,
+    /// Overrides the runtime's turn deadline for this message.
+    pub deadline: Option<Duration>,
+    /// For streamed calls: interrupt the turn when the stream is dropped before it ends.
+    pub cancel_on_drop: bool,
+}
+
+impl CallOptions {
+    /// Options with this overlap policy.
+    pub fn with_policy(mut self, policy: OverlapPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Options with these attributes.
+    pub fn with_attributes(mut self, attributes: Attributes) -> Self {
+        self.attributes = attributes;
+        self
+    }
+
+    /// Options with this turn deadline.
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Interrupt the turn if the stream is dropped before it ends.
+    pub fn with_cancel_on_drop(mut self) -> Self {
+        self.cancel_on_drop = true;
+        self
+    }
+}
+
+/// How a message was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeKind {
+    /// Its turn ran to the end.
+    Completed,
+    /// Its turn was cut short; the output is what had been produced.
+    Interrupted(InterruptReason),
+    /// A newer message arrived first (`Latest`); it never ran, but it is in the history.
+    Superseded,
+    /// It was answered together with other messages (`Merge`); the output is that turn's.
+    Merged,
+}
+
+impl OutcomeKind {
+    /// The lower-case name used in the HTTP API and reports.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Interrupted(_) => "interrupted",
+            Self::Superseded => "superseded",
+            Self::Merged => "merged",
+        }
+    }
+}
+
+/// The answer to one message. Only returned once the turn is durable in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// What became of the message.
+    pub kind: OutcomeKind,
+    /// The agent's output (partial when interrupted; empty when superseded).
+    pub output: String,
+    /// Sequence number of the event that answers the message: the turn's output event, or for a
+    /// superseded message its own input event.
+    pub seq: Seq,
+}

@@ -1,0 +1,85 @@
+//! Contract 6: the number of live sessions never passes the capacity, and nothing per key is
+//! left behind once sessions are gone.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::harness::*;
+use turnstile::{EchoAgent, Error, MemoryStore, Runtime};
+
+const KEYS: usize = 100_000;
+const CAPACITY: usize = 1_000;
+
+/// 100,000 distinct keys through a capacity of 1,000 with waiting callers: all served, the live
+/// count never above 1,000, and after shutdown no slot or idle timer remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_keys_pass_through_a_thousand_slots() {
+    let rt = Runtime::builder()
+        .agent(EchoAgent)
+        .store(MemoryStore::new())
+        .with_capacity(CAPACITY)
+        .with_capacity_wait(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let workers = 64;
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let rt = rt.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (w..KEYS).step_by(workers) {
+                let k = key(&format!("u{}", i % 100), &format!("s{i}"));
+                rt.call(&k, "hello").await.expect("call");
+                assert!(rt.live_sessions() <= CAPACITY);
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(300), task)
+            .await
+            .expect("finishes")
+            .unwrap();
+    }
+    let stats = rt.stats();
+    assert!(stats.peak_live_sessions <= CAPACITY, "{stats:?}");
+    assert_eq!(stats.activations, KEYS as u64);
+    assert_eq!(stats.evictions_lru as usize, KEYS - stats.live_sessions);
+    let report = within(rt.shutdown()).await;
+    assert!(report.clean);
+    let stats = rt.stats();
+    assert_eq!(stats.live_sessions, 0, "no slot left behind");
+    assert_eq!(stats.idle_timers, 0, "no idle timer left behind");
+}
+
+/// With no wait configured, a call beyond the capacity is refused at once with `AtCapacity`
+/// while the busy sessions hold every slot.
+#[tokio::test(start_paused = true)]
+async fn a_full_runtime_of_busy_sessions_refuses_with_at_capacity() {
+    let agent = Arc::new(GateAgent::default());
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store(MemoryStore::new())
+        .with_capacity(2)
+        .build()
+        .unwrap();
+    let mut busy = Vec::new();
+    for s in ["a", "b"] {
+        let (rt, k) = (rt.clone(), key("u", s));
+        busy.push(tokio::spawn(async move { rt.call(&k, "hold").await }));
+    }
+    eventually("both turns running", || {
+        agent.entered.load(std::sync::atomic::Ordering::SeqCst) == 2
+    })
+    .await;
+    let refused = rt.call(&key("u", "c"), "x").await;
+    assert!(
+        matches!(refused, Err(Error::AtCapacity { capacity: 2 })),
+        "{refused:?}"
+    );
+    agent.gate.add_permits(2);
+    for task in busy {
+        within(task).await.unwrap().unwrap();
+    }
+    assert_eq!(rt.stats().rejected_capacity, 1);
+}

@@ -1,0 +1,106 @@
+//! Contract 9: drain refuses new calls, lets running and queued turns finish, interrupts what is
+//! left at its deadline (persisting `shutdown_interrupted`), flushes and stops every session.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::harness::*;
+use turnstile::state::InterruptReason;
+use turnstile::{Error, MemoryStore, OutcomeKind, Runtime, Store};
+
+fn runtime(agent: Arc<GateAgent>, store: Arc<dyn Store>) -> Runtime {
+    Runtime::builder()
+        .agent_arc(agent)
+        .store_arc(store)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn drain_lets_in_flight_and_queued_turns_finish() {
+    let agent = Arc::new(GateAgent::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rt = runtime(agent.clone(), store.clone());
+    let keys: Vec<_> = (0..5).map(|i| key("kim", &format!("s{i}"))).collect();
+    let mut calls = Vec::new();
+    for k in &keys {
+        for input in ["hold first", "hold queued"] {
+            let (rt, k) = (rt.clone(), k.clone());
+            calls.push(tokio::spawn(async move { rt.call(&k, input).await }));
+        }
+    }
+    eventually("five turns running", || {
+        agent.entered.load(Ordering::SeqCst) == 5
+    })
+    .await;
+    let drain = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.drain(Duration::from_secs(60)).await }
+    });
+    // A probe admitted before the drain began simply runs (on its own session); once the drain
+    // has begun, every new call is refused at once.
+    let probe = key("kim", "probe");
+    eventually("drain to refuse new calls", || {
+        futures::FutureExt::now_or_never(rt.call(&probe, "a probe"))
+            .is_some_and(|r| matches!(r, Err(Error::Draining)))
+    })
+    .await;
+    agent.gate.add_permits(10);
+    for call in calls {
+        let outcome = within(call).await.unwrap().unwrap();
+        assert_eq!(outcome.kind, OutcomeKind::Completed);
+    }
+    let report = within(drain).await.unwrap();
+    assert!(report.clean);
+    assert_eq!(rt.live_sessions(), 0);
+    for k in &keys {
+        assert_eq!(
+            stored_inputs(store.as_ref(), k).await.len(),
+            2,
+            "{k}: all flushed"
+        );
+    }
+    assert!(matches!(
+        rt.call(&keys[1], "after").await,
+        Err(Error::Draining)
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_the_deadline_running_turns_are_interrupted_and_marked() {
+    let agent = Arc::new(GateAgent::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rt = runtime(agent.clone(), store.clone());
+    let k = key("leo", "stuck");
+    let running = tokio::spawn({
+        let (rt, k) = (rt.clone(), k.clone());
+        async move { rt.call(&k, "hold forever").await }
+    });
+    let queued = tokio::spawn({
+        let (rt, k) = (rt.clone(), k.clone());
+        async move { rt.call(&k, "hold never runs").await }
+    });
+    eventually("the turn to run", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let report = within(rt.drain(Duration::from_secs(5))).await;
+    assert!(report.clean);
+    let outcome = within(running).await.unwrap().unwrap();
+    assert_eq!(
+        outcome.kind,
+        OutcomeKind::Interrupted(InterruptReason::Shutdown)
+    );
+    assert_eq!(
+        outcome.output, "working on hold forever",
+        "partial output is kept"
+    );
+    let never = within(queued).await.unwrap();
+    assert!(matches!(never, Err(Error::Draining)), "{never:?}");
+    let stored = store.load(&k, 10).await.unwrap().record.unwrap();
+    assert!(stored.shutdown_interrupted);
+    assert_eq!(stored.stats.interrupted, 1);
+}

@@ -1,0 +1,6 @@
+//! Shared helpers for the integration tests. Each test file includes this with `mod support;`
+//! and uses what it needs.
+
+#![allow(dead_code)]
+
+pub mod harness;
