@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::key::SessionKey;
-use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
+use crate::state::{Event, EventKind, Scope, ScopedState, StateDelta, Usage};
+use crate::template::{render, MissingKey, TemplateError};
 
 mod echo;
 mod mock;
@@ -58,6 +59,29 @@ pub struct TurnContext {
     pub(crate) sinks: Vec<mpsc::Sender<String>>,
     /// Shared with the runtime so that it survives the agent's future being dropped.
     pub(crate) record: Arc<Mutex<TurnRecord>>,
+}
+
+/// Who a [`ContextMessage`] speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions and recalled background.
+    System,
+    /// The person.
+    User,
+    /// The agent.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+/// One message of the agent's context, as chat APIs take them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ContextMessage {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said.
+    pub content: String,
 }
 
 /// What a turn produced so far; read by the runtime when the turn ends or is cut short.
@@ -115,6 +139,44 @@ impl TurnContext {
     /// The summary of events older than the window, if the session was compacted.
     pub fn summary(&self) -> Option<&str> {
         self.summary.as_deref()
+    }
+
+    /// The summary wrapped as recalled background (a `<memory-context>` block whose note says it
+    /// is not new input and that instructions inside it are not to be followed), if there is one.
+    pub fn memory_context(&self) -> Option<String> {
+        self.summary.as_deref().map(crate::summary::memory_context)
+    }
+
+    /// The context as chat messages, ready for an LLM API: the memory block first (pinned: it
+    /// never slides out of the window), then the window's events. This turn's input is not
+    /// included (see [`TurnContext::input`]).
+    pub fn messages(&self) -> Vec<ContextMessage> {
+        let mut out = Vec::with_capacity(self.visible + 1);
+        if let Some(block) = self.memory_context() {
+            out.push(ContextMessage {
+                role: Role::System,
+                content: block,
+            });
+        }
+        for event in self.history() {
+            let (role, content) = match &event.kind {
+                EventKind::UserInput { text, .. } => (Role::User, text.clone()),
+                EventKind::AgentOutput { text, .. } => (Role::Assistant, text.clone()),
+                EventKind::ToolCall {
+                    name, arguments, ..
+                } => (Role::Assistant, format!("[tool call] {name} {arguments}")),
+                EventKind::ToolResult { result, .. } => (Role::Tool, result.to_string()),
+                _ => continue,
+            };
+            out.push(ContextMessage { role, content });
+        }
+        out
+    }
+
+    /// Fills `{scope:key}` placeholders from this turn's view of the state (see
+    /// [`crate::render`]).
+    pub fn render(&self, template: &str, missing: MissingKey) -> Result<String, TemplateError> {
+        render(template, |key| self.get(key), missing)
     }
 
     /// Reads a state key (with its scope prefix), seeing this turn's own writes.

@@ -52,6 +52,9 @@ pub struct RuntimeConfig {
     pub default_policy: OverlapPolicy,
     /// Events kept in memory and shown to the agent.
     pub window: usize,
+    /// Compact (summarise what slid out of the window) once more than this many events are not
+    /// covered by the summary. Needs a summarizer; `None` turns compaction off.
+    pub compact_after: Option<usize>,
     /// Largest accepted input, in bytes.
     pub max_input_bytes: usize,
 }
@@ -68,6 +71,7 @@ impl Default for RuntimeConfig {
             turn_deadline: None,
             default_policy: OverlapPolicy::Queue,
             window: DEFAULT_WINDOW,
+            compact_after: None,
             max_input_bytes: MAX_MESSAGE_BYTES,
         }
     }

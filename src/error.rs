@@ -96,6 +96,21 @@ pub enum Error {
         /// The session.
         key: SessionKey,
     },
+    /// A session that must not exist yet (the target of a fork) already exists.
+    #[error("session {key} already exists")]
+    AlreadyExists {
+        /// The session.
+        key: SessionKey,
+    },
+    /// A session that must exist (the source of a fork) does not.
+    #[error("session {key} does not exist")]
+    NotFound {
+        /// The session.
+        key: SessionKey,
+    },
+    /// The request's arguments do not make sense (the message says which and why).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// A caller-side timeout expired before the answer came (the turn itself goes on).
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -128,6 +143,9 @@ impl Error {
             Self::Activation { .. } => "activation",
             Self::Deleted { .. } => "deleted",
             Self::SessionFailed { .. } => "session_failed",
+            Self::AlreadyExists { .. } => "already_exists",
+            Self::NotFound { .. } => "not_found",
+            Self::InvalidRequest(_) => "invalid_request",
             Self::Timeout(_) => "timeout",
         }
     }

@@ -300,10 +300,30 @@ impl Registry {
         metrics::counter!("turnstile_activations_total").increment(1);
         let mut held = held;
         while let Some(msg) = held.pop_front() {
-            let is_stop = matches!(msg, SessionMsg::Stop(_));
+            if matches!(msg, SessionMsg::Stop(_)) {
+                // Whatever came after the stop waits for the next activation, and its turn count
+                // moves with it.
+                let sent = match inner.slots.peek(key) {
+                    Some(Slot::Live { actor, .. }) => actor.send_message(msg).is_ok(),
+                    _ => false,
+                };
+                if sent {
+                    self.mark_stopping(&mut inner, key, std::mem::take(&mut held));
+                }
+                break;
+            }
             self.send_to_live(&mut inner, key, msg);
-            if is_stop || !matches!(inner.slots.peek(key), Some(Slot::Live { .. })) {
-                if let Some(Slot::Stopping { held: rest, .. }) = inner.slots.peek_mut(key) {
+            if !matches!(inner.slots.peek(key), Some(Slot::Live { .. })) {
+                // The actor died at once; `send_to_live` made the slot `Stopping`.
+                if let Some(Slot::Stopping { held: rest, next, shared, .. }) =
+                    inner.slots.peek_mut(key)
+                {
+                    let moved = held
+                        .iter()
+                        .filter(|m| matches!(m, SessionMsg::Turn(_)))
+                        .count();
+                    shared.pending.fetch_sub(moved, Ordering::AcqRel);
+                    next.pending.fetch_add(moved, Ordering::AcqRel);
                     rest.extend(held.drain(..));
                 }
                 break;
@@ -401,6 +421,20 @@ impl Registry {
         hit
     }
 
+    /// Messages routed to a session and not answered yet (running, queued or held).
+    pub fn pending(&self, key: &SessionKey) -> usize {
+        let inner = self.inner.lock();
+        match inner.slots.peek(key) {
+            Some(Slot::Starting { shared, .. } | Slot::Live { shared, .. }) => {
+                shared.pending.load(Ordering::Acquire)
+            }
+            Some(Slot::Stopping { shared, next, .. }) => {
+                shared.pending.load(Ordering::Acquire) + next.pending.load(Ordering::Acquire)
+            }
+            None => 0,
+        }
+    }
+
     /// The actor of a live session, for reads that must not activate it.
     pub fn live_actor(&self, key: &SessionKey) -> Option<ActorRef<SessionMsg>> {
         match self.inner.lock().slots.peek(key) {
@@ -457,6 +491,11 @@ impl Registry {
             inner.deadlines.insert((next, key));
         }
         inner.deadlines.first().map(|(when, _)| *when)
+    }
+
+    /// Whether `begin_drain` was called.
+    pub fn is_draining(&self) -> bool {
+        self.inner.lock().draining
     }
 
     /// Stops admitting turns and asks every session to passivate once its work is done.

@@ -13,10 +13,11 @@ use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::registry::{reaper, Registry};
 use crate::session::{SessionDeps, SessionMsg, SessionView, StopKind, TurnRequest};
-use crate::state::{InterruptReason, SessionRecord};
+use crate::state::{Event, InterruptReason, Seq, SessionRecord};
 use crate::stats::RuntimeStats;
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
+use crate::summary::Summarizer;
 use crate::turn::{CallOptions, Outcome};
 
 /// Chunks a streaming caller may fall behind by before the agent waits for it.
@@ -71,6 +72,7 @@ pub enum BuildError {
 pub struct RuntimeBuilder {
     agent: Option<Arc<dyn Agent>>,
     store: Option<Arc<dyn Store>>,
+    summarizer: Option<Arc<dyn Summarizer>>,
     config: RuntimeConfig,
 }
 
@@ -155,6 +157,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Compacts sessions with `summarizer` once more than `compact_after` events are not covered
+    /// by their summary ([`RuntimeConfig::compact_after`]).
+    pub fn with_summarizer(mut self, summarizer: impl Summarizer, compact_after: usize) -> Self {
+        self.summarizer = Some(Arc::new(summarizer));
+        self.config.compact_after = Some(compact_after);
+        self
+    }
+
     /// Largest accepted input ([`RuntimeConfig::max_input_bytes`]).
     pub fn with_max_input_bytes(mut self, max: usize) -> Self {
         self.config.max_input_bytes = max;
@@ -176,6 +186,11 @@ impl RuntimeBuilder {
                 "idle_ttl must be positive".into(),
             ));
         }
+        if config.compact_after.is_some() && self.summarizer.is_none() {
+            return Err(BuildError::InvalidConfig(
+                "compact_after is set but no summarizer was given".into(),
+            ));
+        }
         if config.max_concurrent_turns == Some(0) {
             return Err(BuildError::InvalidConfig(
                 "max_concurrent_turns must be at least 1".into(),
@@ -185,6 +200,7 @@ impl RuntimeBuilder {
         let deps = Arc::new(SessionDeps {
             store,
             agent,
+            summarizer: self.summarizer,
             turn_permits: config
                 .max_concurrent_turns
                 .map(|n| Arc::new(Semaphore::new(n))),
@@ -198,6 +214,22 @@ impl RuntimeBuilder {
             inner: Arc::new(RuntimeInner { registry, shutdown }),
         })
     }
+}
+
+/// Events read per store call while forking.
+const FORK_PAGE: usize = 1_000;
+
+/// A copy of an event for a forked session: a new id, and only session-scoped state changes.
+fn fork_event(mut event: Event) -> Event {
+    event.id = uuid::Uuid::new_v4();
+    if let Some(delta) = event.state_delta.take() {
+        let kept: crate::state::StateDelta = delta
+            .into_iter()
+            .filter(|(k, _)| crate::state::Scope::split(k).0 == crate::state::Scope::Session)
+            .collect();
+        event.state_delta = (!kept.is_empty()).then_some(kept);
+    }
+    event
 }
 
 /// What [`Runtime::drain`] did.
@@ -386,6 +418,65 @@ impl Runtime {
             .map_err(|_| Error::SessionFailed { key: key.clone() })?
     }
 
+    /// Creates `target` as a copy of `source`'s log up to and including `at_seq` (the whole log
+    /// when `None`), so that its session state is the fold up to there. The source is untouched.
+    ///
+    /// Copied events get new ids. Their `user:` and `app:` changes are left out: that state is
+    /// shared and current, and replaying old values would rewind it. Reads what the store holds
+    /// (acknowledged turns). Returns the number of events copied.
+    pub async fn fork(
+        &self,
+        source: &SessionKey,
+        target: &SessionKey,
+        at_seq: Option<Seq>,
+    ) -> Result<u64> {
+        if source == target {
+            return Err(Error::InvalidRequest(
+                "a session cannot be forked into itself".into(),
+            ));
+        }
+        let store = self.store();
+        let head = store
+            .load(source, 0)
+            .await
+            .map_err(|err| Error::store(source, err))?
+            .record
+            .ok_or_else(|| Error::NotFound {
+                key: source.clone(),
+            })?;
+        let last = head.next_seq.saturating_sub(1);
+        let upto = at_seq.unwrap_or(last);
+        if upto == 0 || upto > last {
+            return Err(Error::InvalidRequest(format!(
+                "at_seq {upto} is outside the source's log (1..={last})"
+            )));
+        }
+        let mut events = Vec::new();
+        while (events.len() as u64) < upto {
+            let from = events.len() as u64 + 1;
+            let want = usize::try_from(upto + 1 - from)
+                .unwrap_or(usize::MAX)
+                .min(FORK_PAGE);
+            let page = store
+                .read_events(source, from, want)
+                .await
+                .map_err(|err| Error::store(source, err))?;
+            if page.is_empty() {
+                return Err(Error::InvalidRequest(format!(
+                    "the store returned no events of {source} from {from}"
+                )));
+            }
+            events.extend(page.into_iter().map(fork_event));
+        }
+        match store.append(target, 0, &events).await {
+            Ok(_) => Ok(events.len() as u64),
+            Err(crate::store::StoreError::Conflict { .. }) => Err(Error::AlreadyExists {
+                key: target.clone(),
+            }),
+            Err(err) => Err(Error::store(target, err)),
+        }
+    }
+
     /// Lists a user's stored sessions (metadata only), paged.
     pub async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page> {
         self.store()
@@ -429,9 +520,20 @@ impl Runtime {
         }
     }
 
+    /// Whether the runtime is draining (or shut down) and refusing new turns.
+    pub fn is_draining(&self) -> bool {
+        self.registry().is_draining()
+    }
+
     /// [`Runtime::drain`] with no grace: interrupts running turns at once, then flushes and stops.
     pub async fn shutdown(&self) -> DrainReport {
         self.drain(Duration::ZERO).await
+    }
+
+    /// Messages sent to a session and not answered yet: its running turn plus those waiting.
+    /// Zero for a session that is idle or not live.
+    pub fn pending(&self, key: &SessionKey) -> usize {
+        self.registry().pending(key)
     }
 
     /// Sessions held now (starting, live or stopping).

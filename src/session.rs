@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
 use crate::store::{Store, StoreError};
+use crate::summary::Summarizer;
 use crate::turn::{Outcome, OverlapPolicy};
 
 mod live;
@@ -34,6 +35,7 @@ pub(crate) use turn::TaskResult;
 pub(crate) struct SessionDeps {
     pub store: Arc<dyn Store>,
     pub agent: Arc<dyn Agent>,
+    pub summarizer: Option<Arc<dyn Summarizer>>,
     pub config: RuntimeConfig,
     /// Runtime-wide turn slots, when `max_concurrent_turns` is set.
     pub turn_permits: Option<Arc<Semaphore>>,
@@ -117,6 +119,11 @@ pub(crate) enum SessionMsg {
     Read(oneshot::Sender<SessionView>),
     /// Clear the context window (keeps scoped state).
     ClearContext(oneshot::Sender<Result<(), Error>>),
+    /// A compaction task finished: the summary of events up to `through_seq`.
+    Compacted {
+        through_seq: crate::state::Seq,
+        summary: Result<String, String>,
+    },
     /// Finish up and stop. The registry marks the session stopping before sending this, so no
     /// turn arrives after it.
     Stop(StopKind),
@@ -202,19 +209,28 @@ impl Actor for SessionActor {
         msg: SessionMsg,
         live: &mut Live,
     ) -> Result<(), ActorProcessingErr> {
+        // The futures that await the store are boxed: ractor keeps this handler's future inline
+        // in every actor's processing loop, so its size is paid by every idle session.
         match msg {
             SessionMsg::Turn(request) => live.admit(request, &myself),
-            SessionMsg::Finished(finished) => live.finish(finished).await,
+            SessionMsg::Finished(finished) => {
+                Box::pin(live.finish(finished)).await;
+                live.maybe_compact(&myself);
+            }
+            SessionMsg::Compacted {
+                through_seq,
+                summary,
+            } => Box::pin(live.compacted(through_seq, summary)).await,
             SessionMsg::Read(reply) => {
                 let _ = reply.send(live.view());
             }
             SessionMsg::ClearContext(reply) => {
-                let _ = reply.send(live.clear_context().await);
+                let _ = reply.send(Box::pin(live.clear_context()).await);
             }
             SessionMsg::Stop(kind) => live.begin_stop(kind),
         }
         if live.advance(&myself) {
-            live.finish_stop().await;
+            Box::pin(live.finish_stop()).await;
             myself.stop(None);
         }
         Ok(())

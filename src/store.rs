@@ -11,9 +11,15 @@ use crate::key::SessionKey;
 use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMap};
 
 pub mod conformance;
+mod file;
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 
+pub use file::FileStore;
 pub use memory::MemoryStore;
+#[cfg(feature = "redis")]
+pub use redis::{RedisOptions, RedisStore};
 
 /// What a store hands back when a session is activated.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -244,15 +250,13 @@ pub(crate) fn check_continues(
     next_seq: Seq,
     events: &[Event],
 ) -> Result<(), StoreError> {
-    let mut expected = next_seq;
-    for event in events {
+    for (expected, event) in (next_seq..).zip(events) {
         if event.seq != expected {
             return Err(StoreError::InvalidRequest(format!(
                 "session {key}: event seq {} does not continue the log (expected {expected})",
                 event.seq
             )));
         }
-        expected += 1;
     }
     Ok(())
 }

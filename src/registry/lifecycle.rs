@@ -30,7 +30,10 @@ pub(crate) async fn run_session(
             deps: registry.deps.clone(),
             shared,
         };
-        let (actor, join) = match Actor::spawn(None, SessionActor, args).await {
+        // Boxed: this task stays parked on `join` for the whole life of the session, and an
+        // inline spawn future (which contains the store's load) would size every parked task.
+        let spawned = Box::pin(Actor::spawn(None, SessionActor, args)).await;
+        let (actor, join) = match spawned {
             Ok(spawned) => spawned,
             Err(err) => {
                 let error = activation_error(&key, err);

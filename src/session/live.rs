@@ -18,7 +18,7 @@ use crate::agent::{TurnContext, TurnRecord};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{
-    Author, Event, EventKind, InterruptReason, OutputStatus, ScopedState, SessionRecord,
+    Author, Event, EventKind, InterruptReason, OutputStatus, ScopedState, Seq, SessionRecord,
 };
 use crate::store::StoreError;
 use crate::turn::{Outcome, OutcomeKind, OverlapPolicy};
@@ -47,6 +47,10 @@ pub(crate) struct Live {
     superseded: Vec<TurnRequest>,
     stopping: Option<StopKind>,
     next_turn_id: u64,
+    /// The summary's text, shared with turns without copying.
+    summary: Option<Arc<str>>,
+    /// A compaction task is running (at most one per session).
+    compacting: bool,
 }
 
 /// The turn in flight.
@@ -92,7 +96,30 @@ impl Live {
             superseded: Vec::new(),
             stopping: None,
             next_turn_id: 0,
-        })
+            summary: None,
+            compacting: false,
+        }
+        .with_summary_cache())
+    }
+
+    fn with_summary_cache(mut self) -> Self {
+        self.refresh_summary();
+        self
+    }
+
+    fn refresh_summary(&mut self) {
+        self.summary = self
+            .record
+            .summary
+            .as_ref()
+            .map(|s| Arc::from(s.text.as_str()));
+    }
+
+    /// The last event folded into the summary or removed by `clear_context`: the agent sees
+    /// only later events.
+    fn covered_through(&self) -> Seq {
+        let summarised = self.record.summary.as_ref().map_or(0, |s| s.through_seq);
+        summarised.max(self.record.cleared_through)
     }
 
     fn busy(&self) -> bool {
@@ -224,16 +251,17 @@ impl Live {
         });
     }
 
-    /// How many of the window's newest events the agent sees: at most `window`, none from before
-    /// the last `clear_context`.
+    /// How many of the window's newest events the agent sees: at most `window`, none that the
+    /// summary covers or that `clear_context` removed.
     fn visible_events(&self) -> usize {
-        let after_clear = self
+        let covered = self.covered_through();
+        let uncovered = self
             .window
             .iter()
             .rev()
-            .take_while(|e| e.seq > self.record.cleared_through)
+            .take_while(|e| e.seq > covered)
             .count();
-        after_clear.min(self.deps.config.window)
+        uncovered.min(self.deps.config.window)
     }
 
     /// Records a finished turn, persists it, and answers its callers.
@@ -312,16 +340,24 @@ impl Live {
         }
         let state = Arc::make_mut(&mut self.state);
         let window = Arc::make_mut(&mut self.window);
+        let mut summary_changed = false;
         for event in &events {
             self.record.apply(event);
             if let Some(delta) = &event.state_delta {
                 state.apply(delta);
             }
+            summary_changed |= matches!(
+                event.kind,
+                EventKind::Summary { .. } | EventKind::ContextCleared {}
+            );
         }
         window.extend(events.iter().cloned());
         let limit = self.deps.config.window.max(1);
         if window.len() >= 2 * limit {
             window.drain(..window.len() - limit);
+        }
+        if summary_changed {
+            self.refresh_summary();
         }
         self.unsaved.extend(events);
         self.shared.dirty.store(true, Ordering::Release);
@@ -341,7 +377,8 @@ impl Live {
         {
             Ok(version) => {
                 self.record.version = version;
-                self.unsaved.clear();
+                // Dropped, not cleared: an idle session should not keep the buffer's capacity.
+                self.unsaved = Vec::new();
                 self.shared.dirty.store(false, Ordering::Release);
                 Ok(())
             }
@@ -456,6 +493,74 @@ impl Live {
         );
         self.apply(vec![event]);
         self.flush().await
+    }
+
+    /// Starts a compaction when more than `compact_after` events are not covered by the summary:
+    /// a child task summarises everything older than the window (read back from the store, so
+    /// only persisted events are summarised) and reports with `Compacted`. Turns go on meanwhile.
+    pub fn maybe_compact(&mut self, myself: &ActorRef<SessionMsg>) {
+        let (Some(summarizer), Some(after)) =
+            (self.deps.summarizer.clone(), self.deps.config.compact_after)
+        else {
+            return;
+        };
+        if self.compacting || self.stopping.is_some() || !self.unsaved.is_empty() {
+            return;
+        }
+        let covered = self.covered_through();
+        let last = self.record.next_seq.saturating_sub(1);
+        let upto = last.saturating_sub(self.deps.config.window as Seq);
+        if last - covered <= after as Seq || upto <= covered {
+            return;
+        }
+        self.compacting = true;
+        let previous = self.summary.clone();
+        let (store, key, actor) = (self.deps.store.clone(), self.key.clone(), myself.clone());
+        tokio::spawn(async move {
+            let summary = async {
+                let limit = usize::try_from(upto - covered).unwrap_or(usize::MAX);
+                let span: Vec<Event> = store
+                    .read_events(&key, covered + 1, limit)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .filter(|e| !matches!(e.kind, EventKind::Summary { .. }))
+                    .collect();
+                summarizer
+                    .summarize(previous.as_deref(), &span)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            .await;
+            let _ = actor.send_message(SessionMsg::Compacted {
+                through_seq: upto,
+                summary,
+            });
+        });
+    }
+
+    /// Records a finished compaction as a `Summary` event (events that arrived meanwhile are
+    /// after `through_seq`, so none is lost).
+    pub async fn compacted(&mut self, through_seq: Seq, summary: Result<String, String>) {
+        self.compacting = false;
+        let text = match summary {
+            Ok(text) => text,
+            Err(error) => {
+                tracing::warn!(key = %self.key, %error, "compaction failed; will retry");
+                return;
+            }
+        };
+        if through_seq <= self.covered_through() || self.stopping.is_some() {
+            return;
+        }
+        let event = Event::new(
+            self.record.next_seq,
+            Author::System,
+            now_ms(),
+            EventKind::Summary { text, through_seq },
+        );
+        self.apply(vec![event]);
+        let _ = self.flush().await;
     }
 
     /// The session as it is in memory.

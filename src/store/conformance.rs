@@ -36,6 +36,11 @@ where
     delete_user_touches_no_other_user(make().await).await;
     gc_removes_old_and_excess_sessions(make().await).await;
     hostile_keys_stay_in_their_namespace(make().await).await;
+    concurrent_writers_of_one_version_let_exactly_one_win(make().await).await;
+    anonymous_sessions_are_apart_from_every_user(make().await).await;
+    read_events_pages_through_the_log(make().await).await;
+    text_and_unknown_fields_round_trip_exactly(make().await).await;
+    null_deletes_shared_keys(make().await).await;
 }
 
 fn key(user: &str, session: &str) -> SessionKey {
@@ -329,4 +334,136 @@ pub async fn hostile_keys_stay_in_their_namespace(store: Arc<dyn Store>) {
         .expect("load")
         .record
         .is_some());
+}
+
+/// Of several writers racing from the same version, exactly one wins and the log holds exactly
+/// its events.
+pub async fn concurrent_writers_of_one_version_let_exactly_one_win(store: Arc<dyn Store>) {
+    let k = key("race", "s");
+    let v1 = fill(store.as_ref(), &k, 1).await;
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (store, k) = (store.clone(), k.clone());
+            tokio::spawn(async move {
+                let events = turn_events(3, &format!("writer {i}"), None);
+                (store.append(&k, v1, &events).await, events)
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for writer in writers {
+        match writer.await.expect("writer task") {
+            (Ok(version), events) => winners.push((version, events)),
+            (Err(StoreError::Conflict { .. }), _) => {}
+            (Err(other), _) => panic!("a losing writer must see a Conflict, got {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one writer wins");
+    let loaded = store.load(&k, 100).await.expect("load");
+    assert_eq!(loaded.events.len(), 4);
+    assert_eq!(
+        loaded.events[2..],
+        winners[0].1[..],
+        "the winner's events, once"
+    );
+    assert_eq!(loaded.record.expect("head").version, winners[0].0);
+}
+
+/// Anonymous sessions are listed under `""` only, and never see or write user state.
+pub async fn anonymous_sessions_are_apart_from_every_user(store: Arc<dyn Store>) {
+    let anon = SessionKey::anonymous("guest").expect("valid key");
+    let delta: StateDelta = [("user:name".to_owned(), json!("nobody"))].into();
+    store
+        .append(&anon, 0, &turn_events(1, "hi", Some(delta)))
+        .await
+        .expect("append");
+    fill(store.as_ref(), &key("guest", "guest"), 1).await;
+    let page = store.list("", &PageRequest::default()).await.expect("list");
+    let keys: Vec<_> = page.sessions.iter().map(|m| m.key.clone()).collect();
+    assert_eq!(keys, std::slice::from_ref(&anon));
+    let loaded = store.load(&anon, 5).await.expect("load");
+    assert!(
+        loaded.user_state.is_empty(),
+        "anonymous sessions have no user state"
+    );
+    let named = store.load(&key("guest", "guest"), 5).await.expect("load");
+    assert!(
+        named.user_state.is_empty(),
+        "no user state leaks from an anonymous session"
+    );
+    assert_eq!(store.delete_user("").await.expect("delete_user"), 1);
+    assert!(store
+        .load(&key("guest", "guest"), 5)
+        .await
+        .expect("load")
+        .record
+        .is_some());
+}
+
+/// `read_events` returns exactly the asked-for slice, whatever the bounds.
+pub async fn read_events_pages_through_the_log(store: Arc<dyn Store>) {
+    let k = key("pager", "s");
+    fill(store.as_ref(), &k, 5).await;
+    let seqs = |events: Vec<crate::state::Event>| events.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let read = |from, limit| {
+        let (store, k) = (store.clone(), k.clone());
+        async move {
+            store
+                .read_events(&k, from, limit)
+                .await
+                .expect("read_events")
+        }
+    };
+    assert_eq!(seqs(read(4, 3).await), [4, 5, 6]);
+    assert_eq!(seqs(read(0, 2).await), [1, 2]);
+    assert_eq!(seqs(read(9, 100).await), [9, 10]);
+    assert!(read(11, 5).await.is_empty());
+    assert!(read(1, 0).await.is_empty());
+    assert_eq!(read(1, usize::MAX).await.len(), 10);
+    assert!(store
+        .read_events(&key("pager", "missing"), 1, 5)
+        .await
+        .expect("read_events")
+        .is_empty());
+}
+
+/// Text with line breaks and any Unicode, and fields from a newer writer, come back unchanged.
+pub async fn text_and_unknown_fields_round_trip_exactly(store: Arc<dyn Store>) {
+    let k = key("text", "s");
+    let mut events = turn_events(1, "line one\nline two\r\n\u{2028}✓ \"quoted\" \\ {}", None);
+    events[1]
+        .extra
+        .insert("written_by_v9".to_owned(), json!({"nested": [1, "two"]}));
+    store.append(&k, 0, &events).await.expect("append");
+    let loaded = store.load(&k, 10).await.expect("load");
+    assert_eq!(loaded.events, events);
+    assert_eq!(store.read_events(&k, 1, 10).await.expect("read"), events);
+}
+
+/// A `null` in a delta removes a shared key.
+pub async fn null_deletes_shared_keys(store: Arc<dyn Store>) {
+    let k = key("nully", "s");
+    let set: StateDelta = [
+        ("user:a".to_owned(), json!(1)),
+        ("user:b".to_owned(), json!(2)),
+        ("app:nully".to_owned(), json!(3)),
+    ]
+    .into();
+    let unset: StateDelta = [
+        ("user:a".to_owned(), serde_json::Value::Null),
+        ("app:nully".to_owned(), serde_json::Value::Null),
+    ]
+    .into();
+    let v1 = store
+        .append(&k, 0, &turn_events(1, "set", Some(set)))
+        .await
+        .expect("append");
+    store
+        .append(&k, v1, &turn_events(3, "unset", Some(unset)))
+        .await
+        .expect("append");
+    let loaded = store.load(&k, 0).await.expect("load");
+    assert_eq!(loaded.user_state.get("a"), None);
+    assert_eq!(loaded.user_state.get("b"), Some(&json!(2)));
+    assert_eq!(loaded.app_state.get("nully"), None);
 }

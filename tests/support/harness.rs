@@ -12,7 +12,27 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use turnstile::state::{Event, EventKind, InputDisposition, Seq};
 use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
-use turnstile::{Agent, AgentError, SessionKey, Store, StoreError, TurnContext};
+use turnstile::{
+    Agent, AgentError, CallOptions, Outcome, Runtime, SessionKey, Store, StoreError, TurnContext,
+};
+
+/// Sends `inputs` to one session from a new task, in this order (each enters the session's FIFO
+/// before the next), and returns their results.
+pub fn spawn_calls(
+    rt: &Runtime,
+    key: &SessionKey,
+    inputs: &[&str],
+    options: CallOptions,
+) -> tokio::task::JoinHandle<Vec<turnstile::Result<Outcome>>> {
+    let (rt, key) = (rt.clone(), key.clone());
+    let inputs: Vec<String> = inputs.iter().map(|s| (*s).to_owned()).collect();
+    tokio::spawn(async move {
+        let calls = inputs
+            .into_iter()
+            .map(|input| rt.call_with(&key, input, options.clone()));
+        futures::future::join_all(calls).await
+    })
+}
 
 /// Longest any single wait in a test may take before it counts as a failure.
 pub const TIMEOUT: Duration = Duration::from_secs(10);

@@ -3,4 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod faulty;
 pub mod harness;
+#[cfg(feature = "redis")]
+pub mod redis_server;
+pub mod stores;

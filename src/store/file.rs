@@ -1,0 +1,449 @@
+//! The embedded default store: JSON files under one root folder, fsync'd before an append is
+//! acknowledged.
+//!
+//! See `docs/stores.md` for the layout and the crash-safety argument. In short: each session has
+//! a folder with an append-only `log.jsonl` (the source of truth) and a `head.json` (its fold,
+//! replaced atomically, recording how many log bytes it covers); after a crash the head is
+//! reconciled with the log on the next read.
+
+mod fsio;
+mod layout;
+mod log;
+mod session;
+mod shared;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::{Mutex, OwnedMutexGuard, OwnedRwLockReadGuard, RwLock};
+
+use self::layout::{SessionPaths, APP_FILE, LOCK_FILE, TRASH_DIR, USER_FILE};
+use super::{
+    check_page, select_for_gc, GcPolicy, GcReport, LoadedSession, Page, PageRequest, SessionMeta,
+    Store, StoreError,
+};
+use crate::key::SessionKey;
+use crate::state::{Event, Seq, SplitDelta, StateMap};
+
+/// Stripes of the per-user gate: held shared by every session operation, exclusively by
+/// `delete_user`. Fixed, so memory stays bounded whatever the number of users.
+const USER_GATES: usize = 64;
+/// Stripes of the per-session write lock. Two sessions share a stripe by hash only; with 256
+/// stripes and one turn at a time per session, such waits are rare.
+const SESSION_LOCKS: usize = 256;
+/// Stripes of the lock around one user's `user.json` read-modify-write.
+const USER_STATE_LOCKS: usize = 64;
+
+/// Stores sessions as files under one root folder: the embedded default, for one process on one
+/// host.
+///
+/// Every append is fsync'd before it returns `Ok`, and survives `kill -9` or a power cut. A root
+/// is used by one process at a time: [`FileStore::open`] takes a lock file and a second opener
+/// gets [`StoreError::Locked`]. Cloning is cheap and shares the store.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The store's folder.
+    root: PathBuf,
+    /// Holds the root's lock for as long as the store lives; dropping it releases the lock.
+    _lock: File,
+    /// See [`USER_GATES`].
+    user_gates: Box<[Arc<RwLock<()>>]>,
+    /// See [`SESSION_LOCKS`]. Owned guards travel into the blocking task, so a caller that stops
+    /// waiting cannot let a second writer in while the first one's I/O still runs.
+    session_locks: Box<[Arc<Mutex<()>>]>,
+    /// See [`USER_STATE_LOCKS`]; taken inside blocking tasks only.
+    user_state_locks: Box<[parking_lot::Mutex<()>]>,
+    /// Serialises read-modify-writes of `app.json`; taken inside blocking tasks only.
+    app_state_lock: parking_lot::Mutex<()>,
+}
+
+/// What a session operation holds: its user's gate (shared) and its own lock.
+type SessionGuards = (OwnedRwLockReadGuard<()>, OwnedMutexGuard<()>);
+
+impl FileStore {
+    /// Opens (creating if needed) the store at `root` and locks it against other processes.
+    ///
+    /// Blocking: it creates folders and takes a file lock, so call it at start-up (or from
+    /// `spawn_blocking`). Fails with [`StoreError::Locked`] when another process — or another
+    /// `FileStore` in this one — has the root open.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(fsio::io_error("create folder", &root))?;
+        let lock = lock_root(&root)?;
+        fsio::empty_trash(&root.join(TRASH_DIR))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                _lock: lock,
+                user_gates: (0..USER_GATES).map(|_| Arc::new(RwLock::new(()))).collect(),
+                session_locks: (0..SESSION_LOCKS)
+                    .map(|_| Arc::new(Mutex::new(())))
+                    .collect(),
+                user_state_locks: (0..USER_STATE_LOCKS)
+                    .map(|_| parking_lot::Mutex::new(()))
+                    .collect(),
+                app_state_lock: parking_lot::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Opens the store at the default root: `$TURNSTILE_HOME` if set, else
+    /// `$XDG_DATA_HOME/turnstile`, else `$HOME/.local/share/turnstile`.
+    pub fn open_default() -> Result<Self, StoreError> {
+        let root = layout::default_root(|name| std::env::var_os(name)).ok_or_else(|| {
+            StoreError::InvalidRequest(
+                "no store root: set TURNSTILE_HOME (or XDG_DATA_HOME or HOME)".to_owned(),
+            )
+        })?;
+        Self::open(root)
+    }
+
+    /// The folder this store keeps its files in.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    async fn lock(&self, key: &SessionKey) -> SessionGuards {
+        let gate = self.inner.user_gate(key.user_id()).read_owned().await;
+        let index = stripe(key, SESSION_LOCKS);
+        let session = self.inner.session_locks[index].clone().lock_owned().await;
+        (gate, session)
+    }
+}
+
+/// Takes the root's lock file, writing our process id into it so that a refused opener can say
+/// who holds it.
+fn lock_root(root: &Path) -> Result<File, StoreError> {
+    let path = root.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(fsio::io_error("open", &path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            // Best effort: the holder's pid is only a hint for the message.
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(StoreError::Locked {
+                path,
+                detail: if holder.is_empty() {
+                    "held by another open store".to_owned()
+                } else {
+                    format!("held by process {holder}")
+                },
+            });
+        }
+        Err(TryLockError::Error(source)) => {
+            return Err(StoreError::Io {
+                op: "lock",
+                path,
+                source,
+            })
+        }
+    }
+    file.set_len(0)
+        .and_then(|()| write!(file, "{}", std::process::id()))
+        .map_err(fsio::io_error("write", &path))?;
+    Ok(file)
+}
+
+/// Which of `stripes` locks guards `value`.
+fn stripe(value: &impl std::hash::Hash, stripes: usize) -> usize {
+    // A fixed hasher: stripes only spread contention, so predictability costs nothing.
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(value);
+    (hash % stripes as u64) as usize
+}
+
+impl Inner {
+    fn user_gate(&self, user_id: &str) -> Arc<RwLock<()>> {
+        self.user_gates[stripe(&user_id, USER_GATES)].clone()
+    }
+
+    fn user_file(&self, user_id: &str) -> PathBuf {
+        layout::user_dir(&self.root, user_id).join(USER_FILE)
+    }
+
+    fn shared_state(&self, key: &SessionKey) -> Result<(StateMap, StateMap), StoreError> {
+        let user = if key.is_anonymous() {
+            StateMap::new()
+        } else {
+            let what = format!("user {}", key.user_id());
+            shared::read_state(&self.user_file(key.user_id()), key, &what)?
+        };
+        let app = shared::read_state(&self.root.join(APP_FILE), key, "app state")?;
+        Ok((user, app))
+    }
+
+    fn write_shared(&self, key: &SessionKey, delta: &SplitDelta) -> Result<(), StoreError> {
+        if !key.is_anonymous() && !delta.user.is_empty() {
+            let user_id = key.user_id();
+            let _guard = self.user_state_locks[stripe(&user_id, USER_STATE_LOCKS)].lock();
+            let what = format!("user {user_id}");
+            shared::update(
+                &self.user_file(user_id),
+                key,
+                &what,
+                Some(user_id),
+                &delta.user,
+            )?;
+        }
+        if !delta.app.is_empty() {
+            let _guard = self.app_state_lock.lock();
+            shared::update(
+                &self.root.join(APP_FILE),
+                key,
+                "app state",
+                None,
+                &delta.app,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn trash(&self) -> PathBuf {
+        self.root.join(TRASH_DIR)
+    }
+}
+
+/// Runs blocking file I/O on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        // A panic is a bug: let it surface where it would have without the thread hop.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(StoreError::Unavailable {
+            backend: "file",
+            detail: format!("the I/O task did not run: {e}"),
+        }),
+    }
+}
+
+#[async_trait]
+impl Store for FileStore {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key) = (self.inner.clone(), key.clone());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            let current = log::read_current(&paths, &key)?;
+            let events = match &current.record {
+                Some(record) => {
+                    log::read_tail(&paths, &key, current.log_end, record.next_seq, window)?
+                }
+                None => Vec::new(),
+            };
+            let (user_state, app_state) = inner.shared_state(&key)?;
+            Ok(LoadedSession {
+                record: current.record,
+                events,
+                user_state,
+                app_state,
+            })
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key, events) = (self.inner.clone(), key.clone(), events.to_vec());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            let pending = session::append_log(&inner.root, &paths, &key, base_version, &events)?;
+            // Shared state is written before the head, so that an acknowledged turn's shared
+            // changes are always on disk (see docs/stores.md for the crash window this leaves).
+            if let Err(e) = inner.write_shared(&key, &pending.shared) {
+                session::abandon(&paths, &pending);
+                return Err(e);
+            }
+            session::write_head(&paths, &pending)
+        })
+        .await
+    }
+
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key) = (self.inner.clone(), key.clone());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            let current = log::read_current(&paths, &key)?;
+            log::scan(&paths, &key, current.log_end, from, limit)
+        })
+        .await
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key) = (self.inner.clone(), key.clone());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            fsio::remove_dir(&paths.dir, &inner.trash())
+        })
+        .await
+    }
+
+    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+        check_page(page)?;
+        let (inner, user_id, page) = (self.inner.clone(), user_id.to_owned(), page.clone());
+        blocking(move || list_blocking(&inner.root, &user_id, &page)).await
+    }
+
+    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
+        // Exclusive: no operation on any of this user's sessions runs meanwhile.
+        let gate = self.inner.user_gate(user_id).write_owned().await;
+        let (inner, user_id) = (self.inner.clone(), user_id.to_owned());
+        blocking(move || {
+            let _gate = gate;
+            let sessions = layout::sessions_dir(&inner.root, &user_id);
+            let count = session_dirs(&sessions)?
+                .into_iter()
+                .filter(|(_, dir)| {
+                    dir.join(layout::HEAD_FILE).exists() || dir.join(layout::LOG_FILE).exists()
+                })
+                .count() as u64;
+            fsio::remove_dir(&layout::user_dir(&inner.root, &user_id), &inner.trash())?;
+            Ok(count)
+        })
+        .await
+    }
+
+    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
+        let inner = self.inner.clone();
+        let scanned: HashMap<SessionKey, u64> = blocking(move || scan_updated(&inner.root)).await?;
+        let candidates = scanned.iter().map(|(k, u)| (k.clone(), *u)).collect();
+        let mut removed = Vec::new();
+        for key in select_for_gc(candidates, policy, now_ms) {
+            let guards = self.lock(&key).await;
+            let (inner, seen) = (self.inner.clone(), scanned.get(&key).copied());
+            let key2 = key.clone();
+            let gone = blocking(move || {
+                let _guards = guards;
+                let paths = SessionPaths::of(&inner.root, &key2);
+                // Skip a session written since the scan: it is no longer what gc chose.
+                if log::stored_meta(&paths).map(|(_, updated)| updated) != seen {
+                    return Ok(false);
+                }
+                fsio::remove_dir(&paths.dir, &inner.trash())
+            })
+            .await?;
+            if gone {
+                removed.push(key);
+            }
+        }
+        Ok(GcReport { removed })
+    }
+}
+
+/// The session folders in a user's `sessions` folder, by folder name.
+fn session_dirs(sessions: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
+    let entries = match std::fs::read_dir(sessions) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(fsio::io_error("list", sessions)(e)),
+    };
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(fsio::io_error("list", sessions))?;
+        // Names the encoder made are ASCII; anything else is not ours.
+        if let Ok(name) = entry.file_name().into_string() {
+            dirs.push((name, entry.path()));
+        }
+    }
+    Ok(dirs)
+}
+
+/// One page of a user's sessions, ordered by session id.
+fn list_blocking(root: &Path, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+    let mut ids: Vec<(String, PathBuf)> = Vec::new();
+    for (name, dir) in session_dirs(&layout::sessions_dir(root, user_id))? {
+        let id = layout::decode_name(&name).or_else(|| {
+            log::stored_key(&SessionPaths::in_dir(dir.clone()))
+                .filter(|k| k.user_id() == user_id)
+                .map(|k| k.session_id().to_owned())
+                .filter(|id| layout::encode_name(id) == name)
+        });
+        if let Some(id) = id.filter(|id| page.cursor.as_deref().is_none_or(|c| id.as_str() > c)) {
+            ids.push((id, dir));
+        }
+    }
+    ids.sort();
+    let mut sessions = Vec::with_capacity(page.limit + 1);
+    for (id, dir) in ids {
+        let key = if user_id.is_empty() {
+            SessionKey::anonymous(id)
+        } else {
+            SessionKey::new(user_id, id)
+        };
+        let Ok(key) = key else { continue };
+        let paths = SessionPaths::in_dir(dir);
+        match log::read_current(&paths, &key) {
+            Ok(current) => sessions.extend(current.record.as_ref().map(SessionMeta::of)),
+            // Listing takes no locks: a session deleted meanwhile is simply not listed.
+            Err(_) if !paths.dir.exists() => {}
+            Err(e) => return Err(e),
+        }
+        if sessions.len() > page.limit {
+            break;
+        }
+    }
+    let next_cursor = (sessions.len() > page.limit).then(|| {
+        sessions.truncate(page.limit);
+        sessions.last().map(|m| m.key.session_id().to_owned())
+    });
+    Ok(Page {
+        sessions,
+        next_cursor: next_cursor.flatten(),
+    })
+}
+
+/// Every stored session with its last update time, from the heads alone.
+fn scan_updated(root: &Path) -> Result<HashMap<SessionKey, u64>, StoreError> {
+    let mut out = HashMap::new();
+    let users = layout::all_user_dirs(root).map_err(fsio::io_error("list", root))?;
+    for user in users {
+        for (_, dir) in session_dirs(&user.join(layout::SESSIONS_DIR))? {
+            let paths = SessionPaths::in_dir(dir);
+            // Only a head whose key maps back to its own folder is trusted here.
+            if let Some((key, updated)) = log::stored_meta(&paths) {
+                if SessionPaths::of(root, &key).dir == paths.dir {
+                    out.insert(key, updated);
+                }
+            }
+        }
+    }
+    Ok(out)
+}

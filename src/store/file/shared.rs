@@ -1,0 +1,73 @@
+//! Shared state on disk: a user's `user:` keys in `user.json`, the application's `app:` keys in
+//! `app.json`. Each file is replaced whole, crash-safely, under the caller's lock.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::fsio::{read_optional, write_atomic};
+use crate::key::SessionKey;
+use crate::state::{apply_plain, check_schema, StateDelta, StateMap, SCHEMA_VERSION};
+use crate::store::StoreError;
+
+/// The contents of `user.json` or `app.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SharedFile {
+    schema_version: u32,
+    /// The user the file belongs to (absent for `app.json`), so a listing can tell whose it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    user_id: Option<String>,
+    #[serde(default)]
+    state: StateMap,
+    /// Fields written by a newer turnstile of the same schema version: kept unchanged.
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+/// Reads a shared-state file; missing means empty. `key` is the session on whose behalf it is
+/// read (named in a schema error); `what` names the file in a corruption error.
+fn read(path: &Path, key: &SessionKey, what: &str) -> Result<SharedFile, StoreError> {
+    let Some(bytes) = read_optional(path)? else {
+        return Ok(SharedFile::default());
+    };
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+        key: what.to_owned(),
+        detail: format!("{}: {e}", path.display()),
+    };
+    let value: Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    check_schema(&value).map_err(|source| StoreError::Schema {
+        key: key.clone(),
+        source,
+    })?;
+    serde_json::from_value(value).map_err(corrupt)
+}
+
+/// The state kept in a shared-state file.
+pub(super) fn read_state(
+    path: &Path,
+    key: &SessionKey,
+    what: &str,
+) -> Result<StateMap, StoreError> {
+    Ok(read(path, key, what)?.state)
+}
+
+/// Applies `delta` to a shared-state file and writes it back crash-safely. The caller holds the
+/// lock for this file.
+pub(super) fn update(
+    path: &Path,
+    key: &SessionKey,
+    what: &str,
+    user_id: Option<&str>,
+    delta: &StateDelta,
+) -> Result<(), StoreError> {
+    let mut file = read(path, key, what)?;
+    apply_plain(&mut file.state, delta);
+    file.schema_version = SCHEMA_VERSION;
+    file.user_id = user_id.map(str::to_owned);
+    let bytes = serde_json::to_vec(&file).map_err(|e| StoreError::Corrupt {
+        key: what.to_owned(),
+        detail: format!("cannot serialise: {e}"),
+    })?;
+    write_atomic(path, &bytes)
+}

@@ -1,0 +1,176 @@
+//! Property: every append a `FileStore` acknowledged survives `kill -9` of its process at any
+//! moment, and the store opens and loads cleanly afterwards, round after round.
+//!
+//! The test binary re-executes itself as the writer: the child appends turns to several sessions
+//! and prints `ACK <session> <seq>` after each `append` returned `Ok`; the parent kills it with
+//! SIGKILL at a random moment, reopens the store and checks.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::json;
+use turnstile::state::StateDelta;
+use turnstile::store::conformance::turn_events;
+use turnstile::store::FileStore;
+use turnstile::{SessionKey, Store};
+
+/// Set in the child process: the store root to write to.
+const CHILD_ENV: &str = "TURNSTILE_CRASH_WRITER_ROOT";
+/// Kill-and-check rounds.
+const ROUNDS: usize = 20;
+/// Sessions the writer appends to concurrently.
+const SESSIONS: usize = 4;
+/// The whole test must end within this, whatever the machine.
+const BUDGET: Duration = Duration::from_secs(60);
+
+fn session(i: usize) -> SessionKey {
+    SessionKey::new("crash", format!("s{i}")).expect("valid key")
+}
+
+#[test]
+fn acknowledged_appends_survive_kill_9_at_random_moments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seed = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    println!("seed {seed}");
+    let mut rng = seed;
+    let started = Instant::now();
+    let mut acked: HashMap<usize, u64> = HashMap::new();
+    let mut total_acks = 0;
+    for round in 0..ROUNDS {
+        assert!(
+            started.elapsed() < BUDGET,
+            "ran out of time at round {round}"
+        );
+        let mut child = Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "crash_writer_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the writer");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let reader = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("ACK ") {
+                    let mut parts = rest.split(' ').map(|p| p.parse::<u64>().expect("number"));
+                    seen.push((parts.next().expect("session"), parts.next().expect("seq")));
+                }
+            }
+            seen
+        });
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        std::thread::sleep(Duration::from_millis(40 + rng % 260));
+        child.kill().expect("SIGKILL the writer");
+        child.wait().expect("reap the writer");
+        for (i, seq) in reader.join().expect("reader thread") {
+            let best = acked.entry(i as usize).or_default();
+            *best = (*best).max(seq);
+            total_acks += 1;
+        }
+        check(dir.path(), &acked, round);
+    }
+    assert!(
+        total_acks >= ROUNDS,
+        "the writer barely wrote ({total_acks} acks): the test proved little"
+    );
+    println!("{total_acks} acknowledged turns over {ROUNDS} kills");
+}
+
+/// Reopens the store and checks every acknowledged turn is there, dense and readable.
+fn check(root: &std::path::Path, acked: &HashMap<usize, u64>, round: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = FileStore::open(root).expect("reopen after the kill");
+        for i in 0..SESSIONS {
+            let key = session(i);
+            let loaded = store
+                .load(&key, 4)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: {key} does not load: {e}"));
+            let want = acked.get(&i).copied().unwrap_or(0);
+            let Some(record) = loaded.record else {
+                assert_eq!(want, 0, "round {round}: {key} lost its acknowledged turns");
+                continue;
+            };
+            assert!(
+                record.next_seq > want,
+                "round {round}: {key} lost seq {want}"
+            );
+            let events = store.read_events(&key, 1, usize::MAX).await.expect("read");
+            for (n, event) in events.iter().enumerate() {
+                assert_eq!(event.seq, n as u64 + 1, "round {round}: {key} is not dense");
+            }
+            let user = &loaded.user_state[&format!("last_{i}")];
+            assert!(
+                user.as_u64().expect("number") >= want,
+                "round {round}: user state lost"
+            );
+            let app = &loaded.app_state[&format!("last_{i}")];
+            assert!(
+                app.as_u64().expect("number") >= want,
+                "round {round}: app state lost"
+            );
+        }
+    });
+}
+
+/// Not a test of its own: the writer half of the crash test, run in a child process.
+#[test]
+fn crash_writer_child() {
+    let Some(root) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async move {
+        let store = Arc::new(FileStore::open(root).expect("open in the child"));
+        let writers: Vec<_> = (0..SESSIONS)
+            .map(|i| tokio::spawn(write_forever(store.clone(), i)))
+            .collect();
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+    });
+}
+
+async fn write_forever(store: Arc<FileStore>, i: usize) {
+    let key = session(i);
+    let loaded = store.load(&key, 1).await.expect("load in the child");
+    let (mut version, mut seq) = loaded.record.map_or((0, 1), |r| (r.version, r.next_seq));
+    loop {
+        let delta: StateDelta = [
+            ("n".to_owned(), json!(seq + 1)),
+            (format!("user:last_{i}"), json!(seq + 1)),
+            (format!("app:last_{i}"), json!(seq + 1)),
+        ]
+        .into();
+        // Varied sizes make it likelier that a kill lands in the middle of a write.
+        let text = "x".repeat((seq as usize * 977) % 9_000);
+        let events = turn_events(seq, &text, Some(delta));
+        version = store
+            .append(&key, version, &events)
+            .await
+            .expect("append in the child");
+        println!("ACK {i} {}", seq + 1);
+        seq += 2;
+    }
+}

@@ -1,0 +1,84 @@
+//! Contract 2 under faults: a failed or slow save means the turn is not acknowledged and says
+//! why; the session keeps its unsaved turn, saves it with the next successful write, and is not
+//! passivated meanwhile; nothing is lost or silently reset.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::faulty::FaultyStore;
+use support::harness::*;
+use turnstile::{EchoAgent, Error, MemoryStore, Runtime, Store, StoreError};
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_save_is_not_acknowledged_and_is_written_by_the_next_one() {
+    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let store: Arc<dyn Store> = faulty.clone();
+    let rt = Runtime::builder()
+        .agent(EchoAgent)
+        .store_arc(store.clone())
+        .with_idle_ttl(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let k = key("zoe", "faults");
+    rt.call(&k, "one").await.unwrap();
+    faulty.fail_next_appends(1);
+    match rt.call(&k, "two").await {
+        Err(Error::Store { key, source }) => {
+            assert_eq!(key, k);
+            assert!(
+                matches!(*source, StoreError::Unavailable { .. }),
+                "{source}"
+            );
+        }
+        other => panic!("a failed save must not be acknowledged: {other:?}"),
+    }
+    assert_eq!(stored_inputs(faulty.inner().as_ref(), &k).await.len(), 1);
+    let view = rt.state(&k).await.unwrap().unwrap();
+    assert_eq!(view.unsaved, 2, "the session keeps the unsaved turn");
+    // An unsaved session outlives its idle TTL: passivating it would drop the turn.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(rt.live_sessions(), 1);
+    rt.call(&k, "three").await.unwrap();
+    let inputs: Vec<String> = stored_inputs(faulty.inner().as_ref(), &k)
+        .await
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(
+        inputs,
+        ["one", "two", "three"],
+        "the next save wrote the kept turn"
+    );
+    assert_dense(&stored_events(faulty.inner().as_ref(), &k).await);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    eventually("passivation once saved", || rt.live_sessions() == 0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_that_cannot_be_loaded_fails_its_calls_and_keeps_its_data() {
+    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let store: Arc<dyn Store> = faulty.clone();
+    let rt = Runtime::builder()
+        .agent(EchoAgent)
+        .store_arc(store)
+        .build()
+        .unwrap();
+    let k = key("zed", "unloadable");
+    rt.call(&k, "kept").await.unwrap();
+    rt.shutdown().await;
+    let rt = Runtime::builder()
+        .agent(EchoAgent)
+        .store_arc(faulty.clone())
+        .build()
+        .unwrap();
+    faulty.fail_next_loads(1);
+    let failed = rt.call(&k, "lost?").await;
+    assert!(
+        matches!(failed, Err(Error::Activation { .. })),
+        "{failed:?}"
+    );
+    assert_eq!(rt.live_sessions(), 0, "a failed activation leaves no slot");
+    assert_eq!(rt.call(&k, "again").await.unwrap().seq, 4, "history intact");
+}
