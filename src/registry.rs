@@ -130,6 +130,8 @@ impl Registry {
                         wait.is_zero() || tokio::time::timeout_at(deadline, freed).await.is_err();
                     if timed_out {
                         Counters::bump(&self.counters.rejected_capacity);
+                        metrics::counter!("turnstile_rejections_total", "reason" => "at_capacity")
+                            .increment(1);
                         return Err(Error::AtCapacity {
                             capacity: self.deps.config.capacity,
                         });
@@ -145,6 +147,7 @@ impl Registry {
         let mut inner = self.inner.lock();
         if inner.draining && is_turn {
             Counters::bump(&self.counters.rejected_draining);
+            metrics::counter!("turnstile_rejections_total", "reason" => "draining").increment(1);
             return Err(RouteError::Refused(Error::Draining));
         }
         if inner.slots.contains(key) {
@@ -171,7 +174,13 @@ impl Registry {
             .peak_live
             .fetch_max(live as u64, Ordering::Relaxed);
         metrics::gauge!("turnstile_live_sessions").set(live as f64);
-        tokio::spawn(lifecycle::run_session(self.clone(), key.clone(), shared));
+        let span = tracing::info_span!("session", key = %key);
+        tokio::spawn(
+            tracing::Instrument::instrument(
+                lifecycle::run_session(self.clone(), key.clone(), shared),
+                span,
+            ),
+        );
         Ok(())
     }
 
@@ -192,12 +201,16 @@ impl Registry {
             let pending = shared.pending.load(Ordering::Acquire);
             if pending >= max_pending {
                 Counters::bump(&self.counters.rejected_overloaded);
+                metrics::counter!("turnstile_rejections_total", "reason" => "overloaded")
+                    .increment(1);
                 return Err(RouteError::Refused(Error::Overloaded {
                     key: key.clone(),
                     queued: pending.saturating_sub(1),
                 }));
             }
-            shared.pending.fetch_add(1, Ordering::AcqRel);
+            let depth = shared.pending.fetch_add(1, Ordering::AcqRel);
+            // How many messages this one found ahead of it: the session's queue depth.
+            metrics::histogram!("turnstile_queue_depth").record(depth as f64);
             shared
                 .last_active
                 .store(self.deps.stamp(), Ordering::Release);

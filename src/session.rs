@@ -229,11 +229,21 @@ impl Actor for SessionActor {
             }
             SessionMsg::Stop(kind) => live.begin_stop(kind),
         }
-        if live.advance(&myself) {
-            Box::pin(live.finish_stop()).await;
-            myself.stop(None);
+        // Turns that finish in their first poll are recorded here, and may start the next one.
+        loop {
+            if let Some(done) = live.take_immediate() {
+                Box::pin(live.finish(done)).await;
+                live.maybe_compact(&myself);
+            }
+            if live.advance(&myself) {
+                Box::pin(live.finish_stop()).await;
+                myself.stop(None);
+                return Ok(());
+            }
+            if !live.has_immediate() {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     async fn post_stop(

@@ -51,6 +51,8 @@ pub(crate) struct Live {
     summary: Option<Arc<str>>,
     /// A compaction task is running (at most one per session).
     compacting: bool,
+    /// A turn that completed in place (see `turn::start`), waiting to be recorded.
+    immediate: Option<TurnFinished>,
 }
 
 /// The turn in flight.
@@ -98,6 +100,7 @@ impl Live {
             next_turn_id: 0,
             summary: None,
             compacting: false,
+            immediate: None,
         }
         .with_summary_cache())
     }
@@ -232,14 +235,10 @@ impl Live {
         });
         let id = self.next_turn_id;
         self.next_turn_id += 1;
-        tokio::spawn(turn::run(
-            self.deps.agent.clone(),
-            ctx,
-            control.clone(),
-            deadline,
-            slots,
-            myself.clone(),
-            id,
+        let span = tracing::info_span!("turn", key = %self.key, turn = id);
+        let work = Box::pin(tracing::Instrument::instrument(
+            turn::execute(self.deps.agent.clone(), ctx, control.clone(), deadline, slots),
+            span,
         ));
         self.running = Some(Running {
             id,
@@ -249,6 +248,18 @@ impl Live {
             record,
             started: Instant::now(),
         });
+        if let Some(result) = turn::start(work, myself, id) {
+            self.immediate = Some(TurnFinished { turn_id: id, result });
+        }
+    }
+
+    pub fn has_immediate(&self) -> bool {
+        self.immediate.is_some()
+    }
+
+    /// A turn that finished within its first poll, to be recorded before the next message.
+    pub fn take_immediate(&mut self) -> Option<TurnFinished> {
+        self.immediate.take()
     }
 
     /// How many of the window's newest events the agent sees: at most `window`, none that the
@@ -419,6 +430,9 @@ impl Live {
             .record(request.admitted.elapsed().as_secs_f64());
         if let Err(err) = &answer {
             metrics::counter!("turnstile_turn_errors_total", "code" => err.code()).increment(1);
+            if matches!(err, Error::Busy { .. }) {
+                metrics::counter!("turnstile_rejections_total", "reason" => "busy").increment(1);
+            }
         }
         // The caller may have stopped waiting; the turn still counts as done.
         let _ = request.reply.send(answer);

@@ -1,6 +1,9 @@
 //! Running one turn as a child task, and turning what it produced into events.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,16 +36,45 @@ pub(crate) struct Slots {
     pub wait: Duration,
 }
 
-/// Runs the agent for one turn and reports back to the actor.
-pub(crate) async fn run(
+/// A turn's work, boxed so that it can be polled once in place and then moved to a task.
+pub(crate) type TurnWork = Pin<Box<dyn Future<Output = TaskResult> + Send>>;
+
+/// Starts a turn: polls its work once in place, and only if the agent has to wait moves it to a
+/// child task that reports back with [`SessionMsg::Finished`]. Returns the result when the agent
+/// finished in that first poll, which saves two task switches and a message for agents that
+/// answer without waiting.
+///
+/// Polling with a no-op waker first is sound: a future that returns `Pending` registers the
+/// waker of its latest poll, and the child task polls it again at once with its own.
+pub(crate) fn start(
+    mut work: TurnWork,
+    actor: &ActorRef<SessionMsg>,
+    turn_id: u64,
+) -> Option<TaskResult> {
+    let mut cx = Context::from_waker(Waker::noop());
+    match work.as_mut().poll(&mut cx) {
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => {
+            let actor = actor.clone();
+            tokio::spawn(async move {
+                let result = work.await;
+                // The actor may already be gone (killed); then nobody waits for this turn.
+                let _ = actor.send_message(SessionMsg::Finished(TurnFinished { turn_id, result }));
+            });
+            None
+        }
+    }
+}
+
+/// Runs the agent for one turn: takes a runtime-wide slot if limited, enforces the deadline,
+/// turns errors and panics into results, and stops at once when the turn is interrupted.
+pub(crate) async fn execute(
     agent: Arc<dyn Agent>,
     ctx: TurnContext,
     control: Arc<TurnControl>,
     deadline: Option<Duration>,
     slots: Option<Slots>,
-    actor: ActorRef<SessionMsg>,
-    turn_id: u64,
-) {
+) -> TaskResult {
     let token = control.token.clone();
     let work = async {
         let _slot = match slots {
@@ -67,14 +99,12 @@ pub(crate) async fn run(
             Some(Err(panic)) => TaskResult::Failed(panic_message(panic.as_ref())),
         }
     };
-    let result = tokio::select! {
+    tokio::select! {
         // Cancellation wins a tie: an interrupt that arrived counts, even if the agent was done.
         biased;
         () = token.cancelled() => TaskResult::Interrupted,
         result = work => result,
-    };
-    // The actor may already be gone (killed); then nobody is waiting for this turn.
-    let _ = actor.send_message(SessionMsg::Finished(TurnFinished { turn_id, result }));
+    }
 }
 
 async fn take_slot(slots: Slots) -> Option<tokio::sync::OwnedSemaphorePermit> {
