@@ -175,12 +175,10 @@ impl Registry {
             .fetch_max(live as u64, Ordering::Relaxed);
         metrics::gauge!("turnstile_live_sessions").set(live as f64);
         let span = tracing::info_span!("session", key = %key);
-        tokio::spawn(
-            tracing::Instrument::instrument(
-                lifecycle::run_session(self.clone(), key.clone(), shared),
-                span,
-            ),
-        );
+        tokio::spawn(tracing::Instrument::instrument(
+            lifecycle::run_session(self.clone(), key.clone(), shared),
+            span,
+        ));
         Ok(())
     }
 
@@ -328,8 +326,12 @@ impl Registry {
             self.send_to_live(&mut inner, key, msg);
             if !matches!(inner.slots.peek(key), Some(Slot::Live { .. })) {
                 // The actor died at once; `send_to_live` made the slot `Stopping`.
-                if let Some(Slot::Stopping { held: rest, next, shared, .. }) =
-                    inner.slots.peek_mut(key)
+                if let Some(Slot::Stopping {
+                    held: rest,
+                    next,
+                    shared,
+                    ..
+                }) = inner.slots.peek_mut(key)
                 {
                     let moved = held
                         .iter()

@@ -9,8 +9,14 @@ use turnstile::StoreError;
 /// Set in the child process: the root it should try to open.
 const CHILD_ENV: &str = "TURNSTILE_LOCK_TEST_ROOT";
 
+/// Serialises the two tests in this binary. A lock file's lock belongs to its open file
+/// description, and a child forked by one test holds a copy of every open descriptor until it
+/// calls `exec`; the in-process test would then see its root as still locked after the drop.
+static FORKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_second_open_in_the_same_process_is_refused_until_the_first_is_dropped() {
+    let _serial = FORKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let first = FileStore::open(dir.path()).expect("first open");
     match FileStore::open(dir.path()) {
@@ -26,6 +32,7 @@ fn a_second_open_in_the_same_process_is_refused_until_the_first_is_dropped() {
 
 #[test]
 fn another_process_cannot_open_a_root_in_use() {
+    let _serial = FORKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let _held = FileStore::open(dir.path()).expect("open");
     let output = Command::new(std::env::current_exe().expect("test binary"))
