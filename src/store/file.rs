@@ -2,12 +2,16 @@
 //! acknowledged.
 //!
 //! See `docs/stores.md` for the layout and the crash-safety argument. In short: each session has
-//! a folder with an append-only `log.jsonl` (the source of truth) and a `head.json` (its fold,
-//! replaced atomically, recording how many log bytes it covers); after a crash the head is
-//! reconciled with the log on the next read.
+//! a folder with an append-only `log.jsonl` (the source of truth, each append ending in a line
+//! marked with the session's new version) and a `head.json` (its fold up to some point, replaced
+//! atomically every [`session::HEAD_EVERY`] appends, recording how many log bytes it covers);
+//! reads fold the appends past the head onto it, and an in-memory cache spares appends even that.
 
+mod cache;
 mod fsio;
 mod layout;
+mod line;
+mod listing;
 mod log;
 mod session;
 mod shared;
@@ -22,10 +26,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedRwLockReadGuard, RwLock};
 
+use self::cache::HeadCache;
 use self::layout::{SessionPaths, APP_FILE, LOCK_FILE, TRASH_DIR, USER_FILE};
 use super::{
-    check_page, select_for_gc, GcPolicy, GcReport, LoadedSession, Page, PageRequest, SessionMeta,
-    Store, StoreError,
+    check_page, select_for_gc, GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store,
+    StoreError,
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Seq, SplitDelta, StateMap};
@@ -65,6 +70,8 @@ struct Inner {
     user_state_locks: Box<[parking_lot::Mutex<()>]>,
     /// Serialises read-modify-writes of `app.json`; taken inside blocking tasks only.
     app_state_lock: parking_lot::Mutex<()>,
+    /// Each recently used session's state, so that an append reads no file; see `cache.rs`.
+    cache: HeadCache,
 }
 
 /// What a session operation holds: its user's gate (shared) and its own lock.
@@ -93,6 +100,7 @@ impl FileStore {
                     .map(|_| parking_lot::Mutex::new(()))
                     .collect(),
                 app_state_lock: parking_lot::Mutex::new(()),
+                cache: HeadCache::new(),
             }),
         })
     }
@@ -247,7 +255,7 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            let current = log::read_current(&paths, &key)?;
+            let current = inner.cache.current(&paths, &key, false)?;
             let events = match &current.record {
                 Some(record) => {
                     log::read_tail(&paths, &key, current.log_end, record.next_seq, window)?
@@ -276,14 +284,27 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            let pending = session::append_log(&inner.root, &paths, &key, base_version, &events)?;
-            // Shared state is written before the head, so that an acknowledged turn's shared
-            // changes are always on disk (see docs/stores.md for the crash window this leaves).
-            if let Err(e) = inner.write_shared(&key, &pending.shared) {
-                session::abandon(&paths, &pending);
+            let current = inner.cache.current(&paths, &key, true)?;
+            let prepared = match session::prepare(&key, &current, base_version, &events) {
+                Ok(prepared) => prepared,
+                Err(e) => {
+                    // Nothing was written: what is known still holds.
+                    inner.cache.keep(&key, current);
+                    return Err(e);
+                }
+            };
+            session::write_log(&inner.root, &paths, &key, &current, &prepared)?;
+            // Shared state is written before the append is acknowledged, so that an
+            // acknowledged turn's shared changes are always on disk (see docs/stores.md for the
+            // crash window this leaves).
+            if let Err(e) = inner.write_shared(&key, &prepared.shared) {
+                session::rollback(&paths, current.log_end);
                 return Err(e);
             }
-            session::write_head(&paths, &pending)
+            if let Some(after) = session::write_head_if_due(&paths, prepared.after) {
+                inner.cache.keep(&key, after);
+            }
+            Ok(prepared.version)
         })
         .await
     }
@@ -299,7 +320,7 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            let current = log::read_current(&paths, &key)?;
+            let current = inner.cache.current(&paths, &key, false)?;
             log::scan(&paths, &key, current.log_end, from, limit)
         })
         .await
@@ -311,7 +332,9 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            fsio::remove_dir(&paths.dir, &inner.trash())
+            let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+            inner.cache.forget(&key);
+            removed
         })
         .await
     }
@@ -319,7 +342,7 @@ impl Store for FileStore {
     async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
         check_page(page)?;
         let (inner, user_id, page) = (self.inner.clone(), user_id.to_owned(), page.clone());
-        blocking(move || list_blocking(&inner.root, &user_id, &page)).await
+        blocking(move || listing::list(&inner.root, &inner.cache, &user_id, &page)).await
     }
 
     async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
@@ -329,21 +352,24 @@ impl Store for FileStore {
         blocking(move || {
             let _gate = gate;
             let sessions = layout::sessions_dir(&inner.root, &user_id);
-            let count = session_dirs(&sessions)?
+            let count = listing::session_dirs(&sessions)?
                 .into_iter()
                 .filter(|(_, dir)| {
                     dir.join(layout::HEAD_FILE).exists() || dir.join(layout::LOG_FILE).exists()
                 })
                 .count() as u64;
-            fsio::remove_dir(&layout::user_dir(&inner.root, &user_id), &inner.trash())?;
-            Ok(count)
+            let removed =
+                fsio::remove_dir(&layout::user_dir(&inner.root, &user_id), &inner.trash());
+            inner.cache.forget_user(&user_id);
+            removed.map(|_| count)
         })
         .await
     }
 
     async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
         let inner = self.inner.clone();
-        let scanned: HashMap<SessionKey, u64> = blocking(move || scan_updated(&inner.root)).await?;
+        let scanned: HashMap<SessionKey, u64> =
+            blocking(move || listing::scan_updated(&inner.root, &inner.cache)).await?;
         let candidates = scanned.iter().map(|(k, u)| (k.clone(), *u)).collect();
         let mut removed = Vec::new();
         for key in select_for_gc(candidates, policy, now_ms) {
@@ -354,10 +380,12 @@ impl Store for FileStore {
                 let _guards = guards;
                 let paths = SessionPaths::of(&inner.root, &key2);
                 // Skip a session written since the scan: it is no longer what gc chose.
-                if log::stored_meta(&paths).map(|(_, updated)| updated) != seen {
+                if listing::updated_ms(&inner.cache, &paths, &key2) != seen {
                     return Ok(false);
                 }
-                fsio::remove_dir(&paths.dir, &inner.trash())
+                let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+                inner.cache.forget(&key2);
+                removed
             })
             .await?;
             if gone {
@@ -366,84 +394,4 @@ impl Store for FileStore {
         }
         Ok(GcReport { removed })
     }
-}
-
-/// The session folders in a user's `sessions` folder, by folder name.
-fn session_dirs(sessions: &Path) -> Result<Vec<(String, PathBuf)>, StoreError> {
-    let entries = match std::fs::read_dir(sessions) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(fsio::io_error("list", sessions)(e)),
-    };
-    let mut dirs = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(fsio::io_error("list", sessions))?;
-        // Names the encoder made are ASCII; anything else is not ours.
-        if let Ok(name) = entry.file_name().into_string() {
-            dirs.push((name, entry.path()));
-        }
-    }
-    Ok(dirs)
-}
-
-/// One page of a user's sessions, ordered by session id.
-fn list_blocking(root: &Path, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
-    let mut ids: Vec<(String, PathBuf)> = Vec::new();
-    for (name, dir) in session_dirs(&layout::sessions_dir(root, user_id))? {
-        let id = layout::decode_name(&name).or_else(|| {
-            log::stored_key(&SessionPaths::in_dir(dir.clone()))
-                .filter(|k| k.user_id() == user_id)
-                .map(|k| k.session_id().to_owned())
-                .filter(|id| layout::encode_name(id) == name)
-        });
-        if let Some(id) = id.filter(|id| page.cursor.as_deref().is_none_or(|c| id.as_str() > c)) {
-            ids.push((id, dir));
-        }
-    }
-    ids.sort();
-    let mut sessions = Vec::with_capacity(page.limit + 1);
-    for (id, dir) in ids {
-        let key = if user_id.is_empty() {
-            SessionKey::anonymous(id)
-        } else {
-            SessionKey::new(user_id, id)
-        };
-        let Ok(key) = key else { continue };
-        let paths = SessionPaths::in_dir(dir);
-        match log::read_current(&paths, &key) {
-            Ok(current) => sessions.extend(current.record.as_ref().map(SessionMeta::of)),
-            // Listing takes no locks: a session deleted meanwhile is simply not listed.
-            Err(_) if !paths.dir.exists() => {}
-            Err(e) => return Err(e),
-        }
-        if sessions.len() > page.limit {
-            break;
-        }
-    }
-    let next_cursor = (sessions.len() > page.limit).then(|| {
-        sessions.truncate(page.limit);
-        sessions.last().map(|m| m.key.session_id().to_owned())
-    });
-    Ok(Page {
-        sessions,
-        next_cursor: next_cursor.flatten(),
-    })
-}
-
-/// Every stored session with its last update time, from the heads alone.
-fn scan_updated(root: &Path) -> Result<HashMap<SessionKey, u64>, StoreError> {
-    let mut out = HashMap::new();
-    let users = layout::all_user_dirs(root).map_err(fsio::io_error("list", root))?;
-    for user in users {
-        for (_, dir) in session_dirs(&user.join(layout::SESSIONS_DIR))? {
-            let paths = SessionPaths::in_dir(dir);
-            // Only a head whose key maps back to its own folder is trusted here.
-            if let Some((key, updated)) = log::stored_meta(&paths) {
-                if SessionPaths::of(root, &key).dir == paths.dir {
-                    out.insert(key, updated);
-                }
-            }
-        }
-    }
-    Ok(out)
 }

@@ -2,8 +2,9 @@
 //! removal. Blocking; callers run them on tokio's blocking pool.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::store::StoreError;
 
@@ -116,6 +117,53 @@ pub(super) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> 
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error("read", path)(e)),
     }
+}
+
+/// One version of a file, told apart cheaply: a file replaced by rename gets a new inode, one
+/// rewritten in place a new length or modification time. Used to notice that a file changed
+/// behind the store's back, not as a checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode,
+        }
+    }
+}
+
+/// The stamp of a file; `None` when it does not exist.
+pub(super) fn stamp_optional(path: &Path) -> Result<Option<Stamp>, StoreError> {
+    match fs::metadata(path) {
+        Ok(meta) => Ok(Some(Stamp::of(&meta))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error("stat", path)(e)),
+    }
+}
+
+/// Reads a whole file with the stamp of the very version read; `None` when it does not exist.
+pub(super) fn read_stamped(path: &Path) -> Result<Option<(Vec<u8>, Stamp)>, StoreError> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error("open", path)(e)),
+    };
+    let meta = file.metadata().map_err(io_error("stat", path))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)
+        .map_err(io_error("read", path))?;
+    Ok(Some((bytes, Stamp::of(&meta))))
 }
 
 /// The length of a file; 0 when it does not exist.

@@ -1,11 +1,13 @@
 //! Reading a session's files back: the head, the log, and the consistent view of the two after
 //! a crash.
 //!
-//! The log is the source of truth. The head records how many bytes of the log it covers
-//! (`log_bytes`); whatever lies past that was written by an append that never returned `Ok`:
-//! complete events there are folded onto the head again, and the first unreadable or unfinished
-//! line ends the valid log (the next append cuts it off). Inside the covered part every byte was
-//! acknowledged, so anything unreadable there is corruption and is reported, never skipped.
+//! The log is the source of truth. Each append ends with a line carrying a commit marker, the
+//! session's version after it (see `line.rs`). The head records how many bytes of the log it
+//! covers (`log_bytes`); it is rewritten only now and then, so the log past it holds up to
+//! [`super::session::HEAD_EVERY`] acknowledged appends, which reads fold onto it, taking the
+//! version from the last marker. Lines after the last marker belong to an append that never
+//! completed: they are dropped (the next append cuts them off), so a crash never half-applies
+//! an append. An unreadable line *before* a marker is damage to acknowledged data: `Corrupt`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -13,8 +15,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::fsio::{io_error, len_or_zero, read_optional};
+use super::fsio::{io_error, len_or_zero, read_stamped, Stamp};
 use super::layout::SessionPaths;
+use super::line;
 use crate::key::SessionKey;
 use crate::state::{check_schema, Event, Seq, SessionRecord};
 use crate::store::StoreError;
@@ -26,14 +29,20 @@ const LOG_BYTES_FIELD: &str = "log_bytes";
 const TAIL_BLOCK: u64 = 64 * 1024;
 
 /// A session as its files say it is now.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Current {
-    /// The head with any unheaded complete events folded in; `None` if the session has none.
+    /// The head with the complete appends past it folded in; `None` if the session has none.
     pub record: Option<SessionRecord>,
-    /// Where the valid log ends.
+    /// Where the valid log ends: right after the last complete append.
     pub log_end: u64,
-    /// The log file's length; bytes past `log_end` are an unacknowledged torn write.
-    pub file_len: u64,
+    /// The log file's length; bytes past `log_end` are an unfinished append, never acknowledged.
+    pub log_len: u64,
+    /// How much of the log `head.json` covers.
+    pub head_end: u64,
+    /// How many complete appends lie past `head_end`.
+    pub unheaded: u32,
+    /// The `head.json` this was read from or last written; `None` when there is none.
+    pub head: Option<Stamp>,
 }
 
 /// The error for unreadable stored data of `key`, naming the file.
@@ -83,87 +92,144 @@ fn decode_head(
     Ok((record, log_bytes))
 }
 
-/// The key and last update time stored in a head, read without reconciling: for folders whose
-/// name does not decode (hashed names) and for `gc`'s scan.
-pub(super) fn stored_meta(paths: &SessionPaths) -> Option<(SessionKey, u64)> {
+/// The key stored in a head, read without reconciling: for folders whose name does not decode
+/// (hashed names) and for `gc`'s scan.
+pub(super) fn stored_key(paths: &SessionPaths) -> Option<SessionKey> {
     let bytes = std::fs::read(&paths.head).ok()?;
     let value: Value = serde_json::from_slice(&bytes).ok()?;
-    let key = value.get("key")?.as_str()?.parse().ok()?;
-    Some((key, value.get("updated_ms")?.as_u64()?))
-}
-
-/// The key stored in a head (see [`stored_meta`]).
-pub(super) fn stored_key(paths: &SessionPaths) -> Option<SessionKey> {
-    stored_meta(paths).map(|(key, _)| key)
+    value.get("key")?.as_str()?.parse().ok()
 }
 
 /// Reads the head and reconciles it with the log (see the module docs).
 pub(super) fn read_current(paths: &SessionPaths, key: &SessionKey) -> Result<Current, StoreError> {
-    let head = read_optional(&paths.head)?
-        .map(|bytes| decode_head(&bytes, key, &paths.head))
-        .transpose()?;
-    let (mut record, head_end) = match head {
-        Some((record, end)) => (Some(record), end),
-        None => (None, 0),
+    let (record, head_end, head) = match read_stamped(&paths.head)? {
+        Some((bytes, stamp)) => {
+            let (record, end) = decode_head(&bytes, key, &paths.head)?;
+            (Some(record), end, Some(stamp))
+        }
+        None => (None, 0, None),
     };
-    let file_len = len_or_zero(&paths.log)?;
-    if file_len < head_end {
+    let log_len = len_or_zero(&paths.log)?;
+    if log_len < head_end {
         return Err(corrupt(
             key,
             &paths.log,
-            format!("the log is {file_len} bytes but its head covers {head_end}; acknowledged events are missing"),
+            format!("the log is {log_len} bytes but its head covers {head_end}; acknowledged events are missing"),
         ));
     }
-    if file_len == head_end {
-        return Ok(Current {
-            record,
-            log_end: head_end,
-            file_len,
-        });
-    }
-    let tail = read_range(&paths.log, head_end, file_len)?;
-    let (events, valid) = unheaded_events(&tail);
-    if !events.is_empty() {
-        let mut folded = record.unwrap_or_else(|| SessionRecord::new(key.clone(), events[0].at_ms));
-        if events[0].seq != folded.next_seq || !is_dense(&events) {
-            return Err(corrupt(
-                key,
-                &paths.log,
-                format!(
-                    "events past byte {head_end} do not continue the log at seq {}",
-                    folded.next_seq
-                ),
-            ));
-        }
-        for event in &events {
-            folded.apply(event);
-        }
-        // At most one append can be unheaded: every append reconciles before it writes.
-        folded.version += 1;
-        record = Some(folded);
-    }
-    if valid < tail.len() {
-        tracing::debug!(session = %key, bytes = tail.len() - valid, "ignoring a torn log tail");
-    }
-    Ok(Current {
+    let mut current = Current {
         record,
-        log_end: head_end + valid as u64,
-        file_len,
-    })
+        log_end: head_end,
+        log_len,
+        head_end,
+        unheaded: 0,
+        head,
+    };
+    if log_len > head_end {
+        let tail = read_range(&paths.log, head_end, log_len)?;
+        fold_tail(&mut current, key, &paths.log, &tail)?;
+        if current.log_end < log_len {
+            tracing::debug!(
+                session = %key,
+                bytes = log_len - current.log_end,
+                "ignoring an unfinished append at the end of the log"
+            );
+        }
+    }
+    Ok(current)
 }
 
-/// The complete, readable events at the start of an unheaded tail, and how many bytes they take.
-fn unheaded_events(tail: &[u8]) -> (Vec<Event>, usize) {
-    let mut events = Vec::new();
+/// Folds the complete appends of the log past the head (`tail`) onto `current`, moving its
+/// `log_end` past each. Stops at the first unreadable line, which is the torn end of an
+/// unfinished append — unless a complete, marked line follows it, which makes it damage inside
+/// acknowledged data.
+fn fold_tail(
+    current: &mut Current,
+    key: &SessionKey,
+    path: &Path,
+    tail: &[u8],
+) -> Result<(), StoreError> {
+    let mut pending: Vec<Event> = Vec::new();
     let mut pos = 0;
     while let Some(nl) = tail[pos..].iter().position(|&b| b == b'\n') {
-        match serde_json::from_slice::<Event>(&tail[pos..pos + nl]) {
-            Ok(event) => events.push(event),
-            Err(_) => break,
-        }
+        let at = current.head_end + pos as u64;
+        let Ok((event, marker)) = line::decode(&tail[pos..pos + nl]) else {
+            if marked_line_follows(&tail[pos + nl + 1..]) {
+                return Err(corrupt(
+                    key,
+                    path,
+                    format!("unreadable line at byte {at}, before acknowledged appends"),
+                ));
+            }
+            break;
+        };
         pos += nl + 1;
+        pending.push(event);
+        if let Some(version) = marker {
+            commit(
+                current,
+                key,
+                path,
+                std::mem::take(&mut pending),
+                version,
+                at,
+            )?;
+            current.log_end = current.head_end + pos as u64;
+        }
     }
-    (events, pos)
+    Ok(())
+}
+
+/// Whether `bytes` hold a complete line that carries a commit marker.
+fn marked_line_follows(bytes: &[u8]) -> bool {
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &bytes[..end],
+        None => return false,
+    };
+    complete.split(|&b| b == b'\n').any(line::is_marked)
+}
+
+/// Folds one complete append (`events`, marked `version` on its last line, at byte `at`) onto
+/// `current`, checking that it continues the log.
+fn commit(
+    current: &mut Current,
+    key: &SessionKey,
+    path: &Path,
+    events: Vec<Event>,
+    version: u64,
+    at: u64,
+) -> Result<(), StoreError> {
+    let mut record = match current.record.take() {
+        Some(record) => record,
+        None => SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
+    };
+    if events.first().map(|e| e.seq) != Some(record.next_seq) || !is_dense(&events) {
+        return Err(corrupt(
+            key,
+            path,
+            format!(
+                "the append ending at byte {at} does not continue the log at seq {}",
+                record.next_seq
+            ),
+        ));
+    }
+    if version != record.version + 1 {
+        return Err(corrupt(
+            key,
+            path,
+            format!(
+                "the append ending at byte {at} is marked version {version}, not {}",
+                record.version + 1
+            ),
+        ));
+    }
+    for event in &events {
+        record.apply(event);
+    }
+    record.version = version;
+    current.record = Some(record);
+    current.unheaded = current.unheaded.saturating_add(1);
+    Ok(())
 }
 
 fn is_dense(events: &[Event]) -> bool {
@@ -208,15 +274,15 @@ pub(super) fn read_tail(
     }
     let mut events = Vec::with_capacity(window.min(1024));
     let mut offset = start;
-    for line in bytes[..bytes.len() - 1].split(|&b| b == b'\n') {
-        let event: Event = serde_json::from_slice(line).map_err(|e| {
+    for text in bytes[..bytes.len() - 1].split(|&b| b == b'\n') {
+        let (event, _marker) = line::decode(text).map_err(|e| {
             corrupt(
                 key,
                 &paths.log,
                 format!("unreadable event at byte {offset}: {e}"),
             )
         })?;
-        offset += line.len() as u64 + 1;
+        offset += text.len() as u64 + 1;
         events.push(event);
     }
     let first_ok = start > 0 || events.first().is_some_and(|e| e.seq == 1);
@@ -283,24 +349,24 @@ pub(super) fn scan(
     }
     let file = File::open(&paths.log).map_err(io_error("open", &paths.log))?;
     let mut reader = BufReader::new(file.take(end));
-    let mut line = Vec::new();
+    let mut buf = Vec::new();
     let mut offset = 0u64;
     loop {
-        line.clear();
+        buf.clear();
         let read = reader
-            .read_until(b'\n', &mut line)
+            .read_until(b'\n', &mut buf)
             .map_err(io_error("read", &paths.log))?;
         if read == 0 {
             return Ok(events);
         }
-        if line.last() != Some(&b'\n') {
+        if buf.last() != Some(&b'\n') {
             return Err(corrupt(
                 key,
                 &paths.log,
                 format!("unfinished line at byte {offset}"),
             ));
         }
-        let text = &line[..line.len() - 1];
+        let text = &buf[..buf.len() - 1];
         let bad = |e: serde_json::Error| {
             corrupt(
                 key,
@@ -308,8 +374,9 @@ pub(super) fn scan(
                 format!("unreadable event at byte {offset}: {e}"),
             )
         };
+        // A marked line's leading `_v` is an unknown field to `SeqOnly`, skipped like any other.
         if serde_json::from_slice::<SeqOnly>(text).map_err(bad)?.seq >= from {
-            events.push(serde_json::from_slice(text).map_err(bad)?);
+            events.push(line::decode(text).map_err(bad)?.0);
             if events.len() == limit {
                 return Ok(events);
             }
@@ -323,27 +390,82 @@ mod tests {
     use super::*;
     use crate::store::conformance::turn_events;
 
-    fn lines(events: &[Event]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for event in events {
-            out.extend(serde_json::to_vec(event).unwrap());
-            out.push(b'\n');
+    fn key() -> SessionKey {
+        SessionKey::new("u", "s").unwrap()
+    }
+
+    /// The state of a session with no head, before its tail is folded.
+    fn headless() -> Current {
+        Current {
+            record: None,
+            log_end: 0,
+            log_len: 0,
+            head_end: 0,
+            unheaded: 0,
+            head: None,
         }
-        out
+    }
+
+    fn fold(tail: &[u8]) -> Result<Current, StoreError> {
+        let mut current = headless();
+        fold_tail(&mut current, &key(), Path::new("log"), tail).map(|()| current)
+    }
+
+    /// Two complete appends (versions 1 and 2), as the store writes them.
+    fn two_appends() -> Vec<u8> {
+        let mut tail = line::encode_append(&turn_events(1, "a", None), 1).unwrap();
+        tail.extend(line::encode_append(&turn_events(3, "b", None), 2).unwrap());
+        tail
     }
 
     #[test]
-    fn an_unheaded_tail_keeps_its_readable_prefix_only() {
-        let events = turn_events(1, "a", None);
-        let mut tail = lines(&events);
-        let valid = tail.len();
-        assert_eq!(unheaded_events(&tail), (events.clone(), valid));
-        tail.extend_from_slice(b"{\"seq\":3,\"id\"");
-        assert_eq!(unheaded_events(&tail), (events.clone(), valid));
-        let mut garbled = lines(&events[..1]);
-        garbled.extend_from_slice(b"\0\0\n");
-        garbled.extend(lines(&events[1..]));
-        assert_eq!(unheaded_events(&garbled).0, events[..1].to_vec());
+    fn complete_appends_fold_and_an_unfinished_one_is_dropped_whole() {
+        let mut tail = two_appends();
+        let valid = tail.len() as u64;
+        let third = line::encode_append(&turn_events(5, "c", None), 3).unwrap();
+        // Torn after the third append's first line: that line is complete, but unmarked.
+        let first_line = third.iter().position(|&b| b == b'\n').unwrap() + 1;
+        tail.extend_from_slice(&third[..first_line + 10]);
+        let current = fold(&tail).unwrap();
+        let record = current.record.unwrap();
+        assert_eq!((record.version, record.next_seq), (2, 5));
+        assert_eq!((current.log_end, current.unheaded), (valid, 2));
+    }
+
+    #[test]
+    fn unmarked_lines_of_the_old_format_past_the_head_are_dropped() {
+        let mut tail = Vec::new();
+        for event in turn_events(1, "old", None) {
+            tail.extend(serde_json::to_vec(&event).unwrap());
+            tail.push(b'\n');
+        }
+        let current = fold(&tail).unwrap();
+        assert!(current.record.is_none());
+        assert_eq!(current.log_end, 0);
+    }
+
+    #[test]
+    fn an_unreadable_line_before_a_marked_one_is_corruption() {
+        let mut tail = line::encode_append(&turn_events(1, "a", None), 1).unwrap();
+        tail.extend_from_slice(b"\0\0\0\n");
+        tail.extend(line::encode_append(&turn_events(3, "b", None), 2).unwrap());
+        assert!(matches!(fold(&tail), Err(StoreError::Corrupt { .. })));
+        // The same garbage last, followed only by a torn marked line, is a torn write.
+        let mut tail = two_appends();
+        tail.extend_from_slice(b"\0\0\0\n{\"_v\":3,\"seq\"");
+        assert_eq!(fold(&tail).unwrap().record.unwrap().version, 2);
+    }
+
+    #[test]
+    fn markers_must_count_up_from_the_head() {
+        let mut tail = line::encode_append(&turn_events(1, "a", None), 1).unwrap();
+        tail.extend(line::encode_append(&turn_events(3, "b", None), 3).unwrap());
+        assert!(matches!(fold(&tail), Err(StoreError::Corrupt { .. })));
+        let skipped_seq = line::encode_append(&turn_events(2, "a", None), 1).unwrap();
+        assert!(matches!(
+            fold(&skipped_seq),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 
     #[test]
