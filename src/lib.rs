@@ -14,8 +14,12 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod atomic_file;
+mod channel;
 mod config;
 mod error;
+#[cfg(feature = "http")]
+mod http;
 mod key;
 mod registry;
 mod runtime;
@@ -31,18 +35,32 @@ mod turn;
 pub use agent::{
     Agent, AgentError, Attributes, ContextMessage, EchoAgent, MockLlmAgent, Role, TurnContext,
 };
+#[cfg(feature = "redis")]
+pub use channel::RedisPairingStore;
+pub use channel::{
+    channel_namespace, channel_session_key, unpaired_user, validate_channel,
+    validate_channel_field, validate_user, ChannelError, ChannelField, ChannelMessage,
+    ChannelReply, ChannelRoute, ChannelRouter, FilePairingStore, MemoryPairingStore, Pairing,
+    PairingError, PairingStore, CHANNEL_SEPARATOR, CHANNEL_USER_PREFIX, DEFAULT_CHANNEL_POLICY,
+    MAX_CHANNEL_NAME_BYTES, PAIRINGS_FILE,
+};
 pub use config::{
     RuntimeConfig, DEFAULT_CAPACITY, DEFAULT_IDLE_TTL, DEFAULT_MAX_CONCURRENT_TURNS,
     DEFAULT_MAX_QUEUE, DEFAULT_WINDOW, MAX_MESSAGE_BYTES,
 };
 pub use error::{Error, Result};
+#[cfg(feature = "http")]
+pub use http::{
+    ApiError, Gateway, Grant, HttpConfig, ServeError, Tokens, TokensError, DEFAULT_BODY_LIMIT,
+    DEFAULT_CONNECTION_GRACE, DEFAULT_DRAIN_DEADLINE, DEFAULT_REQUEST_TIMEOUT, MIN_TOKEN_BYTES,
+};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
 pub use runtime::{BuildError, DrainReport, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::RuntimeStats;
+pub use store::{FileStore, MemoryStore, Store, StoreError};
 #[cfg(feature = "redis")]
 pub use store::{RedisOptions, RedisStore};
-pub use store::{FileStore, MemoryStore, Store, StoreError};
 pub use stream::{StreamEvent, TurnStream};
 pub use summary::{
     memory_context, ExtractiveSummarizer, Summarizer, DEFAULT_ITEMS_PER_SECTION,

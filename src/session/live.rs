@@ -237,7 +237,13 @@ impl Live {
         self.next_turn_id += 1;
         let span = tracing::info_span!("turn", key = %self.key, turn = id);
         let work = Box::pin(tracing::Instrument::instrument(
-            turn::execute(self.deps.agent.clone(), ctx, control.clone(), deadline, slots),
+            turn::execute(
+                self.deps.agent.clone(),
+                ctx,
+                control.clone(),
+                deadline,
+                slots,
+            ),
             span,
         ));
         self.running = Some(Running {
@@ -249,7 +255,10 @@ impl Live {
             started: Instant::now(),
         });
         if let Some(result) = turn::start(work, myself, id) {
-            self.immediate = Some(TurnFinished { turn_id: id, result });
+            self.immediate = Some(TurnFinished {
+                turn_id: id,
+                result,
+            });
         }
     }
 

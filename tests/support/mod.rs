@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod faulty;
 pub mod harness;
+pub mod http;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod stores;

@@ -1,0 +1,302 @@
+//! `turnstile load`: a synthetic workload against an in-process runtime, then a verification
+//! pass that reloads every session from the store and checks it against what was acknowledged.
+//!
+//! With `--baseline`, the same workload runs again through simpler designs, each in a fresh
+//! process of this binary (so that its memory and allocator state start clean), and their figures
+//! are reported next to turnstile's. See `docs/load.md`.
+
+mod ack_log;
+mod baseline;
+mod driver;
+mod fault;
+mod ledger;
+mod options;
+mod report;
+mod target;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use turnstile::{
+    Agent, EchoAgent, ExtractiveSummarizer, MockLlmAgent, OverlapPolicy, Runtime, SessionKey,
+    Store, DEFAULT_WINDOW,
+};
+
+use self::ack_log::AckLog;
+use self::driver::{drive, Interrupts, Plan, Shared};
+use self::ledger::verify;
+use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
+use self::report::{rss_bytes, Figures, Measured, Report};
+use self::target::{Target, TurnstileTarget};
+use super::store_arg::StoreArg;
+
+/// Users the sessions are spread over: enough that per-user listings stay small.
+const USERS: usize = 1_000;
+/// Slack on top of the agent's latency that the p99 target allows (the issue's "+ 2 ms").
+const LATENCY_SLACK: Duration = Duration::from_millis(2);
+
+/// Options of `turnstile load`. With none, it runs a meaningful load on the embedded file store
+/// in a temporary folder.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Distinct sessions.
+    #[arg(long, default_value_t = 1_000)]
+    sessions: usize,
+    /// Turns per session.
+    #[arg(long, default_value_t = 10)]
+    turns: usize,
+    /// Turns in flight at once (closed-loop callers).
+    #[arg(long, default_value_t = 256)]
+    concurrency: usize,
+    /// The agent: `mock` (a mock LLM) or `echo`.
+    #[arg(long, default_value = "mock")]
+    agent: AgentKind,
+    /// Agent latency in milliseconds: `20`, or `10..50` for a uniform spread.
+    #[arg(long, default_value = "0")]
+    latency: Latency,
+    /// Chunks the mock agent streams per reply.
+    #[arg(long, default_value_t = 4)]
+    chunks: usize,
+    /// `memory`, `file` (a temporary folder), `file:PATH` or `redis://HOST:PORT`.
+    #[arg(long, default_value = "file")]
+    store: StoreArg,
+    /// Overlap policy: queue, latest, reject or merge.
+    #[arg(long, default_value = "queue")]
+    policy: OverlapPolicy,
+    /// Most live sessions (others are passivated, least recently used first).
+    #[arg(long)]
+    capacity: Option<usize>,
+    /// Idle seconds before a session is passivated.
+    #[arg(long)]
+    idle_ttl: Option<f64>,
+    /// Events the agent sees (the context window).
+    #[arg(long)]
+    window: Option<usize>,
+    /// Compact with the built-in extractive summarizer once more than this many events are not
+    /// covered by the summary.
+    #[arg(long)]
+    compact_after: Option<usize>,
+    /// Fraction of turns (0 to 1) interrupted mid-way from a second task. Needs `--latency`.
+    #[arg(long, default_value = "0")]
+    interrupt_rate: Fraction,
+    /// Seed for the latency spread and the choice of interrupted turns.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Append `KEY SEQ` to this file for every acknowledged turn, as it is acknowledged.
+    #[arg(long, value_name = "FILE")]
+    ack_log: Option<PathBuf>,
+    /// Also run the workload through a simpler design: `mutex-gate`, `ractor` (repeatable, or
+    /// a comma-separated list).
+    #[arg(long, value_delimiter = ',')]
+    baseline: Vec<BaselineKind>,
+    /// Progress bar: `auto` (only when stdout is a terminal), `always` or `never`.
+    #[arg(long, default_value = "auto")]
+    progress: ProgressMode,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Internal: run only this baseline (the child process of `--baseline`).
+    #[arg(long, hide = true)]
+    as_baseline: Option<BaselineKind>,
+    /// Internal: the run id, shared by a run and its baseline processes.
+    #[arg(long, hide = true)]
+    run_id: Option<String>,
+    /// Testing only: the store acknowledges the first append without writing it, so the
+    /// verification pass must report one lost turn.
+    #[arg(long, hide = true)]
+    fault_drop_one_append: bool,
+}
+
+/// Runs `turnstile load`. Exits non-zero when a turn was lost, duplicated or reordered.
+pub async fn run(args: LoadArgs) -> Result<ExitCode, String> {
+    check(&args)?;
+    let run_id = args.run_id.clone().unwrap_or_else(|| {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        id[..8].to_owned()
+    });
+    let report = match args.as_baseline {
+        Some(kind) => baseline::run_here(&args, kind, &run_id).await?,
+        None => {
+            let mut report = run_turnstile(&args, &run_id).await?;
+            report.baseline = baseline::run_children(&args, &report.figures, &run_id).await?;
+            report
+        }
+    };
+    report.print(args.json);
+    Ok(if report.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Refuses flag combinations that cannot mean anything.
+fn check(args: &LoadArgs) -> Result<(), String> {
+    if args.sessions == 0 || args.turns == 0 || args.concurrency == 0 {
+        return Err("--sessions, --turns and --concurrency must be at least 1".into());
+    }
+    if args.sessions.checked_mul(args.turns).is_none() {
+        return Err("--sessions × --turns is too large".into());
+    }
+    if args.interrupt_rate.0 > 0.0 {
+        if args.agent != AgentKind::Mock || args.latency.min.is_zero() {
+            return Err(
+                "--interrupt-rate needs turns that take time to interrupt: use the \
+                        mock agent with a latency, e.g. --latency 20"
+                    .into(),
+            );
+        }
+        if args.policy != OverlapPolicy::Queue {
+            return Err("--interrupt-rate works with --policy queue only".into());
+        }
+    }
+    Ok(())
+}
+
+/// The workload every design gets.
+fn plan(args: &LoadArgs) -> Plan {
+    Plan {
+        sessions: args.sessions,
+        turns: args.turns,
+        callers: args.concurrency.min(args.sessions),
+        interrupts: (args.interrupt_rate.0 > 0.0).then_some(Interrupts {
+            rate: args.interrupt_rate.0,
+            after: args.latency.min / 2,
+            seed: args.seed,
+        }),
+    }
+}
+
+/// Session keys for one design: `user{i % 1000}/{design}-{run}-{i}`, so that designs and runs
+/// sharing a store never touch each other's sessions.
+fn keys(args: &LoadArgs, design: &str, run_id: &str) -> Result<Arc<[SessionKey]>, String> {
+    (0..args.sessions)
+        .map(|i| {
+            SessionKey::new(
+                format!("user{}", i % USERS),
+                format!("{design}-{run_id}-{i}"),
+            )
+        })
+        .collect::<Result<Arc<[SessionKey]>, _>>()
+        .map_err(|e| e.to_string())
+}
+
+async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
+    let opened = args.store.open().await?;
+    let store = if args.fault_drop_one_append {
+        fault::DropOneAppend::wrap(opened.store.clone())
+    } else {
+        opened.store.clone()
+    };
+    let keys = keys(args, "load", run_id)?;
+    let runtime = build_runtime(args, store.clone())?;
+    let target = Arc::new(TurnstileTarget { runtime });
+    let figures = measure(args, target, keys, store.as_ref(), "turnstile").await?;
+    Ok(report(args, run_id, opened.description.clone(), figures))
+}
+
+/// Drives one design through the workload, finishes it, verifies the store and computes its
+/// figures.
+async fn measure<T: Target>(
+    args: &LoadArgs,
+    target: Arc<T>,
+    keys: Arc<[SessionKey]>,
+    store: &dyn Store,
+    label: &str,
+) -> Result<Figures, String> {
+    let plan = plan(args);
+    let ack_log = match &args.ack_log {
+        Some(path) => Some(Arc::new(AckLog::open(path)?)),
+        None => None,
+    };
+    let shared = Arc::new(Shared::new(target, keys, &plan, ack_log)?);
+    let progress = progress_bar(args.progress, (plan.sessions * plan.turns) as u64, label);
+    let rss_before = rss_bytes();
+    let (elapsed, sample) = drive(shared.clone(), plan, progress).await;
+    let counters = shared.target.counters();
+    shared.target.finish().await;
+    let verdict = verify(store, &shared.keys, &shared.ledger).await?;
+    Ok(Figures::new(Measured {
+        ledger: &shared.ledger,
+        latencies: &shared.latencies(),
+        elapsed,
+        counters,
+        verdict,
+        sample,
+        rss_before,
+        latency_budget: args.latency.max + LATENCY_SLACK,
+    }))
+}
+
+fn report(args: &LoadArgs, run_id: &str, store: String, figures: Figures) -> Report {
+    Report {
+        run_id: run_id.to_owned(),
+        store,
+        agent: args.agent.as_str().to_owned(),
+        latency_ms: args.latency.to_string(),
+        chunks: args.chunks,
+        policy: format!("{:?}", args.policy).to_lowercase(),
+        sessions: args.sessions,
+        turns_per_session: args.turns,
+        concurrency: args.concurrency,
+        interrupt_rate: args.interrupt_rate.0,
+        figures,
+        baseline: BTreeMap::new(),
+    }
+}
+
+fn build_runtime(args: &LoadArgs, store: Arc<dyn Store>) -> Result<Runtime, String> {
+    let agent: Arc<dyn Agent> = match args.agent {
+        AgentKind::Echo => Arc::new(EchoAgent),
+        AgentKind::Mock => Arc::new(
+            MockLlmAgent::new()
+                .with_latency_range(args.latency.min, args.latency.max)
+                .with_chunks(args.chunks)
+                .with_seed(args.seed),
+        ),
+    };
+    let mut builder = Runtime::builder()
+        .agent_arc(agent)
+        .store_arc(store)
+        .with_policy(args.policy)
+        .with_capacity_wait(Duration::from_secs(30))
+        .with_window(args.window.unwrap_or(DEFAULT_WINDOW));
+    if let Some(after) = args.compact_after {
+        builder = builder.with_summarizer(ExtractiveSummarizer::default(), after);
+    }
+    if let Some(capacity) = args.capacity {
+        builder = builder.with_capacity(capacity);
+    }
+    if let Some(ttl) = args.idle_ttl {
+        let ttl = Duration::try_from_secs_f64(ttl).map_err(|e| format!("--idle-ttl: {e}"))?;
+        builder = builder.with_idle_ttl(ttl);
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// A progress bar on stderr, or a hidden one: by default only when stdout is a terminal, so
+/// that piped and `--json` runs print nothing but their report.
+fn progress_bar(mode: ProgressMode, total: u64, label: &str) -> ProgressBar {
+    let show = match mode {
+        ProgressMode::Auto => std::io::stdout().is_terminal(),
+        ProgressMode::Always => true,
+        ProgressMode::Never => false,
+    };
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>10} [{bar:40}] {human_pos}/{human_len} turns  {per_sec}  eta {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(label.to_owned());
+    bar
+}

@@ -1,0 +1,159 @@
+//! `--baseline mutex-gate|ractor`: the same workload through simpler designs, for comparison.
+//!
+//! Each baseline runs in a fresh process of this binary (`load --as-baseline NAME`, with the same
+//! workload flags), one after the other, after turnstile's own run. A fresh process gives each
+//! design the same starting point: no memory kept by the allocator from the run before (glibc
+//! keeps hundreds of MB after a large run, which would hide a baseline's growth and slow it), no
+//! leftover tasks, and a file store lock of its own. The child prints its report as JSON; its
+//! figures land under `baseline`.
+
+mod bare_ractor;
+mod mutex_gate;
+mod sim;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use turnstile::DEFAULT_WINDOW;
+
+use self::bare_ractor::BareRactor;
+use self::mutex_gate::MutexGate;
+use self::sim::AgentSim;
+use super::options::{BaselineKind, ProgressMode};
+use super::report::{BaselineFigures, Figures, Report};
+use super::{keys, measure, report, LoadArgs};
+use crate::cli::store_arg::StoreArg;
+
+/// Runs one baseline in this process (the child side of `--baseline`).
+pub async fn run_here(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Result<Report, String> {
+    let opened = args.store.open().await?;
+    let store = opened.store.clone();
+    let sim = AgentSim {
+        kind: args.agent,
+        latency: args.latency,
+        chunks: args.chunks,
+        seed: args.seed,
+    };
+    let window = args.window.unwrap_or(DEFAULT_WINDOW);
+    let keys = keys(args, kind.as_str(), run_id)?;
+    let figures = match kind {
+        BaselineKind::MutexGate => {
+            let target = Arc::new(MutexGate::new(store.clone(), sim, window));
+            measure(args, target, keys, store.as_ref(), kind.as_str()).await?
+        }
+        BaselineKind::Ractor => {
+            let target = Arc::new(BareRactor::new(store.clone(), sim, window));
+            measure(args, target, keys, store.as_ref(), kind.as_str()).await?
+        }
+    };
+    Ok(report(args, run_id, opened.description.clone(), figures))
+}
+
+/// Runs every requested baseline in its own process and collects their figures.
+pub async fn run_children(
+    args: &LoadArgs,
+    turnstile: &Figures,
+    run_id: &str,
+) -> Result<BTreeMap<String, BaselineFigures>, String> {
+    let mut kinds = args.baseline.clone();
+    kinds.sort();
+    kinds.dedup();
+    let mut out = BTreeMap::new();
+    for kind in kinds {
+        let figures = run_child(args, kind, run_id).await?;
+        let ratio = turnstile.turns_per_sec / figures.turns_per_sec.max(1e-9);
+        out.insert(
+            kind.as_str().to_owned(),
+            BaselineFigures {
+                figures,
+                turnstile_throughput_ratio: ratio,
+            },
+        );
+    }
+    Ok(out)
+}
+
+async fn run_child(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Result<Figures, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let (store, _temp) = child_store(&args.store, kind)?;
+    let child_args = child_args(args, kind, run_id, &store);
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(exe)
+            .args(child_args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+    })
+    .await
+    .map_err(|e| format!("the {} baseline could not run: {e}", kind.as_str()))?
+    .map_err(|e| format!("cannot start the {} baseline: {e}", kind.as_str()))?;
+    let report: Report = serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "the {} baseline did not report ({}; exit status {})",
+            kind.as_str(),
+            e,
+            output.status
+        )
+    })?;
+    Ok(report.figures)
+}
+
+/// The same kind of store for the baseline: its own memory store, its own temporary folder (or a
+/// sibling `PATH-NAME` of a given folder: the file store allows one process per root), or the
+/// same Redis server (its keys are apart by their names).
+fn child_store(
+    store: &StoreArg,
+    kind: BaselineKind,
+) -> Result<(String, Option<tempfile::TempDir>), String> {
+    Ok(match store {
+        StoreArg::Memory => ("memory".to_owned(), None),
+        StoreArg::File(None) => {
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("turnstile-load-{}-", kind.as_str()))
+                .tempdir()
+                .map_err(|e| format!("cannot create a temporary folder: {e}"))?;
+            (format!("file:{}", dir.path().display()), Some(dir))
+        }
+        StoreArg::File(Some(path)) => {
+            let mut sibling = path.as_os_str().to_owned();
+            sibling.push(format!("-{}", kind.as_str()));
+            (format!("file:{}", PathBuf::from(sibling).display()), None)
+        }
+        StoreArg::Redis(url) => (url.clone(), None),
+    })
+}
+
+/// The workload flags, forwarded; turnstile-only settings (policy, capacity, idle TTL,
+/// compaction) mean nothing to a baseline and are left out.
+fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &str) -> Vec<String> {
+    let progress = match args.progress {
+        ProgressMode::Auto if std::io::IsTerminal::is_terminal(&std::io::stdout()) => "always",
+        ProgressMode::Always => "always",
+        _ => "never",
+    };
+    let mut out: Vec<String> = vec![
+        "load".into(),
+        format!("--as-baseline={}", kind.as_str()),
+        format!("--run-id={run_id}"),
+        format!("--store={store}"),
+        format!("--sessions={}", args.sessions),
+        format!("--turns={}", args.turns),
+        format!("--concurrency={}", args.concurrency),
+        format!("--agent={}", args.agent.as_str()),
+        format!("--latency={}", args.latency),
+        format!("--chunks={}", args.chunks),
+        format!("--seed={}", args.seed),
+        format!("--interrupt-rate={}", args.interrupt_rate.0),
+        format!("--progress={progress}"),
+        "--json".into(),
+    ];
+    if let Some(window) = args.window {
+        out.push(format!("--window={window}"));
+    }
+    if let Some(path) = &args.ack_log {
+        out.push(format!("--ack-log={}", path.display()));
+    }
+    out
+}

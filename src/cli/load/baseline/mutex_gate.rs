@@ -1,0 +1,123 @@
+//! Baseline (a), the simplest alternative design: a map of `Arc<tokio::sync::Mutex<State>>`, one
+//! lock per session. A turn takes the session's lock, loads the session on first use, runs the
+//! agent and appends to the store, all under the lock, in the caller's own task.
+//!
+//! It has none of turnstile's bounds or policies: no capacity, no passivation (every session
+//! stays in the map), no queue limit (callers simply wait on the lock), no overlap policy.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use turnstile::{SessionKey, Store};
+
+use super::super::target::{Ack, Failure, Target, TargetCounters};
+use super::sim::{AgentSim, SessionState};
+
+/// Stripes of the session map, so that the map's own lock is not what the baseline measures.
+const SHARDS: usize = 16;
+
+/// One stripe of the session map.
+type Shard = parking_lot::Mutex<HashMap<SessionKey, Arc<Gate>>>;
+
+/// One session: its state behind the lock, and the running turn's token beside it (an interrupt
+/// must not wait for the lock the turn holds).
+#[derive(Default)]
+struct Gate {
+    state: tokio::sync::Mutex<Option<SessionState>>,
+    running: parking_lot::Mutex<Option<CancellationToken>>,
+}
+
+/// The mutex-gate design.
+pub struct MutexGate {
+    store: Arc<dyn Store>,
+    sim: AgentSim,
+    window: usize,
+    shards: Box<[Shard]>,
+    activations: AtomicU64,
+    interrupts: AtomicU64,
+}
+
+impl MutexGate {
+    /// An empty map over `store`.
+    pub fn new(store: Arc<dyn Store>, sim: AgentSim, window: usize) -> Self {
+        Self {
+            store,
+            sim,
+            window,
+            shards: (0..SHARDS).map(|_| Default::default()).collect(),
+            activations: AtomicU64::new(0),
+            interrupts: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, key: &SessionKey) -> &Shard {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        &self.shards[(hash as usize) % SHARDS]
+    }
+
+    fn gate(&self, key: &SessionKey) -> Arc<Gate> {
+        self.shard(key)
+            .lock()
+            .entry(key.clone())
+            .or_default()
+            .clone()
+    }
+}
+
+impl Target for MutexGate {
+    async fn turn(&self, key: &SessionKey, input: String) -> Result<Ack, Failure> {
+        let gate = self.gate(key);
+        let mut state = gate.state.lock().await;
+        if state.is_none() {
+            let loaded = SessionState::load(self.store.as_ref(), key, self.window)
+                .await
+                .map_err(|_| Failure::Store)?;
+            self.activations.fetch_add(1, Ordering::Relaxed);
+            *state = Some(loaded);
+        }
+        let Some(session) = state.as_mut() else {
+            return Err(Failure::Other);
+        };
+        let cancel = CancellationToken::new();
+        *gate.running.lock() = Some(cancel.clone());
+        let result = session
+            .run_turn(self.store.as_ref(), key, &self.sim, input, &cancel)
+            .await;
+        *gate.running.lock() = None;
+        if result.is_err() {
+            // The stored version is unknown after a failed append: reload next time.
+            *state = None;
+        }
+        result
+    }
+
+    fn interrupt(&self, key: &SessionKey) -> bool {
+        let gate = self.shard(key).lock().get(key).cloned();
+        let running = gate.and_then(|g| g.running.lock().clone());
+        running.is_some_and(|token| {
+            token.cancel();
+            self.interrupts.fetch_add(1, Ordering::Relaxed);
+            true
+        })
+    }
+
+    fn live_sessions(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    fn counters(&self) -> TargetCounters {
+        TargetCounters {
+            activations: self.activations.load(Ordering::Relaxed),
+            interrupts: self.interrupts.load(Ordering::Relaxed),
+            peak_live_sessions: self.live_sessions(),
+            ..TargetCounters::default()
+        }
+    }
+
+    async fn finish(&self) {
+        // Every acknowledged turn is already in the store; nothing is buffered.
+    }
+}

@@ -1,0 +1,200 @@
+//! The small value types of `turnstile load`'s flags, each parsed with a message that says what
+//! was expected.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Which agent answers the turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentKind {
+    /// `MockLlmAgent`: latency, streamed chunks, token usage.
+    Mock,
+    /// `EchoAgent`: the input back, at once.
+    Echo,
+}
+
+impl FromStr for AgentKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mock" => Ok(Self::Mock),
+            "echo" => Ok(Self::Echo),
+            _ => Err(format!("unknown agent {s:?}; expected mock or echo")),
+        }
+    }
+}
+
+impl AgentKind {
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mock => "mock",
+            Self::Echo => "echo",
+        }
+    }
+}
+
+/// Agent latency: fixed, or a uniform range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Latency {
+    /// Shortest turn.
+    pub min: Duration,
+    /// Longest turn.
+    pub max: Duration,
+}
+
+impl FromStr for Latency {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let ms = |t: &str| {
+            t.trim()
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| format!("bad latency {s:?}; expected milliseconds like 20 or 10..50"))
+        };
+        match s.split_once("..") {
+            Some((a, b)) => {
+                let (min, max) = (ms(a)?, ms(b)?);
+                if min > max {
+                    return Err(format!("bad latency {s:?}: the range is reversed"));
+                }
+                Ok(Self { min, max })
+            }
+            None => {
+                let fixed = ms(s)?;
+                Ok(Self {
+                    min: fixed,
+                    max: fixed,
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Latency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.min == self.max {
+            write!(f, "{}", self.min.as_millis())
+        } else {
+            write!(f, "{}..{}", self.min.as_millis(), self.max.as_millis())
+        }
+    }
+}
+
+/// A design to compare turnstile against, run on the same workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BaselineKind {
+    /// One `Arc<tokio::sync::Mutex<State>>` per session: load → agent → append under the lock.
+    MutexGate,
+    /// One bare ractor actor per session, no registry, policies or bookkeeping.
+    Ractor,
+}
+
+impl BaselineKind {
+    /// The flag value, also the key under `baseline` in the JSON report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MutexGate => "mutex-gate",
+            Self::Ractor => "ractor",
+        }
+    }
+}
+
+impl FromStr for BaselineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mutex-gate" => Ok(Self::MutexGate),
+            "ractor" => Ok(Self::Ractor),
+            _ => Err(format!(
+                "unknown baseline {s:?}; expected mutex-gate or ractor"
+            )),
+        }
+    }
+}
+
+/// Whether to draw the progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// Only when stdout is a terminal.
+    Auto,
+    /// Always (on stderr).
+    Always,
+    /// Never.
+    Never,
+}
+
+impl FromStr for ProgressMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "always" => Ok(Self::Always),
+            "never" => Ok(Self::Never),
+            _ => Err(format!(
+                "unknown progress mode {s:?}; expected auto, always or never"
+            )),
+        }
+    }
+}
+
+/// A fraction in `0.0..=1.0`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fraction(pub f64);
+
+impl FromStr for Fraction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => Ok(Self(v)),
+            _ => Err(format!(
+                "bad fraction {s:?}; expected a number from 0 to 1, like 0.1"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_takes_a_fixed_value_or_a_range() {
+        assert_eq!(
+            "20".parse::<Latency>().unwrap(),
+            Latency {
+                min: Duration::from_millis(20),
+                max: Duration::from_millis(20)
+            }
+        );
+        let range = "10..50".parse::<Latency>().unwrap();
+        assert_eq!(
+            (range.min, range.max),
+            (Duration::from_millis(10), Duration::from_millis(50))
+        );
+        assert_eq!(range.to_string(), "10..50");
+        assert!("50..10"
+            .parse::<Latency>()
+            .unwrap_err()
+            .contains("reversed"));
+        assert!("fast"
+            .parse::<Latency>()
+            .unwrap_err()
+            .contains("milliseconds"));
+    }
+
+    #[test]
+    fn fractions_and_baselines_parse_or_say_what_is_expected() {
+        assert_eq!("0.25".parse::<Fraction>().unwrap(), Fraction(0.25));
+        assert!("1.5".parse::<Fraction>().unwrap_err().contains("0 to 1"));
+        assert!("-0.1".parse::<Fraction>().is_err());
+        assert_eq!(
+            "mutex-gate".parse::<BaselineKind>().unwrap(),
+            BaselineKind::MutexGate
+        );
+        assert!("actix"
+            .parse::<BaselineKind>()
+            .unwrap_err()
+            .contains("mutex-gate or ractor"));
+    }
+}

@@ -1,0 +1,343 @@
+//! The report of a load run: its figures, as a table or as one JSON object whose field names are
+//! stable (see `docs/load.md`), and the process memory readings behind them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::driver::Sample;
+use super::ledger::{Ledger, Verdict};
+use super::target::{FailureCounts, TargetCounters};
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct LatencyReport {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Slowest turn.
+    pub max: u64,
+}
+
+/// The figures of one design on the workload.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Figures {
+    /// Turns acknowledged (durable).
+    pub turns_ok: u64,
+    /// Turns that got an error.
+    pub turns_failed: u64,
+    /// Acknowledged turns whose outcome was `Interrupted`.
+    pub turns_interrupted: u64,
+    /// `turns_ok` per second of the run.
+    pub turns_per_sec: f64,
+    /// Duration of the workload, without the verification pass.
+    pub elapsed_sec: f64,
+    /// Latency of acknowledged turns, as seen by the caller.
+    pub latency_us: LatencyReport,
+    /// The agent's longest latency + 2 ms: the target for p99.
+    pub latency_budget_us: u64,
+    /// Share of acknowledged turns slower than `latency_budget_us` (0..1).
+    pub share_over_budget: f64,
+    /// Sessions loaded from the store into memory.
+    pub activations: u64,
+    /// `evictions_idle + evictions_lru`.
+    pub evictions: u64,
+    /// Sessions passivated after their idle TTL.
+    pub evictions_idle: u64,
+    /// Sessions passivated to stay under the capacity.
+    pub evictions_lru: u64,
+    /// Interrupts that reached a running turn.
+    pub interrupts: u64,
+    /// Calls refused by a limit (the first five of `failures_by_reason`).
+    pub rejections: u64,
+    /// Failed calls by reason.
+    pub failures_by_reason: FailureCounts,
+    /// Acknowledged turns missing from the store.
+    pub lost: u64,
+    /// Turns stored more than once.
+    pub duplicated: u64,
+    /// Stored turns out of sending order.
+    pub reordered: u64,
+    /// The most sessions held in memory at once.
+    pub peak_live_sessions: usize,
+    /// The process's peak resident set size (VmHWM).
+    pub peak_rss_bytes: u64,
+    /// Resident set size before the run (after the store was opened and the ledger allocated).
+    pub rss_before_bytes: u64,
+    /// Resident set size when the most sessions were live.
+    pub rss_at_peak_bytes: u64,
+    /// `(rss_at_peak_bytes - rss_before_bytes) / sampled peak live sessions`.
+    pub bytes_per_live_session: u64,
+}
+
+/// What [`Figures::new`] is computed from.
+pub struct Measured<'a> {
+    /// Acknowledgements and failures.
+    pub ledger: &'a Ledger,
+    /// Latencies of acknowledged turns, µs.
+    pub latencies: &'a Histogram<u64>,
+    /// The workload's duration.
+    pub elapsed: Duration,
+    /// The design's own counters, read before it was finished.
+    pub counters: TargetCounters,
+    /// The verification pass's counts.
+    pub verdict: Verdict,
+    /// What the sampler saw.
+    pub sample: Sample,
+    /// RSS just before the first turn.
+    pub rss_before: u64,
+    /// The p99 target: the agent's longest latency + 2 ms.
+    pub latency_budget: Duration,
+}
+
+impl Figures {
+    /// The figures of one run.
+    pub fn new(m: Measured<'_>) -> Self {
+        let h = m.latencies;
+        let failures = m.ledger.failures();
+        let budget_us = u64::try_from(m.latency_budget.as_micros()).unwrap_or(u64::MAX);
+        let ok = m.ledger.ok();
+        let growth = m.sample.rss_at_peak_live.saturating_sub(m.rss_before);
+        Self {
+            turns_ok: ok,
+            turns_failed: failures.total(),
+            turns_interrupted: m.ledger.interrupted(),
+            turns_per_sec: ok as f64 / m.elapsed.as_secs_f64().max(1e-9),
+            elapsed_sec: m.elapsed.as_secs_f64(),
+            latency_us: LatencyReport {
+                p50: h.value_at_quantile(0.50),
+                p90: h.value_at_quantile(0.90),
+                p99: h.value_at_quantile(0.99),
+                p999: h.value_at_quantile(0.999),
+                max: h.max(),
+            },
+            latency_budget_us: budget_us,
+            share_over_budget: if h.is_empty() {
+                0.0
+            } else {
+                1.0 - h.quantile_below(budget_us)
+            },
+            activations: m.counters.activations,
+            evictions: m.counters.evictions_idle + m.counters.evictions_lru,
+            evictions_idle: m.counters.evictions_idle,
+            evictions_lru: m.counters.evictions_lru,
+            interrupts: m.counters.interrupts,
+            rejections: failures.rejections(),
+            failures_by_reason: failures,
+            lost: m.verdict.lost,
+            duplicated: m.verdict.duplicated,
+            reordered: m.verdict.reordered,
+            peak_live_sessions: m.counters.peak_live_sessions.max(m.sample.peak_live),
+            peak_rss_bytes: peak_rss_bytes().max(m.sample.rss_at_peak_live),
+            rss_before_bytes: m.rss_before,
+            rss_at_peak_bytes: m.sample.rss_at_peak_live,
+            bytes_per_live_session: growth / (m.sample.peak_live.max(1) as u64),
+        }
+    }
+
+    /// Nothing lost, duplicated or reordered.
+    pub fn is_clean(&self) -> bool {
+        self.lost == 0 && self.duplicated == 0 && self.reordered == 0
+    }
+}
+
+/// A baseline's figures, next to turnstile's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineFigures {
+    /// The same fields as turnstile's own.
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// turnstile's `turns_per_sec` divided by this baseline's.
+    pub turnstile_throughput_ratio: f64,
+}
+
+/// The whole report. Field names are stable; see `docs/load.md`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Distinguishes this run's sessions from earlier runs' in a persistent store.
+    pub run_id: String,
+    /// The store, as given.
+    pub store: String,
+    /// `mock` or `echo`.
+    pub agent: String,
+    /// Agent latency in ms: `20` or `10..50`.
+    pub latency_ms: String,
+    /// Chunks the mock agent streams.
+    pub chunks: usize,
+    /// The overlap policy.
+    pub policy: String,
+    /// Distinct sessions.
+    pub sessions: usize,
+    /// Turns per session.
+    pub turns_per_session: usize,
+    /// Closed-loop callers.
+    pub concurrency: usize,
+    /// Fraction of turns interrupted.
+    pub interrupt_rate: f64,
+    /// turnstile's figures (or, in a baseline's own process, the baseline's).
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// Baselines by name (`mutex-gate`, `ractor`); empty without `--baseline`.
+    pub baseline: BTreeMap<String, BaselineFigures>,
+}
+
+impl Report {
+    /// Whether turnstile and every baseline verified clean.
+    pub fn is_clean(&self) -> bool {
+        self.figures.is_clean() && self.baseline.values().all(|b| b.figures.is_clean())
+    }
+
+    /// Prints the report as JSON or as a table.
+    pub fn print(&self, json: bool) {
+        if json {
+            match serde_json::to_string_pretty(self) {
+                Ok(text) => println!("{text}"),
+                Err(err) => eprintln!("turnstile: cannot encode the report: {err}"),
+            }
+        } else {
+            self.print_table();
+        }
+    }
+
+    fn print_table(&self) {
+        println!(
+            "turnstile load: {} sessions × {} turns, {} callers, {} agent {} ms × {} chunks, \
+             policy {}, store {} (run {})",
+            self.sessions,
+            self.turns_per_session,
+            self.concurrency,
+            self.agent,
+            self.latency_ms,
+            self.chunks,
+            self.policy,
+            self.store,
+            self.run_id
+        );
+        println!(
+            "{:<11} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>16} {:>9} {:>10} {:>9}",
+            "design",
+            "turns/s",
+            "p50 µs",
+            "p90 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "ok",
+            "failed",
+            "lost/dup/reord",
+            "peak live",
+            "B/session",
+            "peak RSS"
+        );
+        row("turnstile", &self.figures);
+        for (name, baseline) in &self.baseline {
+            row(name, &baseline.figures);
+        }
+        let f = &self.figures;
+        let r = &f.failures_by_reason;
+        println!(
+            "turnstile: activations {}, evictions {} (idle {}, lru {}), interrupts {} \
+             ({} turns answered interrupted)",
+            f.activations,
+            f.evictions,
+            f.evictions_idle,
+            f.evictions_lru,
+            f.interrupts,
+            f.turns_interrupted
+        );
+        println!(
+            "  rejections {} (busy {}, overloaded {}, at capacity {}, concurrency {}, \
+             draining {}); store errors {}, agent errors {}, other {}",
+            f.rejections,
+            r.busy,
+            r.overloaded,
+            r.at_capacity,
+            r.concurrency_limit,
+            r.draining,
+            r.store,
+            r.agent,
+            r.other
+        );
+        println!(
+            "  {:.2}% of turns over the {} µs budget (agent latency + 2 ms)",
+            f.share_over_budget * 100.0,
+            f.latency_budget_us
+        );
+        for (name, baseline) in &self.baseline {
+            println!(
+                "  throughput vs {name}: {:.0}%",
+                baseline.turnstile_throughput_ratio * 100.0
+            );
+        }
+        let verdict = if self.is_clean() {
+            "every acknowledged turn is in the store, once, in order"
+        } else {
+            "FAILED: acknowledged turns are missing, duplicated or out of order"
+        };
+        println!("verification: {verdict}");
+    }
+}
+
+fn row(name: &str, f: &Figures) {
+    let l = &f.latency_us;
+    println!(
+        "{:<11} {:>10.0} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>7} {:>16} {:>9} {:>10} {:>9}",
+        name,
+        f.turns_per_sec,
+        l.p50,
+        l.p90,
+        l.p99,
+        l.p999,
+        l.max,
+        f.turns_ok,
+        f.turns_failed,
+        format!("{}/{}/{}", f.lost, f.duplicated, f.reordered),
+        f.peak_live_sessions,
+        f.bytes_per_live_session,
+        format!("{:.0} MiB", f.peak_rss_bytes as f64 / 1_048_576.0)
+    );
+}
+
+/// A `kB` field of `/proc/self/status`, in bytes (0 where unavailable: the figures that use it
+/// then read 0 rather than failing the run).
+fn status_field(name: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The process's resident set size now.
+pub fn rss_bytes() -> u64 {
+    status_field("VmRSS:")
+}
+
+/// The process's peak resident set size.
+pub fn peak_rss_bytes() -> u64 {
+    status_field("VmHWM:")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_a_resident_set() {
+        if cfg!(target_os = "linux") {
+            assert!(rss_bytes() > 0);
+            assert!(peak_rss_bytes() >= rss_bytes() / 2);
+        }
+    }
+}

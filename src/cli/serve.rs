@@ -1,0 +1,245 @@
+//! `turnstile serve`: the HTTP gateway. Parses options, opens the stores, builds the runtime and
+//! hands everything to [`turnstile::Gateway::serve`]; SIGTERM or Ctrl-C drains and exits.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use turnstile::store::FileStore;
+use turnstile::{
+    Agent, ChannelRouter, EchoAgent, FilePairingStore, Gateway, HttpConfig, MemoryPairingStore,
+    MemoryStore, MockLlmAgent, OverlapPolicy, PairingStore, Runtime, ServeError, Store, Tokens,
+};
+
+use super::store_arg::StoreArg;
+
+/// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
+const SECONDS_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 60.0,
+];
+
+/// How often recorded histogram samples are folded in when nobody scrapes `/metrics`, so that
+/// they cannot pile up in memory.
+const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+
+/// Options of `turnstile serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Without tokens only a loopback address is accepted.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// `file` (the default data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
+    /// ~/.local/share/turnstile), `file:PATH`, `memory` or `redis://HOST:PORT`. Pairings are kept
+    /// in the same place.
+    #[arg(long, default_value = "file")]
+    store: StoreArg,
+    /// The agent: `mock` (a mock LLM) or `echo`.
+    #[arg(long, default_value = "mock")]
+    agent: AgentKind,
+    /// Mock agent latency per turn, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    latency: u64,
+    /// Chunks the mock agent streams per reply.
+    #[arg(long, default_value_t = 4)]
+    chunks: usize,
+    /// Bearer tokens file: `<token> admin` or `<token> user:<id> [channels:<a>,<b>]` per line.
+    #[arg(long, env = "TURNSTILE_TOKENS")]
+    tokens: Option<PathBuf>,
+    /// Overlap policy of session turns: queue, latest, reject or merge.
+    #[arg(long, default_value = "queue")]
+    policy: OverlapPolicy,
+    /// Overlap policy of channel messages (a newer message in a chat wins by default).
+    #[arg(long, default_value = "latest")]
+    channel_policy: OverlapPolicy,
+    /// Seconds a request waits for its answer (the turn goes on after it unless the request
+    /// set `cancel_on_timeout`).
+    #[arg(long, default_value_t = 60.0)]
+    request_timeout: f64,
+    /// Seconds running turns get to finish after SIGTERM before they are interrupted.
+    #[arg(long, default_value_t = 25.0)]
+    drain_timeout: f64,
+    /// Largest request body, in bytes.
+    #[arg(long, default_value_t = turnstile::DEFAULT_BODY_LIMIT)]
+    body_limit: usize,
+    /// Most live sessions (others are passivated, least recently used first).
+    #[arg(long)]
+    capacity: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum AgentKind {
+    Mock,
+    Echo,
+}
+
+impl FromStr for AgentKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mock" => Ok(Self::Mock),
+            "echo" => Ok(Self::Echo),
+            _ => Err(format!("unknown agent {s:?}; expected mock or echo")),
+        }
+    }
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then drains.
+pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
+    let tokens = match &args.tokens {
+        Some(path) => Tokens::load(path).map_err(|e| e.to_string())?,
+        None => Tokens::none(),
+    };
+    if tokens.is_empty() && !args.addr.ip().is_loopback() {
+        // Said before binding, so that an open API is never reachable even for an instant.
+        return Err(ServeError::OpenOnNonLoopback { addr: args.addr }.to_string());
+    }
+    let (store, pairings) = open_stores(&args.store).await?;
+    let runtime = build_runtime(&args, store)?;
+    let router =
+        ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
+    let config = HttpConfig {
+        body_limit: args.body_limit,
+        request_timeout: seconds(args.request_timeout, "--request-timeout")?,
+        drain_deadline: seconds(args.drain_timeout, "--drain-timeout")?,
+        ..HttpConfig::default()
+    };
+    let gateway = Gateway::new(router)
+        .with_tokens(tokens)
+        .with_config(config)
+        .with_metrics(install_metrics()?);
+    let shutdown = shutdown_signal()?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    println!("turnstile serve: listening on http://{local}");
+    let report = gateway
+        .serve(listener, shutdown)
+        .await
+        .map_err(|e| e.to_string())?;
+    if report.left > 0 {
+        eprintln!(
+            "turnstile serve: {} sessions could not be flushed before exit",
+            report.left
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if !report.clean {
+        eprintln!("turnstile serve: turns still running at the drain deadline were interrupted");
+    }
+    eprintln!("turnstile serve: drained, exiting");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(value).map_err(|_| format!("{flag} must be a positive number"))
+}
+
+/// Opens the session store and the pairing store that goes with it.
+async fn open_stores(arg: &StoreArg) -> Result<(Arc<dyn Store>, Arc<dyn PairingStore>), String> {
+    match arg {
+        StoreArg::Memory => Ok((
+            Arc::new(MemoryStore::new()),
+            Arc::new(MemoryPairingStore::new()),
+        )),
+        StoreArg::File(path) => {
+            let store = match path {
+                Some(path) => FileStore::open(path),
+                None => FileStore::open_default(),
+            }
+            .map_err(|e| e.to_string())?;
+            let pairings = FilePairingStore::open(&store).map_err(|e| e.to_string())?;
+            Ok((Arc::new(store), Arc::new(pairings)))
+        }
+        StoreArg::Redis(url) => open_redis(url).await,
+    }
+}
+
+#[cfg(feature = "redis")]
+async fn open_redis(url: &str) -> Result<(Arc<dyn Store>, Arc<dyn PairingStore>), String> {
+    let store = turnstile::store::RedisStore::connect(url, Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    // The session store's default prefix, so that both live side by side.
+    let pairings = turnstile::RedisPairingStore::connect(url, "turnstile")
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((Arc::new(store), Arc::new(pairings)))
+}
+
+#[cfg(not(feature = "redis"))]
+async fn open_redis(_url: &str) -> Result<(Arc<dyn Store>, Arc<dyn PairingStore>), String> {
+    Err("this build has no Redis support (build with --features redis)".into())
+}
+
+fn build_runtime(args: &ServeArgs, store: Arc<dyn Store>) -> Result<Runtime, String> {
+    let agent: Arc<dyn Agent> = match args.agent {
+        AgentKind::Mock => Arc::new(
+            MockLlmAgent::new()
+                .with_latency(Duration::from_millis(args.latency))
+                .with_chunks(args.chunks),
+        ),
+        AgentKind::Echo => Arc::new(EchoAgent),
+    };
+    let mut builder = Runtime::builder()
+        .agent_arc(agent)
+        .store_arc(store)
+        .with_policy(args.policy);
+    if let Some(capacity) = args.capacity {
+        builder = builder.with_capacity(capacity);
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// Installs the process-wide Prometheus recorder and keeps its histograms folded.
+fn install_metrics() -> Result<PrometheusHandle, String> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS_BUCKETS)
+        .map_err(|e| e.to_string())?
+        .install_recorder()
+        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(METRICS_UPKEEP);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// Completes on SIGTERM (what orchestrators send) or Ctrl-C. The handlers are installed here,
+/// before the server announces itself, so that an early signal drains instead of killing.
+#[cfg(unix)]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind| {
+        signal(kind).map_err(|e| format!("cannot listen for signal {}: {e}", kind.as_raw_value()))
+    };
+    let mut terminate = listen(SignalKind::terminate())?;
+    let mut interrupt = listen(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+/// Completes on Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()> + Send + 'static, String> {
+    Ok(async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    })
+}

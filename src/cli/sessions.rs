@@ -1,0 +1,361 @@
+//! `turnstile sessions`: list, show, delete, garbage-collect, export and import the sessions of
+//! a store, through the public `Store` trait. Readable output, or JSON with `--json`.
+//!
+//! It talks to the store directly, not to a running runtime: the file store allows one process
+//! per root, so it refuses to open a root a running `turnstile serve` holds; with Redis, deleting
+//! or collecting a session that another process has live is possible and that process's copy
+//! wins at its next write (see `docs/load.md`).
+
+mod format;
+mod transfer;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+use turnstile::store::{FileStore, GcPolicy, PageRequest, SessionMeta};
+use turnstile::{SessionKey, Store};
+
+use self::format::{clip, utc, HumanDuration};
+use super::store_arg::StoreArg;
+
+/// Options of `turnstile sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// `file` (the default root: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
+    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT` or `memory`.
+    #[arg(long, global = true, default_value = "file")]
+    store: StoreArg,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: SessionsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionsCommand {
+    /// List a user's sessions (metadata only), a page at a time.
+    List {
+        /// The user whose sessions to list (`''` for anonymous sessions). Required: listing is
+        /// per user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Sessions per page (1 to 1000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Continue after this cursor (printed at the end of the previous page).
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Show a session's head and statistics.
+    Show {
+        /// The session, as `USER/SESSION`.
+        key: SessionKey,
+        /// Also show its newest N events.
+        #[arg(long, default_value_t = 0)]
+        events: usize,
+    },
+    /// Delete a session (its head and log; shared state is kept).
+    Delete {
+        /// The session, as `USER/SESSION`.
+        key: SessionKey,
+    },
+    /// Delete every session of a user, and the user's shared state.
+    DeleteUser {
+        /// The user id.
+        user: String,
+    },
+    /// Remove sessions by age and count.
+    Gc {
+        /// Keep at most this many sessions (the least recently updated go first).
+        #[arg(long)]
+        max_sessions: Option<usize>,
+        /// Remove sessions not updated for this long: 30d, 12h, 15m, 90s.
+        #[arg(long)]
+        max_age: Option<HumanDuration>,
+    },
+    /// Print a session as one JSON document: {"schema_version", "key", "record", "events"}.
+    Export {
+        /// The session, as `USER/SESSION`.
+        key: SessionKey,
+        /// Write the document to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Create a session from a document made by `export` (`-` reads stdin). A bad or
+    /// newer-schema document, or an existing session, is refused and nothing is written.
+    Import {
+        /// The document.
+        file: PathBuf,
+    },
+}
+
+/// Runs `turnstile sessions`.
+pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
+    let (store, _opened) = open(&args.store).await?;
+    let store = store.as_ref();
+    let json = args.json;
+    match args.command {
+        SessionsCommand::List {
+            user,
+            limit,
+            cursor,
+        } => {
+            let user = user.ok_or(
+                "listing is per user: pass --user USER (or --user '' for anonymous sessions)",
+            )?;
+            list(store, &user, PageRequest { limit, cursor }, json).await
+        }
+        SessionsCommand::Show { key, events } => show(store, &key, events, json).await,
+        SessionsCommand::Delete { key } => {
+            let deleted = store
+                .delete(&key)
+                .await
+                .map_err(|e| format!("cannot delete {key}: {e}"))?;
+            if json {
+                print_json(&json!({ "key": key, "deleted": deleted }));
+            } else if deleted {
+                println!("deleted {key}");
+            } else {
+                println!("no session {key}");
+            }
+            Ok(exit(deleted))
+        }
+        SessionsCommand::DeleteUser { user } => {
+            let deleted = store
+                .delete_user(&user)
+                .await
+                .map_err(|e| format!("cannot delete user {user:?}: {e}"))?;
+            if json {
+                print_json(&json!({ "user": user, "deleted": deleted }));
+            } else {
+                println!("deleted {deleted} sessions of user {user:?} and its shared state");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SessionsCommand::Gc {
+            max_sessions,
+            max_age,
+        } => gc(store, max_sessions, max_age, json).await,
+        SessionsCommand::Export { key, output } => export(store, &key, output).await,
+        SessionsCommand::Import { file } => import(store, &file, json).await,
+    }
+}
+
+/// Opens the store; `file` means the default root here (for `load` it means a temporary one).
+async fn open(
+    arg: &StoreArg,
+) -> Result<(Arc<dyn Store>, Option<super::store_arg::OpenedStore>), String> {
+    match arg {
+        StoreArg::File(None) => {
+            let store = tokio::task::spawn_blocking(FileStore::open_default)
+                .await
+                .map_err(|e| format!("cannot open the default store: {e}"))?
+                .map_err(|e| e.to_string())?;
+            Ok((Arc::new(store), None))
+        }
+        other => {
+            let opened = other.open().await?;
+            Ok((opened.store.clone(), Some(opened)))
+        }
+    }
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(err) => eprintln!("turnstile: cannot encode the answer: {err}"),
+    }
+}
+
+async fn list(
+    store: &dyn Store,
+    user: &str,
+    page: PageRequest,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let page = store
+        .list(user, &page)
+        .await
+        .map_err(|e| format!("cannot list the sessions of {user:?}: {e}"))?;
+    if json {
+        print_json(&page);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if page.sessions.is_empty() {
+        println!("no sessions for user {user:?}");
+    } else {
+        println!(
+            "{:<40} {:>8} {:>7} {:>20}",
+            "SESSION", "EVENTS", "TURNS", "UPDATED (UTC)"
+        );
+        for SessionMeta {
+            key,
+            events,
+            updated_ms,
+            stats,
+            ..
+        } in &page.sessions
+        {
+            println!(
+                "{:<40} {:>8} {:>7} {:>20}",
+                clip(key.session_id(), 40),
+                events,
+                stats.turns,
+                utc(*updated_ms)
+            );
+        }
+    }
+    if let Some(cursor) = &page.next_cursor {
+        println!("more: --cursor {cursor}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(
+    store: &dyn Store,
+    key: &SessionKey,
+    newest: usize,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let loaded = store
+        .load(key, newest)
+        .await
+        .map_err(|e| format!("cannot read {key}: {e}"))?;
+    let Some(record) = loaded.record else {
+        return Err(format!("no session {key} in this store"));
+    };
+    if json {
+        print_json(&json!({ "key": key, "record": record, "events": loaded.events }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let s = &record.stats;
+    println!("session       {key}");
+    println!(
+        "schema        {}   version {}",
+        record.schema_version, record.version
+    );
+    println!("created       {} UTC", utc(record.created_ms));
+    println!("updated       {} UTC", utc(record.updated_ms));
+    println!("events        {} (about {} bytes)", s.events, s.bytes);
+    println!(
+        "turns         {} (interrupted {}, superseded {}, merged {})",
+        s.turns, s.interrupted, s.superseded, s.merged
+    );
+    println!("compactions   {}", s.compactions);
+    let mean = s.total_turn_ms.checked_div(s.turns).unwrap_or(0);
+    println!(
+        "turn time     total {} ms, longest {} ms, mean {mean} ms",
+        s.total_turn_ms, s.longest_turn_ms
+    );
+    println!(
+        "tokens        {} in, {} out",
+        s.input_tokens, s.output_tokens
+    );
+    println!(
+        "state         {} session keys; summary {}; context cleared through #{}",
+        record.state.len(),
+        if record.summary.is_some() {
+            "yes"
+        } else {
+            "none"
+        },
+        record.cleared_through
+    );
+    if record.shutdown_interrupted {
+        println!("note          its last turn was cut short by a shutdown");
+    }
+    for event in &loaded.events {
+        let kind = serde_json::to_value(&event.kind)
+            .ok()
+            .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+            .unwrap_or_default();
+        println!(
+            "  #{:<6} {:<6} {:<13} {}",
+            event.seq,
+            format!("{:?}", event.author).to_lowercase(),
+            kind,
+            clip(event.text().unwrap_or(""), 60)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn gc(
+    store: &dyn Store,
+    max_sessions: Option<usize>,
+    max_age: Option<HumanDuration>,
+    json: bool,
+) -> Result<ExitCode, String> {
+    if max_sessions.is_none() && max_age.is_none() {
+        return Err("gc needs --max-sessions N, --max-age D (like 30d), or both".into());
+    }
+    let policy = GcPolicy {
+        max_sessions,
+        max_age: max_age.map(|d| d.0),
+    };
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let report = store
+        .gc(&policy, now_ms)
+        .await
+        .map_err(|e| format!("gc failed: {e}"))?;
+    if json {
+        print_json(&json!({ "removed": report.removed }));
+    } else {
+        println!("removed {} sessions", report.removed.len());
+        for key in &report.removed {
+            println!("  {key}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn export(
+    store: &dyn Store,
+    key: &SessionKey,
+    output: Option<PathBuf>,
+) -> Result<ExitCode, String> {
+    let doc = transfer::export(store, key)
+        .await?
+        .ok_or_else(|| format!("no session {key} in this store"))?;
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| format!("cannot encode: {e}"))?;
+    match output {
+        Some(path) => std::fs::write(&path, text + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+        None => println!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn import(store: &dyn Store, file: &PathBuf, json: bool) -> Result<ExitCode, String> {
+    let bytes = if file.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        buf
+    } else {
+        std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
+    };
+    let doc = transfer::parse(&bytes)?;
+    let events = transfer::import(store, &doc).await?;
+    if json {
+        print_json(&json!({ "key": doc.key, "imported_events": events }));
+    } else {
+        println!("imported {} with {events} events", doc.key);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,260 @@
+//! The HTTP gateway: the runtime behind an HTTP API with streaming, channel routing, bearer
+//! tokens, Prometheus metrics and a graceful drain. Built on the crate's public API only, as an
+//! embedding application would be. `docs/http-api.md` lists every endpoint.
+//!
+//! Build a [`Gateway`] from a [`ChannelRouter`] (which holds the runtime and the pairing store),
+//! then either mount [`Gateway::router`] in your own server or call [`Gateway::serve`].
+
+mod answer;
+mod auth;
+mod channels;
+mod error;
+mod extract;
+mod ops;
+mod sessions;
+
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post, put};
+use axum::serve::ListenerExt;
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
+pub use error::ApiError;
+
+use crate::channel::ChannelRouter;
+use crate::runtime::{DrainReport, Runtime};
+
+/// Default largest request body: twice the default input limit
+/// ([`crate::MAX_MESSAGE_BYTES`]), since JSON escaping can double a text's size. Larger bodies
+/// are answered 413 before they are read whole.
+pub const DEFAULT_BODY_LIMIT: usize = 2 * crate::MAX_MESSAGE_BYTES;
+
+/// Default time a request waits for its answer. A minute covers a long LLM reply; a caller
+/// that wants more streams (`Accept: text/event-stream`) or polls the session.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default time running and queued turns get to finish once shutdown began, before they are
+/// interrupted (and persisted as such). Under the 30 s that orchestrators such as Kubernetes
+/// wait after SIGTERM by default, with room for the final writes.
+pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(25);
+
+/// Default time connections get to finish writing their last responses after the drain, before
+/// the server stops regardless: a slow reader must not hold a shutdown forever.
+pub const DEFAULT_CONNECTION_GRACE: Duration = Duration::from_secs(5);
+
+/// The gateway's limits.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Largest request body, in bytes (413 past it).
+    pub body_limit: usize,
+    /// How long a request waits for its answer (504 past it). A turn goes on after it unless
+    /// the request set `cancel_on_timeout`.
+    pub request_timeout: Duration,
+    /// How long [`Gateway::serve`] lets turns finish after the shutdown signal.
+    pub drain_deadline: Duration,
+    /// How long [`Gateway::serve`] waits for open connections after the drain.
+    pub connection_grace: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            body_limit: DEFAULT_BODY_LIMIT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            drain_deadline: DEFAULT_DRAIN_DEADLINE,
+            connection_grace: DEFAULT_CONNECTION_GRACE,
+        }
+    }
+}
+
+/// Why [`Gateway::serve`] did not serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// No tokens are configured and the listener is not on a loopback address.
+    #[error(
+        "no bearer tokens are configured, so the API would be open to anyone who can reach \
+         {addr}; refusing to serve on a non-loopback address. Give a tokens file (--tokens FILE \
+         or TURNSTILE_TOKENS) or listen on 127.0.0.1"
+    )]
+    OpenOnNonLoopback {
+        /// The address the listener is bound to.
+        addr: SocketAddr,
+    },
+    /// The listener failed.
+    #[error("the HTTP server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The HTTP API over a runtime. Cheap to clone: it is the state every handler receives.
+#[derive(Clone)]
+pub struct Gateway {
+    channels: ChannelRouter,
+    tokens: Arc<Tokens>,
+    metrics: Option<PrometheusHandle>,
+    config: Arc<HttpConfig>,
+}
+
+impl Gateway {
+    /// A gateway over the router's runtime and pairing store, with no tokens (everything is
+    /// allowed; [`Gateway::serve`] then listens on loopback only), no metrics and default limits.
+    pub fn new(channels: ChannelRouter) -> Self {
+        Self {
+            channels,
+            tokens: Arc::new(Tokens::none()),
+            metrics: None,
+            config: Arc::new(HttpConfig::default()),
+        }
+    }
+
+    /// Requires one of these bearer tokens on every route but the probes.
+    pub fn with_tokens(mut self, tokens: Tokens) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
+    }
+
+    /// Serves `/metrics` from this Prometheus recorder's handle.
+    pub fn with_metrics(mut self, handle: PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
+        self
+    }
+
+    /// Replaces the limits.
+    pub fn with_config(mut self, config: HttpConfig) -> Self {
+        self.config = Arc::new(config);
+        self
+    }
+
+    /// The runtime turns go to.
+    pub fn runtime(&self) -> &Runtime {
+        self.channels.runtime()
+    }
+
+    /// The channel router (and through it, the pairing store).
+    pub fn channels(&self) -> &ChannelRouter {
+        &self.channels
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    pub(crate) fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    pub(crate) fn metrics(&self) -> Option<&PrometheusHandle> {
+        self.metrics.as_ref()
+    }
+
+    /// Every route, with auth, limits and metrics. With no tokens configured this router allows
+    /// every request: mount it on a loopback listener only (as [`Gateway::serve`] does).
+    pub fn router(&self) -> Router {
+        let session = "/v1/sessions/{user}/{session}";
+        // Turns time themselves (a timeout must not cut an event stream); the rest share one.
+        let turns = Router::new()
+            .route(&format!("{session}/turns"), post(sessions::post_turn))
+            .route(
+                "/v1/channels/{channel}/messages",
+                post(channels::post_message),
+            );
+        let quick = Router::new()
+            .route(&format!("{session}/interrupt"), post(sessions::interrupt))
+            .route(&format!("{session}/clear"), post(sessions::clear))
+            .route(
+                session,
+                get(sessions::get_session).delete(sessions::delete_session),
+            )
+            .route("/v1/users/{user}/sessions", get(sessions::list_sessions))
+            .route(
+                "/v1/users/{user}",
+                axum::routing::delete(sessions::delete_user),
+            )
+            .route(
+                "/v1/pairings/{channel}/{channel_user}",
+                put(channels::put_pairing)
+                    .get(channels::get_pairing)
+                    .delete(channels::delete_pairing),
+            )
+            .route("/healthz", get(ops::healthz))
+            .route("/readyz", get(ops::readyz))
+            .route("/metrics", get(ops::metrics))
+            .route_layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                ops::timeout,
+            ));
+        turns
+            .merge(quick)
+            .fallback(ops::not_found)
+            .method_not_allowed_fallback(ops::method_not_allowed)
+            .layer(axum::middleware::from_fn(ops::record))
+            .layer(DefaultBodyLimit::max(self.config.body_limit))
+            .with_state(self.clone())
+    }
+
+    /// Serves the API on `listener` until `shutdown` completes, then drains: `/readyz` answers
+    /// 503 and new turns 503 `draining` while running and queued turns finish (up to
+    /// [`HttpConfig::drain_deadline`], then they are interrupted and persisted as such), every
+    /// session is flushed, and open connections get [`HttpConfig::connection_grace`] to finish.
+    ///
+    /// Refuses ([`ServeError::OpenOnNonLoopback`]) to serve without tokens on an address other
+    /// than loopback.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<DrainReport, ServeError> {
+        let addr = listener.local_addr()?;
+        if self.tokens.is_empty() && !addr.ip().is_loopback() {
+            return Err(ServeError::OpenOnNonLoopback { addr });
+        }
+        tracing::info!(%addr, tokens = self.tokens.len(), "serving");
+        let runtime = self.runtime().clone();
+        let deadline = self.config.drain_deadline;
+        let drained = CancellationToken::new();
+        let report = Arc::new(parking_lot::Mutex::new(None));
+        // The server keeps accepting while the runtime drains, so that probes see 503 and
+        // running turns deliver their answers; it stops accepting once the drain is done.
+        let signal = {
+            let (drained, report) = (drained.clone(), report.clone());
+            async move {
+                shutdown.await;
+                tracing::info!(?deadline, "shutdown requested: draining");
+                let done = runtime.drain(deadline).await;
+                tracing::info!(clean = done.clean, left = done.left, "drained");
+                *report.lock() = Some(done);
+                drained.cancel();
+            }
+        };
+        // Answers are small and written at once: Nagle's delay would only add latency.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        let server = axum::serve(listener, self.router()).with_graceful_shutdown(signal);
+        let grace = self.config.connection_grace;
+        tokio::select! {
+            served = server.into_future() => served?,
+            () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!(?grace, "connections still open after the grace period; closing");
+            }
+        }
+        let done = report.lock().take();
+        // The server only ends through the signal, which always leaves a report; if axum ever
+        // ended on its own, drain now so that nothing is left unflushed.
+        match done {
+            Some(done) => Ok(done),
+            None => Ok(self.runtime().drain(deadline).await),
+        }
+    }
+}

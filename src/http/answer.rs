@@ -1,0 +1,251 @@
+//! Answering a turn: one JSON body, or server-sent events (`chunk`… then `outcome`).
+//!
+//! The request timeout bounds how long the caller waits, not the turn: when it expires the
+//! turn goes on (its outcome lands in the history) unless the request set
+//! `cancel_on_timeout`, which ties the turn to the request — a timeout or a disconnect then
+//! interrupts it.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::error::ApiError;
+use super::Gateway;
+use crate::channel::{ChannelMessage, ChannelRoute};
+use crate::key::SessionKey;
+use crate::state::InterruptReason;
+use crate::stream::{StreamEvent, TurnStream};
+use crate::turn::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
+
+/// Where a turn goes.
+pub(crate) enum Target {
+    /// A session named in the path, and the input.
+    Session(SessionKey, String),
+    /// A channel message, routed by the gateway's [`crate::ChannelRouter`].
+    Channel(ChannelMessage),
+}
+
+/// What the request asked for besides its input.
+pub(crate) struct TurnArgs {
+    pub policy: Option<OverlapPolicy>,
+    pub cancel_on_timeout: bool,
+}
+
+/// The JSON form of an outcome: `{"outcome", "output", "seq"}`, plus `reason` when interrupted
+/// and, for channel messages, where the message went.
+#[derive(Debug, Serialize)]
+pub(crate) struct OutcomeBody {
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<InterruptReason>,
+    output: String,
+    seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<SessionRef>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paired: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+struct SessionRef {
+    user: String,
+    session: String,
+}
+
+impl OutcomeBody {
+    pub fn of(outcome: Outcome, route: Option<&ChannelRoute>) -> Self {
+        let reason = match outcome.kind {
+            OutcomeKind::Interrupted(reason) => Some(reason),
+            _ => None,
+        };
+        Self {
+            outcome: outcome.kind.as_str(),
+            reason,
+            output: outcome.output,
+            seq: outcome.seq,
+            session: route.map(|r| SessionRef {
+                user: r.key.user_id().to_owned(),
+                session: r.key.session_id().to_owned(),
+            }),
+            user: route.map(|r| r.user.clone()),
+            paired: route.map(|r| r.paired),
+        }
+    }
+}
+
+/// Whether the client asked for server-sent events.
+pub(crate) fn wants_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|kind| kind.trim().starts_with("text/event-stream"))
+}
+
+/// Runs the turn and answers it as JSON or as events.
+pub(crate) async fn answer(
+    gateway: &Gateway,
+    target: Target,
+    args: TurnArgs,
+    events: bool,
+) -> Result<Response, ApiError> {
+    let timeout = gateway.config().request_timeout;
+    let mut options = CallOptions {
+        policy: args.policy,
+        ..CallOptions::default()
+    };
+    // A stream is needed to tie the turn to the request, and for events.
+    if events || args.cancel_on_timeout {
+        if args.cancel_on_timeout {
+            options = options.with_cancel_on_drop();
+        }
+        let (route, stream) = start_stream(gateway, target, options).await?;
+        if events {
+            return Ok(event_stream(stream, route, timeout, args.cancel_on_timeout));
+        }
+        let outcome = within(timeout, true, stream.outcome()).await??;
+        return Ok(Json(OutcomeBody::of(outcome, route.as_ref())).into_response());
+    }
+    let body = match target {
+        Target::Session(key, input) => {
+            let call = gateway.runtime().call_with(&key, input, options);
+            OutcomeBody::of(within(timeout, false, call).await??, None)
+        }
+        Target::Channel(message) => {
+            let send = gateway.channels().send_with(message, options);
+            let reply = within(timeout, false, send).await??;
+            OutcomeBody::of(reply.outcome, Some(&reply.route))
+        }
+    };
+    Ok(Json(body).into_response())
+}
+
+async fn start_stream(
+    gateway: &Gateway,
+    target: Target,
+    options: CallOptions,
+) -> Result<(Option<ChannelRoute>, TurnStream), ApiError> {
+    match target {
+        Target::Session(key, input) => {
+            let stream = gateway
+                .runtime()
+                .call_streaming(&key, input, options)
+                .await?;
+            Ok((None, stream))
+        }
+        Target::Channel(message) => {
+            let (route, stream) = gateway.channels().send_streaming(message, options).await?;
+            Ok((Some(route), stream))
+        }
+    }
+}
+
+/// Awaits `work` for at most `after`; dropping it on expiry is what interrupts a turn tied to
+/// the request (and leaves one that is not).
+pub(crate) async fn within<T>(
+    after: Duration,
+    interrupted: bool,
+    work: impl Future<Output = T>,
+) -> Result<T, ApiError> {
+    tokio::time::timeout(after, work)
+        .await
+        .map_err(|_| ApiError::Timeout { after, interrupted })
+}
+
+fn event_stream(
+    stream: TurnStream,
+    route: Option<ChannelRoute>,
+    timeout: Duration,
+    cancel: bool,
+) -> Response {
+    let deadline = Instant::now() + timeout;
+    let events = futures::stream::unfold(Some((stream, route)), move |state| async move {
+        let (mut stream, route) = state?;
+        let next = tokio::time::timeout_at(deadline, stream.next()).await;
+        let (event, rest) = match next {
+            Ok(Some(StreamEvent::Chunk(text))) => (
+                json_event("chunk", &json!({"text": text})),
+                Some((stream, route)),
+            ),
+            Ok(Some(StreamEvent::Outcome(Ok(outcome)))) => {
+                let body = OutcomeBody::of(outcome, route.as_ref());
+                (json_event("outcome", &body), None)
+            }
+            Ok(Some(StreamEvent::Outcome(Err(e)))) => (error_event(&ApiError::from(e)), None),
+            Ok(None) => return None,
+            // `stream` is dropped here, which interrupts the turn when it is tied to us.
+            Err(_) => (
+                error_event(&ApiError::Timeout {
+                    after: timeout,
+                    interrupted: cancel,
+                }),
+                None,
+            ),
+        };
+        Some((Ok::<_, Infallible>(event), rest))
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+fn json_event(name: &'static str, data: &impl Serialize) -> Event {
+    match Event::default().event(name).json_data(data) {
+        Ok(event) => event,
+        Err(e) => error_event(&ApiError::BadRequest(format!("unencodable event: {e}"))),
+    }
+}
+
+fn error_event(error: &ApiError) -> Event {
+    // The body is a JSON value, so it always encodes; the fallback only keeps this total.
+    Event::default()
+        .event("error")
+        .json_data(error.body())
+        .unwrap_or_else(|_| Event::default().event("error"))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn event_streams_are_chosen_by_the_accept_header() {
+        let mut headers = HeaderMap::new();
+        assert!(!wants_events(&headers));
+        headers.insert("accept", HeaderValue::from_static("application/json"));
+        assert!(!wants_events(&headers));
+        headers.insert(
+            "accept",
+            HeaderValue::from_static("application/json, text/event-stream;q=0.9"),
+        );
+        assert!(wants_events(&headers));
+    }
+
+    #[test]
+    fn outcomes_serialise_as_documented() {
+        let outcome = Outcome {
+            kind: OutcomeKind::Interrupted(InterruptReason::Requested),
+            output: "par".into(),
+            seq: 4,
+        };
+        let value = serde_json::to_value(OutcomeBody::of(outcome, None)).unwrap();
+        assert_eq!(
+            value,
+            json!({"outcome": "interrupted", "reason": "requested", "output": "par", "seq": 4})
+        );
+    }
+}

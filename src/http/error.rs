@@ -1,0 +1,302 @@
+//! [`ApiError`]: every way a request can fail, mapped to a status and a JSON body.
+
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::channel::{ChannelError, PairingError};
+use crate::error::Error;
+use crate::key::KeyError;
+use crate::store::StoreError;
+
+/// Why an HTTP request failed. Answered as `{"error": {"code", "message"}}` with the status
+/// [`ApiError::status`] gives; see `docs/http-api.md` for the table.
+///
+/// A 5xx answer never carries internal detail (store paths, agent errors): the detail is logged
+/// and the body says only what the caller can act on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The runtime refused or failed the call.
+    #[error(transparent)]
+    Runtime(#[from] Error),
+    /// Channel routing or pairing refused the request.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    /// The pairing store failed.
+    #[error(transparent)]
+    Pairing(#[from] PairingError),
+    /// A user or session id in the path broke a key rule.
+    #[error("invalid key: {0}")]
+    InvalidKey(#[from] KeyError),
+    /// The body could not be read as the JSON the route expects.
+    #[error("bad request body: {0}")]
+    BadBody(String),
+    /// A query parameter or path segment is invalid.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// No bearer token, or one that is not configured.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// The token is valid but does not reach this resource.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Nothing at this path (no such session, pairing or route).
+    #[error("{0}")]
+    NotFound(String),
+    /// The route exists but not with this method.
+    #[error("this route does not accept that method")]
+    MethodNotAllowed,
+    /// The body is larger than the configured limit.
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The body is not `application/json`.
+    #[error("the request body must be JSON, with `Content-Type: application/json`")]
+    UnsupportedMediaType,
+    /// The answer did not come within the request timeout.
+    #[error("{}", timeout_message(*after, *interrupted))]
+    Timeout {
+        /// The request timeout.
+        after: Duration,
+        /// Whether the turn was interrupted (the request asked for it) or goes on.
+        interrupted: bool,
+    },
+}
+
+fn timeout_message(after: Duration, interrupted: bool) -> String {
+    if interrupted {
+        format!("no answer within {after:?}; the turn was interrupted as the request asked")
+    } else {
+        format!(
+            "no answer within {after:?}; the turn goes on, and its outcome will be in the \
+             session's history"
+        )
+    }
+}
+
+/// Status, code, and whether the message may be shown (false: internal detail, logged only).
+type Class = (StatusCode, &'static str, bool);
+
+const INTERNAL: Class = (StatusCode::INTERNAL_SERVER_ERROR, "internal", false);
+
+impl ApiError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.class().0
+    }
+
+    /// The stable code in the error body.
+    pub fn code(&self) -> &'static str {
+        self.class().1
+    }
+
+    fn class(&self) -> Class {
+        match self {
+            Self::Runtime(e) => runtime_class(e),
+            Self::Channel(ChannelError::Runtime(e)) => runtime_class(e),
+            Self::Channel(ChannelError::Pairing(e)) | Self::Pairing(e) => pairing_class(e),
+            Self::Channel(ChannelError::InvalidField { .. }) => {
+                (StatusCode::BAD_REQUEST, "invalid_field", true)
+            }
+            Self::Channel(ChannelError::ReservedUser { .. }) => {
+                (StatusCode::BAD_REQUEST, "reserved_user", true)
+            }
+            Self::Channel(ChannelError::InvalidKey(_)) | Self::InvalidKey(_) => {
+                (StatusCode::BAD_REQUEST, "invalid_key", true)
+            }
+            Self::BadBody(_) => (StatusCode::BAD_REQUEST, "bad_body", true),
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized", true),
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", true),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", true),
+            Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", true),
+            Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
+            Self::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                true,
+            ),
+            Self::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "timeout", true),
+        }
+    }
+
+    /// The message the caller sees: the error's own for 4xx and the few 5xx that carry nothing
+    /// internal, a generic sentence otherwise.
+    fn public_message(&self) -> String {
+        let (status, code, shown) = self.class();
+        if shown {
+            return self.to_string();
+        }
+        match (status, code) {
+            (StatusCode::BAD_GATEWAY, _) => {
+                "the agent failed on this turn; the session goes on from its last state".into()
+            }
+            (StatusCode::SERVICE_UNAVAILABLE, _) => {
+                "the store is unavailable; nothing was changed, try again later".into()
+            }
+            _ => "internal error; it was logged on the server".into(),
+        }
+    }
+}
+
+fn runtime_class(error: &Error) -> Class {
+    match error {
+        Error::InvalidKey(_) => (StatusCode::BAD_REQUEST, "invalid_key", true),
+        Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
+        Error::Busy { .. } => (StatusCode::CONFLICT, "busy", true),
+        Error::Deleted { .. } => (StatusCode::CONFLICT, "deleted", true),
+        Error::Overloaded { .. } => (StatusCode::TOO_MANY_REQUESTS, "overloaded", true),
+        Error::AtCapacity { .. } => (StatusCode::TOO_MANY_REQUESTS, "at_capacity", true),
+        Error::ConcurrencyLimitExceeded { .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "concurrency_limit_exceeded",
+            true,
+        ),
+        Error::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining", true),
+        Error::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout", true),
+        Error::AgentFailed { .. } => (StatusCode::BAD_GATEWAY, "agent_failed", false),
+        Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
+        Error::Storage(source) => match source.as_ref() {
+            StoreError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
+            other => store_class(other),
+        },
+        _ => INTERNAL,
+    }
+}
+
+fn store_class(error: &StoreError) -> Class {
+    match error {
+        StoreError::Unavailable { .. } | StoreError::Locked { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
+        }
+        StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict", true),
+        _ => INTERNAL,
+    }
+}
+
+fn pairing_class(error: &PairingError) -> Class {
+    match error {
+        PairingError::Unavailable { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
+        }
+        _ => INTERNAL,
+    }
+}
+
+impl ApiError {
+    /// The JSON body, `{"error": {"code", "message"}}`; logs the detail of a server error,
+    /// which the body leaves out.
+    pub(crate) fn body(&self) -> serde_json::Value {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(status = status.as_u16(), error = %self, "request failed");
+        }
+        json!({"error": {"code": self.code(), "message": self.public_message()}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = (status, Json(self.body())).into_response();
+        let headers = response.headers_mut();
+        match status {
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            // Refusals past a bound clear up quickly; say so, so that clients back off briefly
+            // rather than hammer or give up.
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::key::SessionKey;
+
+    fn key() -> SessionKey {
+        SessionKey::new("u", "s").unwrap()
+    }
+
+    #[test]
+    fn each_runtime_refusal_has_its_documented_status() {
+        let cases: Vec<(Error, u16, &str)> = vec![
+            (Error::Busy { key: key() }, 409, "busy"),
+            (
+                Error::Overloaded {
+                    key: key(),
+                    queued: 64,
+                },
+                429,
+                "overloaded",
+            ),
+            (Error::AtCapacity { capacity: 1 }, 429, "at_capacity"),
+            (
+                Error::ConcurrencyLimitExceeded { limit: 1 },
+                429,
+                "concurrency_limit_exceeded",
+            ),
+            (Error::Draining, 503, "draining"),
+            (Error::TooLarge { len: 2, max: 1 }, 413, "too_large"),
+            (Error::Deleted { key: key() }, 409, "deleted"),
+            (Error::SessionFailed { key: key() }, 500, "internal"),
+        ];
+        for (error, status, code) in cases {
+            let api = ApiError::from(error);
+            assert_eq!((api.status().as_u16(), api.code()), (status, code), "{api}");
+        }
+    }
+
+    #[test]
+    fn server_errors_never_show_their_detail() {
+        let secret = PathBuf::from("/srv/secret/path");
+        let io = StoreError::Io {
+            op: "read",
+            path: secret.clone(),
+            source: std::io::Error::other("disk on fire"),
+        };
+        let api = ApiError::from(Error::Store {
+            key: key(),
+            source: Arc::new(io),
+        });
+        assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let shown = api.public_message();
+        assert!(
+            !shown.contains("secret") && !shown.contains("fire"),
+            "{shown}"
+        );
+
+        let agent = ApiError::from(Error::AgentFailed {
+            key: key(),
+            message: "OPENAI_KEY=sk-123 rejected".into(),
+        });
+        assert_eq!(agent.status(), StatusCode::BAD_GATEWAY);
+        assert!(!agent.public_message().contains("sk-123"));
+    }
+
+    #[test]
+    fn client_errors_say_what_was_wrong() {
+        let api = ApiError::from(KeyError::Empty(crate::key::KeyPart::Session));
+        assert_eq!(api.status(), StatusCode::BAD_REQUEST);
+        assert!(api.public_message().contains("session id is empty"));
+        let storage = ApiError::from(Error::Storage(Arc::new(StoreError::InvalidRequest(
+            "bad cursor".into(),
+        ))));
+        assert_eq!(storage.status(), StatusCode::BAD_REQUEST);
+    }
+}

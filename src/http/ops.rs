@@ -1,0 +1,95 @@
+//! Probes, metrics, fallbacks and the middleware every route shares.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::answer::within;
+use super::auth::Caller;
+use super::error::ApiError;
+use super::Gateway;
+use crate::error::Error;
+
+/// `GET /healthz`: the process is up and serving. Never needs a token.
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 while the gateway admits turns, 503 `draining` once shutdown began, so
+/// that a load balancer stops sending new work. Never needs a token.
+pub(crate) async fn readyz(State(gateway): State<Gateway>) -> Result<Json<Value>, ApiError> {
+    if gateway.runtime().is_draining() {
+        return Err(ApiError::Runtime(Error::Draining));
+    }
+    Ok(Json(json!({ "status": "ready" })))
+}
+
+/// `GET /metrics`: the Prometheus text exposition. Admin only: counters reveal traffic.
+pub(crate) async fn metrics(
+    State(gateway): State<Gateway>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let handle = gateway
+        .metrics()
+        .ok_or_else(|| ApiError::NotFound("no metrics recorder is installed".into()))?;
+    // Folds recent histogram samples in; cheap, and a scrape is when they are needed.
+    handle.run_upkeep();
+    let mut response = handle.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Ok(response)
+}
+
+/// Any path no route matches.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route; see docs/http-api.md".into())
+}
+
+/// A route that exists, asked with another method.
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Bounds a request that does not run a turn (those time themselves, see `answer`).
+pub(crate) async fn timeout(
+    State(gateway): State<Gateway>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let after = gateway.config().request_timeout;
+    match within(after, false, next.run(request)).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Counts requests by route and status, and times them until the response head is ready
+/// (a streamed body is not included).
+pub(crate) async fn record(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::histogram!("turnstile_http_request_seconds", "route" => route.clone())
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(
+        "turnstile_http_requests_total",
+        "method" => method,
+        "route" => route,
+        "status" => status
+    )
+    .increment(1);
+    response
+}

@@ -1,0 +1,85 @@
+//! Property: a bad flag or a meaningless combination of flags is refused before anything runs,
+//! with a non-zero exit and a message that names what was expected.
+
+mod support;
+
+use support::cli::turnstile;
+
+/// Runs the binary and checks it failed with `expected` somewhere in its error output.
+fn refused(args: &[&str], expected: &str) {
+    let run = turnstile(args);
+    assert!(!run.success, "turnstile {args:?} should have failed");
+    assert!(
+        run.stderr.contains(expected),
+        "turnstile {args:?}: expected {expected:?} in:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.is_empty(),
+        "nothing should be reported: {}",
+        run.stdout
+    );
+}
+
+#[test]
+fn load_refuses_bad_values_and_combinations() {
+    refused(&["load", "--sessions", "0"], "must be at least 1");
+    refused(&["load", "--sessions", "many"], "invalid value 'many'");
+    refused(
+        &["load", "--latency", "fast"],
+        "expected milliseconds like 20 or 10..50",
+    );
+    refused(&["load", "--latency", "50..10"], "the range is reversed");
+    refused(&["load", "--agent", "gpt"], "expected mock or echo");
+    refused(
+        &["load", "--policy", "lifo"],
+        "expected queue, latest, reject or merge",
+    );
+    refused(
+        &["load", "--store", "postgres://db"],
+        "expected memory, file, file:PATH",
+    );
+    refused(
+        &["load", "--baseline", "actix"],
+        "expected mutex-gate or ractor",
+    );
+    refused(
+        &["load", "--baseline", "ractor,actix"],
+        "expected mutex-gate or ractor",
+    );
+    refused(
+        &["load", "--interrupt-rate", "1.5"],
+        "expected a number from 0 to 1",
+    );
+    refused(
+        &["load", "--store", "memory", "--interrupt-rate", "0.1"],
+        "use the mock agent with a latency",
+    );
+    refused(
+        &["load", "--progress", "sometimes"],
+        "expected auto, always or never",
+    );
+    refused(
+        &["load", "--no-such-flag"],
+        "unexpected argument '--no-such-flag'",
+    );
+}
+
+#[test]
+fn sessions_refuses_bad_values_and_says_what_is_needed() {
+    let memory = ["sessions", "--store", "memory"];
+    let with = |rest: &[&'static str]| [&memory[..], rest].concat();
+    refused(&with(&["list"]), "listing is per user: pass --user USER");
+    refused(&with(&["gc"]), "gc needs --max-sessions N, --max-age D");
+    refused(
+        &with(&["gc", "--max-age", "3w"]),
+        "expected a number and a unit: 30d, 12h",
+    );
+    refused(&with(&["show", "no-slash"]), "invalid value 'no-slash'");
+    refused(&with(&["show", "u/missing"]), "no session u/missing");
+    refused(&with(&["export", "u/missing"]), "no session u/missing");
+    refused(
+        &with(&["list", "--user", "u", "--limit", "0"]),
+        "page limit 0 is outside",
+    );
+}

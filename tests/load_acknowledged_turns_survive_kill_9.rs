@@ -1,0 +1,99 @@
+//! Property: every turn `turnstile load` acknowledged on the file store (and wrote to its
+//! `--ack-log`) is in the store after the process is killed with SIGKILL at an arbitrary moment,
+//! and the store opens cleanly afterwards.
+//!
+//! The binary runs a long workload; the test waits until the ack log holds a given number of
+//! lines (different each round, so the kill lands at different points), kills the process,
+//! reopens the store and checks every logged `KEY SEQ`.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::cli::TURNSTILE;
+use turnstile::state::EventKind;
+use turnstile::store::FileStore;
+use turnstile::{SessionKey, Store};
+
+/// The whole test must end within this, whatever the machine.
+const BUDGET: Duration = Duration::from_secs(60);
+/// Acknowledged turns to wait for before each kill.
+const KILL_AFTER: [usize; 3] = [20, 150, 600];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_turns_are_in_the_store_after_kill_9() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let ack_log = dir.path().join("acks.log");
+    for (round, lines) in KILL_AFTER.into_iter().enumerate() {
+        let mut child = Command::new(TURNSTILE)
+            .args(["load", "--sessions=32", "--turns=100000", "--concurrency=8"])
+            .arg(format!("--store=file:{}", root.display()))
+            .arg(format!("--ack-log={}", ack_log.display()))
+            .args(["--progress=never", "--json"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start turnstile load");
+        let target = count_lines(&ack_log) + lines;
+        while count_lines(&ack_log) < target {
+            assert!(
+                started.elapsed() < BUDGET,
+                "round {round}: only {} acknowledgements so far",
+                count_lines(&ack_log)
+            );
+            assert!(
+                child.try_wait().expect("poll the child").is_none(),
+                "round {round}: turnstile load exited early"
+            );
+            // Polling the log, not sleeping for an outcome: the condition is checked each time.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reap");
+        check(&root, &ack_log, round).await;
+    }
+    assert!(started.elapsed() < BUDGET, "took {:?}", started.elapsed());
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
+}
+
+/// Reopens the store and checks every logged acknowledgement is there.
+async fn check(root: &Path, ack_log: &Path, round: usize) {
+    let text = std::fs::read_to_string(ack_log).expect("read the ack log");
+    let mut acked: HashMap<SessionKey, Vec<u64>> = HashMap::new();
+    for line in text.lines() {
+        let (key, seq) = line.rsplit_once(' ').expect("KEY SEQ");
+        let key: SessionKey = key.parse().expect("a session key");
+        acked
+            .entry(key)
+            .or_default()
+            .push(seq.parse().expect("a seq"));
+    }
+    let store = FileStore::open(root).expect("the store reopens after the kill");
+    for (key, seqs) in &acked {
+        let events = store
+            .read_events(key, 1, usize::MAX)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: {key} does not read: {e}"));
+        for (n, event) in events.iter().enumerate() {
+            assert_eq!(event.seq, n as u64 + 1, "round {round}: {key} is not dense");
+        }
+        for &seq in seqs {
+            let event = events
+                .get(seq as usize - 1)
+                .unwrap_or_else(|| panic!("round {round}: {key} lost acknowledged seq {seq}"));
+            assert!(
+                matches!(event.kind, EventKind::AgentOutput { .. }),
+                "round {round}: {key} seq {seq} is not the turn's answer"
+            );
+        }
+    }
+}
