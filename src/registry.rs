@@ -161,11 +161,18 @@ impl Registry {
         if is_turn {
             shared.pending.store(1, Ordering::Release);
         }
+        let stops = matches!(msg, SessionMsg::Stop(_));
+        let mut held = VecDeque::from([msg]);
+        if inner.draining && !stops {
+            // Only a read, clear or delete activates a session during a drain: it does that one
+            // thing and stops, or the drain would wait for its idle TTL.
+            held.push_back(SessionMsg::Stop(StopKind::Passivate));
+        }
         inner.slots.put(
             key.clone(),
             Slot::Starting {
                 shared: shared.clone(),
-                held: VecDeque::from([msg]),
+                held,
             },
         );
         let live = inner.slots.len();

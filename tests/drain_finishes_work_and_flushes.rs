@@ -104,3 +104,46 @@ async fn at_the_deadline_running_turns_are_interrupted_and_marked() {
     assert!(stored.shutdown_interrupted);
     assert_eq!(stored.stats.interrupted, 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_session_activated_during_the_drain_does_not_hold_it_up() {
+    let agent = Arc::new(GateAgent::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let earlier = runtime(agent.clone(), store.clone());
+    let idle = key("mia", "stored");
+    within(earlier.call(&idle, "hello")).await.unwrap();
+    within(earlier.shutdown()).await;
+
+    let rt = runtime(agent.clone(), store.clone());
+    let busy = key("mia", "busy");
+    let running = tokio::spawn({
+        let (rt, k) = (rt.clone(), busy.clone());
+        async move { rt.call(&k, "hold on").await }
+    });
+    eventually("the turn to run", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let deadline = Duration::from_secs(60);
+    let begun = tokio::time::Instant::now();
+    let drain = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.drain(deadline).await }
+    });
+    eventually("the drain to begin", || rt.is_draining()).await;
+    // Not a turn, so the drain admits it: it activates the stored session.
+    within(rt.clear_context(&idle)).await.unwrap();
+    agent.gate.add_permits(1);
+    assert_eq!(
+        within(running).await.unwrap().unwrap().kind,
+        OutcomeKind::Completed
+    );
+    let report = within(drain).await.unwrap();
+    assert!(report.clean, "{report:?}");
+    assert!(
+        begun.elapsed() < deadline,
+        "the drain waited {:?} for a session activated while it ran",
+        begun.elapsed()
+    );
+    assert_eq!(rt.live_sessions(), 0);
+}
