@@ -13,20 +13,39 @@ use std::path::{Path, PathBuf};
 ///
 /// The temporary name is unique per call, so two writers never share one; a temporary left by a
 /// crash is harmless (it is never read) and is named `<file>.<random>.tmp`.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+///
+/// On failure, [`WriteFailed::replaced`] tells whether `path` already holds the new content
+/// (only the folder fsync failed): a caller that mirrors the file in memory must then take the
+/// new content too, or its next write would silently undo this one.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteFailed> {
     let tmp = temporary_beside(path);
-    let result = (|| {
+    let staged = (|| {
         let mut file = File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        sync_parent(path)
+        fs::rename(&tmp, path)
     })();
-    if result.is_err() {
+    if let Err(source) = staged {
         // Best effort: the temporary is never read, so leaving it behind only costs space.
         let _ = fs::remove_file(&tmp);
+        return Err(WriteFailed {
+            replaced: false,
+            source,
+        });
     }
-    result
+    sync_parent(path).map_err(|source| WriteFailed {
+        replaced: true,
+        source,
+    })
+}
+
+/// A failed [`write_atomic`].
+#[derive(Debug)]
+pub(crate) struct WriteFailed {
+    /// The file was renamed into place; only making the rename durable failed.
+    pub replaced: bool,
+    /// What failed.
+    pub source: io::Error,
 }
 
 /// Reads a whole file; `None` when it does not exist.

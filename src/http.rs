@@ -25,6 +25,7 @@ use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
 
 pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
 pub use error::ApiError;
@@ -170,6 +171,7 @@ impl Gateway {
         let quick = Router::new()
             .route(&format!("{session}/interrupt"), post(sessions::interrupt))
             .route(&format!("{session}/clear"), post(sessions::clear))
+            .route(&format!("{session}/fork"), post(sessions::fork))
             .route(
                 session,
                 get(sessions::get_session).delete(sessions::delete_session),
@@ -198,6 +200,7 @@ impl Gateway {
             .method_not_allowed_fallback(ops::method_not_allowed)
             .layer(axum::middleware::from_fn(ops::record))
             .layer(DefaultBodyLimit::max(self.config.body_limit))
+            .layer(CatchPanicLayer::custom(ops::panicked))
             .with_state(self.clone())
     }
 

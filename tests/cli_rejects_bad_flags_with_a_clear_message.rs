@@ -83,3 +83,32 @@ fn sessions_refuses_bad_values_and_says_what_is_needed() {
         "page limit 0 is outside",
     );
 }
+
+#[cfg(feature = "http")]
+#[test]
+fn serve_refuses_meaningless_limits_and_an_empty_tokens_file() {
+    fn with<'a>(rest: &[&'a str]) -> Vec<&'a str> {
+        [
+            &["serve", "--addr", "127.0.0.1:0", "--store", "memory"][..],
+            rest,
+        ]
+        .concat()
+    }
+    refused(
+        &with(&["--request-timeout", "0"]),
+        "--request-timeout must be a positive number of seconds",
+    );
+    refused(
+        &with(&["--drain-timeout=-1"]),
+        "--drain-timeout must be a positive number of seconds",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "# nobody yet\n\n").unwrap();
+    let tokens = tokens.to_str().unwrap();
+    refused(&with(&["--tokens", tokens]), "lists no token");
+    refused(
+        &["serve", "--addr", "0.0.0.0:0", "--store", "memory"],
+        "refusing to serve on a non-loopback address",
+    );
+}

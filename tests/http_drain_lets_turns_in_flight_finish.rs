@@ -105,7 +105,7 @@ async fn the_binary_drains_on_sigterm_and_exits_0() {
     let data = dir.path().join("data");
     let mut child = Command::new(env!("CARGO_BIN_EXE_turnstile"))
         .args(["serve", "--addr", "127.0.0.1:0", "--agent", "mock"])
-        .args(["--latency", "1500", "--chunks", "3"])
+        .args(["--latency", "4000", "--chunks", "8"])
         .arg("--store")
         .arg(format!("file:{}", data.display()))
         .arg("--tokens")
@@ -147,10 +147,29 @@ async fn the_binary_drains_on_sigterm_and_exits_0() {
         .status()
         .expect("run kill");
     assert!(killed.success());
+    // The drain has begun once /readyz says so; the turn must still be streaming then, or this
+    // test would not show that the drain waited for it.
+    within(async {
+        loop {
+            let ready = client.get(format!("{base}/readyz")).send().await;
+            if ready.expect("the server answers while it drains").status()
+                == StatusCode::SERVICE_UNAVAILABLE
+            {
+                break;
+            }
+        }
+    })
+    .await;
+    let mut chunks_while_draining = 0;
     let mut last = None;
     while let Some(event) = within(events.next()).await {
+        chunks_while_draining += usize::from(event.0 == "chunk");
         last = Some(event);
     }
+    assert!(
+        chunks_while_draining > 0,
+        "the turn was over before the drain began; nothing was shown"
+    );
     let (name, outcome) = last.expect("events after the signal");
     assert_eq!(name, "outcome");
     assert_eq!(outcome["outcome"], "completed", "{outcome}");

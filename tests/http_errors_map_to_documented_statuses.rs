@@ -125,6 +125,25 @@ async fn missing_or_unknown_tokens_are_401_with_a_bearer_challenge() {
             .header("authorization", format!("Basic {ALICE}"))
             .body(Body::empty())
             .unwrap(),
+        request(
+            Method::POST,
+            "/v1/channels/slack/messages",
+            None,
+            Some(json!({"chat": "C", "user": "U", "input": "hi"})),
+        ),
+        request(Method::GET, "/metrics", None, None),
+        request(
+            Method::POST,
+            "/v1/sessions/alice/s/fork",
+            None,
+            Some(json!({"to": "t"})),
+        ),
+        request(
+            Method::PUT,
+            "/v1/pairings/slack/U",
+            None,
+            Some(json!({"user": "alice"})),
+        ),
     ];
     for request in cases {
         let (status, headers, text) = gw.send_raw(request).await;
@@ -324,6 +343,36 @@ async fn a_draining_runtime_answers_503_and_readyz_turns_503() {
         (StatusCode::OK, Some("completed"))
     );
     assert!(within(drain).await.unwrap().clean);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_stream_longer_than_the_request_timeout_is_not_cut() {
+    // Property: for server-sent events the request timeout bounds the silence between events,
+    // not the whole reply: a 6 s reply streaming a chunk every second, behind a 2 s timeout,
+    // ends with its `outcome` event.
+    let config = HttpConfig {
+        request_timeout: Duration::from_secs(2),
+        ..HttpConfig::default()
+    };
+    let agent = turnstile::MockLlmAgent::new()
+        .with_latency(Duration::from_secs(6))
+        .with_chunks(6);
+    let gw = TestGateway::with(Runtime::builder().agent(agent), config);
+    let mut request = post(
+        "/v1/sessions/alice/long/turns",
+        ALICE,
+        json!({"input": "tell me everything"}),
+    );
+    request
+        .headers_mut()
+        .insert("accept", "text/event-stream".parse().unwrap());
+    let (status, _, text) = gw.send_raw(request).await;
+    assert_eq!(status, StatusCode::OK);
+    let events = parse_events(&text);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names.last(), Some(&"outcome"), "{text}");
+    assert_eq!(events.last().unwrap().1["outcome"], "completed");
+    assert_eq!(names.iter().filter(|n| **n == "chunk").count(), 6, "{text}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,8 +7,12 @@ mod support;
 
 use axum::http::{Method, StatusCode};
 use serde_json::json;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use support::harness::*;
 use support::http::*;
-use turnstile::{MockLlmAgent, OverlapPolicy};
+use turnstile::{MockLlmAgent, Runtime};
 
 fn gateway() -> TestGateway {
     TestGateway::new(MockLlmAgent::new().with_chunks(3))
@@ -251,10 +255,28 @@ async fn a_channel_message_answers_with_its_route() {
         answer["session"],
         json!({"user": "channel:slack", "session": "slack|C1|T1"})
     );
+    // Whom a channel account is paired to is shown to admins and to that user only: a bot
+    // token could otherwise post as any account to look its pairing up.
+    assert_eq!((answer.get("user"), answer.get("paired")), (None, None));
+    let body = json!({"chat": "C1", "user": "U1", "input": "again"});
+    let (status, answer) = gw
+        .send(post("/v1/channels/slack/messages", ADMIN, body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(
         (answer["user"].as_str(), answer["paired"].as_bool()),
         (Some("U1@slack"), Some(false))
     );
+    gw.gateway
+        .channels()
+        .pair("slack", "U1", "alice")
+        .await
+        .unwrap();
+    let body = json!({"chat": "C1", "user": "U1", "input": "as alice"});
+    let (_, answer) = gw
+        .send(post("/v1/channels/slack/messages", SLACK_BOT, body))
+        .await;
+    assert_eq!((answer.get("user"), answer.get("paired")), (None, None));
 }
 
 #[tokio::test]
@@ -292,20 +314,55 @@ async fn probes_answer_without_a_token() {
 
 #[tokio::test]
 async fn a_turn_may_name_its_overlap_policy() {
-    // Property: the body's "policy" is used for that turn (an unknown one is a 400).
-    let gw = gateway();
-    for policy in [
-        OverlapPolicy::Queue,
-        OverlapPolicy::Latest,
-        OverlapPolicy::Reject,
-        OverlapPolicy::Merge,
-    ] {
-        let body = json!({"input": "hi", "policy": policy});
-        let (status, answer) = gw
-            .send(post("/v1/sessions/alice/p/turns", ALICE, body))
-            .await;
-        assert_eq!(status, StatusCode::OK, "{answer}");
-    }
+    // Property: the body's "policy" governs that turn when it meets a busy session: `reject`
+    // is a 409 `busy`, `latest` interrupts the running turn; an unknown policy is a 400.
+    let agent = Arc::new(GateAgent::default());
+    let gw = TestGateway::with(
+        Runtime::builder().agent_arc(agent.clone()),
+        Default::default(),
+    );
+    let running = tokio::spawn({
+        let gw = gw.gateway.clone();
+        async move {
+            let router = gw.router();
+            let response = tower::ServiceExt::oneshot(
+                router,
+                post(
+                    "/v1/sessions/alice/p/turns",
+                    ALICE,
+                    json!({"input": "hold on"}),
+                ),
+            )
+            .await
+            .unwrap();
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
+        }
+    });
+    eventually("the first turn to run", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    let body = json!({"input": "now", "policy": "reject"});
+    let (status, answer) = gw
+        .send(post("/v1/sessions/alice/p/turns", ALICE, body))
+        .await;
+    assert_eq!((status, code(&answer)), (StatusCode::CONFLICT, "busy"));
+
+    let body = json!({"input": "newer", "policy": "latest"});
+    let (status, answer) = gw
+        .send(post("/v1/sessions/alice/p/turns", ALICE, body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["outcome"], "completed");
+    assert_eq!(answer["output"], "done: newer");
+    let first = within(running).await.unwrap();
+    assert_eq!(first["outcome"], "interrupted", "{first}");
+    assert_eq!(first["reason"], "superseded", "{first}");
+
     let body = json!({"input": "hi", "policy": "loudest"});
     let (status, answer) = gw
         .send(post("/v1/sessions/alice/p/turns", ALICE, body))
@@ -314,4 +371,89 @@ async fn a_turn_may_name_its_overlap_policy() {
         (status, code(&answer)),
         (StatusCode::BAD_REQUEST, "bad_body")
     );
+}
+
+#[tokio::test]
+async fn a_fork_copies_the_log_up_to_at_seq_and_refuses_what_makes_no_sense() {
+    // Property: POST …/fork creates the named session of the same user from the source's log
+    // up to `at_seq`; an existing target is 409, a missing source 404, a bad `at_seq` 400, and
+    // another user's source 403.
+    let gw = gateway();
+    for input in ["one", "two", "three"] {
+        let (status, _) = gw
+            .send(post(
+                "/v1/sessions/alice/src/turns",
+                ALICE,
+                json!({"input": input}),
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, body) = gw
+        .send(post(
+            "/v1/sessions/alice/src/fork",
+            ALICE,
+            json!({"to": "copy", "at_seq": 4}),
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"user": "alice", "session": "copy", "events": 4})
+    );
+    let (status, copy) = gw.send(get("/v1/sessions/alice/copy", ALICE)).await;
+    assert_eq!(status, StatusCode::OK);
+    let texts: Vec<_> = copy["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(texts, [1, 2, 3, 4], "{copy}");
+
+    let cases = [
+        (
+            "/v1/sessions/alice/src/fork",
+            ALICE,
+            json!({"to": "copy"}),
+            StatusCode::CONFLICT,
+            "already_exists",
+        ),
+        (
+            "/v1/sessions/alice/none/fork",
+            ALICE,
+            json!({"to": "x"}),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            "/v1/sessions/alice/src/fork",
+            ALICE,
+            json!({"to": "y", "at_seq": 99}),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/sessions/alice/src/fork",
+            ALICE,
+            json!({"to": ""}),
+            StatusCode::BAD_REQUEST,
+            "invalid_key",
+        ),
+        (
+            "/v1/sessions/alice/src/fork",
+            BOB,
+            json!({"to": "z"}),
+            StatusCode::FORBIDDEN,
+            "forbidden",
+        ),
+    ];
+    for (uri, token, body, want, want_code) in cases {
+        let (status, answer) = gw.send(post(uri, token, body.clone())).await;
+        assert_eq!(
+            (status, code(&answer)),
+            (want, want_code),
+            "{uri} {body}: {answer}"
+        );
+    }
 }

@@ -88,11 +88,12 @@ async fn a_streamed_turn_is_interrupted_from_another_connection() {
         (name.as_str(), data["text"].as_str()),
         ("chunk", Some("working on hold on"))
     );
-    assert_eq!(
-        agent.entered.load(Ordering::SeqCst),
-        1,
-        "the turn still runs"
-    );
+    // The agent counts itself in just after its chunk: wait for it, so that the interrupt
+    // below finds the turn parked at its gate.
+    eventually("the turn to wait at its gate", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
 
     let interrupt = client
         .post(served.url("/v1/sessions/alice/live/interrupt"))

@@ -31,6 +31,11 @@ async fn a_user_token_is_refused_on_every_route_of_another_user() {
         (Method::POST, "/v1/sessions/bob/s/interrupt", None),
         (Method::GET, "/v1/sessions/bob/s", None),
         (Method::POST, "/v1/sessions/bob/s/clear", None),
+        (
+            Method::POST,
+            "/v1/sessions/bob/s/fork",
+            Some(json!({"to": "stolen"})),
+        ),
         (Method::DELETE, "/v1/sessions/bob/s", None),
         (Method::GET, "/v1/users/bob/sessions", None),
         (Method::DELETE, "/v1/users/bob", None),

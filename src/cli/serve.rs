@@ -12,8 +12,9 @@ use clap::Args;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use turnstile::store::FileStore;
 use turnstile::{
-    Agent, ChannelRouter, EchoAgent, FilePairingStore, Gateway, HttpConfig, MemoryPairingStore,
-    MemoryStore, MockLlmAgent, OverlapPolicy, PairingStore, Runtime, ServeError, Store, Tokens,
+    Agent, ChannelRouter, EchoAgent, ExtractiveSummarizer, FilePairingStore, Gateway, HttpConfig,
+    MemoryPairingStore, MemoryStore, MockLlmAgent, OverlapPolicy, PairingStore, Runtime,
+    ServeError, Store, Tokens,
 };
 
 use super::store_arg::StoreArg;
@@ -69,6 +70,13 @@ pub struct ServeArgs {
     /// Most live sessions (others are passivated, least recently used first).
     #[arg(long)]
     capacity: Option<usize>,
+    /// Events the agent sees (the context window).
+    #[arg(long)]
+    window: Option<usize>,
+    /// Compact with the built-in extractive summarizer once more than this many events are not
+    /// covered by the summary.
+    #[arg(long)]
+    compact_after: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +99,19 @@ impl FromStr for AgentKind {
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
 pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let tokens = match &args.tokens {
-        Some(path) => Tokens::load(path).map_err(|e| e.to_string())?,
+        Some(path) => {
+            let tokens = Tokens::load(path).map_err(|e| e.to_string())?;
+            if tokens.is_empty() {
+                // An operator who names a tokens file means to require tokens: serving without
+                // any because the file is empty (or all comments) would open the API silently.
+                return Err(format!(
+                    "the tokens file {} lists no token; add `<token> admin` or \
+                     `<token> user:<id>` lines, or leave out --tokens",
+                    path.display()
+                ));
+            }
+            tokens
+        }
         None => Tokens::none(),
     };
     if tokens.is_empty() && !args.addr.ip().is_loopback() {
@@ -139,7 +159,10 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(value).map_err(|_| format!("{flag} must be a positive number"))
+    match Duration::try_from_secs_f64(value) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(format!("{flag} must be a positive number of seconds")),
+    }
 }
 
 /// Opens the session store and the pairing store that goes with it.
@@ -194,6 +217,12 @@ fn build_runtime(args: &ServeArgs, store: Arc<dyn Store>) -> Result<Runtime, Str
         .with_policy(args.policy);
     if let Some(capacity) = args.capacity {
         builder = builder.with_capacity(capacity);
+    }
+    if let Some(window) = args.window {
+        builder = builder.with_window(window);
+    }
+    if let Some(after) = args.compact_after {
+        builder = builder.with_summarizer(ExtractiveSummarizer::default(), after);
     }
     builder.build().map_err(|e| e.to_string())
 }

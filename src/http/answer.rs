@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::Gateway;
 use crate::channel::{ChannelMessage, ChannelRoute};
@@ -64,7 +65,10 @@ struct SessionRef {
 }
 
 impl OutcomeBody {
-    pub fn of(outcome: Outcome, route: Option<&ChannelRoute>) -> Self {
+    /// The body of `outcome`. For a channel message, `show_user` says whether the caller may
+    /// see whom the sender is paired to: an admin, or that user's own token. Anyone else could
+    /// otherwise post as a channel account to look its pairing up.
+    pub fn of(outcome: Outcome, route: Option<&ChannelRoute>, show_user: bool) -> Self {
         let reason = match outcome.kind {
             OutcomeKind::Interrupted(reason) => Some(reason),
             _ => None,
@@ -78,8 +82,8 @@ impl OutcomeBody {
                 user: r.key.user_id().to_owned(),
                 session: r.key.session_id().to_owned(),
             }),
-            user: route.map(|r| r.user.clone()),
-            paired: route.map(|r| r.paired),
+            user: route.filter(|_| show_user).map(|r| r.user.clone()),
+            paired: route.filter(|_| show_user).map(|r| r.paired),
         }
     }
 }
@@ -97,10 +101,13 @@ pub(crate) fn wants_events(headers: &HeaderMap) -> bool {
 /// Runs the turn and answers it as JSON or as events.
 pub(crate) async fn answer(
     gateway: &Gateway,
+    caller: &Caller,
     target: Target,
     args: TurnArgs,
     events: bool,
 ) -> Result<Response, ApiError> {
+    let shows_user =
+        |route: &ChannelRoute| caller.is_admin() || caller.require_user(&route.user).is_ok();
     let timeout = gateway.config().request_timeout;
     let mut options = CallOptions {
         policy: args.policy,
@@ -112,24 +119,45 @@ pub(crate) async fn answer(
             options = options.with_cancel_on_drop();
         }
         let (route, stream) = start_stream(gateway, target, options).await?;
+        let show_user = route.as_ref().is_some_and(shows_user);
         if events {
-            return Ok(event_stream(stream, route, timeout, args.cancel_on_timeout));
+            return Ok(event_stream(
+                stream,
+                route,
+                show_user,
+                timeout,
+                args.cancel_on_timeout,
+            ));
         }
         let outcome = within(timeout, true, stream.outcome()).await??;
-        return Ok(Json(OutcomeBody::of(outcome, route.as_ref())).into_response());
+        return Ok(Json(OutcomeBody::of(outcome, route.as_ref(), show_user)).into_response());
     }
+    // The call runs on its own task: a timeout or a disconnect ends the wait, never the turn,
+    // even while the call still waits for a free slot (`capacity_wait`) and is not yet queued.
     let body = match target {
         Target::Session(key, input) => {
-            let call = gateway.runtime().call_with(&key, input, options);
-            OutcomeBody::of(within(timeout, false, call).await??, None)
+            let runtime = gateway.runtime().clone();
+            let call = tokio::spawn(async move { runtime.call_with(&key, input, options).await });
+            OutcomeBody::of(
+                within(timeout, false, call).await?.map_err(lost)??,
+                None,
+                false,
+            )
         }
         Target::Channel(message) => {
-            let send = gateway.channels().send_with(message, options);
-            let reply = within(timeout, false, send).await??;
-            OutcomeBody::of(reply.outcome, Some(&reply.route))
+            let channels = gateway.channels().clone();
+            let send = tokio::spawn(async move { channels.send_with(message, options).await });
+            let reply = within(timeout, false, send).await?.map_err(lost)??;
+            let show_user = shows_user(&reply.route);
+            OutcomeBody::of(reply.outcome, Some(&reply.route), show_user)
         }
     };
     Ok(Json(body).into_response())
+}
+
+/// A turn's task panicked or was cancelled (the runtime catches agent panics, so this is a bug).
+fn lost(error: tokio::task::JoinError) -> ApiError {
+    ApiError::Internal(format!("the turn's task ended without an answer: {error}"))
 }
 
 async fn start_stream(
@@ -164,23 +192,27 @@ pub(crate) async fn within<T>(
         .map_err(|_| ApiError::Timeout { after, interrupted })
 }
 
+/// The turn as server-sent events. The request timeout bounds the wait for each next event,
+/// not the whole stream: a long reply that keeps streaming is never cut, while one that goes
+/// silent for the whole timeout ends with an `error` event (and is interrupted only when the
+/// request set `cancel_on_timeout`).
 fn event_stream(
     stream: TurnStream,
     route: Option<ChannelRoute>,
+    show_user: bool,
     timeout: Duration,
     cancel: bool,
 ) -> Response {
-    let deadline = Instant::now() + timeout;
     let events = futures::stream::unfold(Some((stream, route)), move |state| async move {
         let (mut stream, route) = state?;
-        let next = tokio::time::timeout_at(deadline, stream.next()).await;
+        let next = tokio::time::timeout_at(Instant::now() + timeout, stream.next()).await;
         let (event, rest) = match next {
             Ok(Some(StreamEvent::Chunk(text))) => (
                 json_event("chunk", &json!({"text": text})),
                 Some((stream, route)),
             ),
             Ok(Some(StreamEvent::Outcome(Ok(outcome)))) => {
-                let body = OutcomeBody::of(outcome, route.as_ref());
+                let body = OutcomeBody::of(outcome, route.as_ref(), show_user);
                 (json_event("outcome", &body), None)
             }
             Ok(Some(StreamEvent::Outcome(Err(e)))) => (error_event(&ApiError::from(e)), None),
@@ -242,7 +274,7 @@ mod tests {
             output: "par".into(),
             seq: 4,
         };
-        let value = serde_json::to_value(OutcomeBody::of(outcome, None)).unwrap();
+        let value = serde_json::to_value(OutcomeBody::of(outcome, None, false)).unwrap();
         assert_eq!(
             value,
             json!({"outcome": "interrupted", "reason": "requested", "output": "par", "seq": 4})

@@ -85,7 +85,7 @@ impl Tokens {
         let mut by_digest = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
             let line = index + 1;
-            let content = raw.split('#').next().unwrap_or_default();
+            let content = strip_comment(raw);
             let mut words = content.split_whitespace();
             let Some(token) = words.next() else { continue };
             let bad = |reason: String| TokensError::Line { line, reason };
@@ -118,6 +118,19 @@ impl Tokens {
     }
 }
 
+/// The line without its comment: `#` starts one at the start of the line or after whitespace,
+/// so a token may contain `#` (cutting it there would silently shorten the token).
+fn strip_comment(line: &str) -> &str {
+    let mut previous_blank = true;
+    for (at, c) in line.char_indices() {
+        if c == '#' && previous_blank {
+            return &line[..at];
+        }
+        previous_blank = c.is_whitespace();
+    }
+    line
+}
+
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
@@ -128,6 +141,13 @@ fn parse_grant(words: Vec<&str>) -> Result<Grant, String> {
         [user] | [user, _] if user.starts_with("user:") => {
             let id = &user["user:".len()..];
             validate_id(id, KeyPart::User).map_err(|e| e.to_string())?;
+            if id.starts_with(crate::channel::CHANNEL_USER_PREFIX) {
+                // That user owns every chat of the channel; only an admin token may reach it.
+                return Err(format!(
+                    "user ids starting with `{}` belong to channels; use an admin token",
+                    crate::channel::CHANNEL_USER_PREFIX
+                ));
+            }
             let channels = match words.get(1) {
                 None => Vec::new(),
                 Some(list) => parse_channels(list)?,
@@ -270,6 +290,7 @@ mod tests {
             (format!("{ALICE} user:"), 1),
             (format!("{ALICE} user:a channels:sl ack"), 1),
             (format!("{ALICE} user:a slack"), 1),
+            (format!("{ALICE} user:channel:slack"), 1),
             (ALICE.to_owned(), 1),
         ] {
             let err = Tokens::parse(&text).unwrap_err();
@@ -280,6 +301,14 @@ mod tests {
             );
             assert!(!message.contains("0123456789"), "{message}");
         }
+    }
+
+    #[test]
+    fn a_hash_inside_a_token_is_part_of_it() {
+        let token = "abc#defghijklmnopqrstuvwxyz";
+        let tokens = Tokens::parse(&format!("{token} admin # the operator\n")).unwrap();
+        assert_eq!(tokens.grant(token), Some(&Grant::Admin));
+        assert_eq!(tokens.grant("abc"), None);
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub(crate) async fn post_message(
     };
     answer(
         &gateway,
+        &caller,
         Target::Channel(message),
         args,
         wants_events(&headers),

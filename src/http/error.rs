@@ -59,6 +59,18 @@ pub enum ApiError {
     /// The body is not `application/json`.
     #[error("the request body must be JSON, with `Content-Type: application/json`")]
     UnsupportedMediaType,
+    /// A request that runs no turn did not finish within the request timeout.
+    #[error(
+        "no answer within {after:?}; the request may still take effect, so check before \
+         repeating it"
+    )]
+    RequestTimeout {
+        /// The request timeout.
+        after: Duration,
+    },
+    /// Something failed that the caller cannot act on (the detail is logged, never shown).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The answer did not come within the request timeout.
     #[error("{}", timeout_message(*after, *interrupted))]
     Timeout {
@@ -122,7 +134,10 @@ impl ApiError {
                 "unsupported_media_type",
                 true,
             ),
-            Self::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "timeout", true),
+            Self::Timeout { .. } | Self::RequestTimeout { .. } => {
+                (StatusCode::GATEWAY_TIMEOUT, "timeout", true)
+            }
+            Self::Internal(_) => INTERNAL,
         }
     }
 
@@ -160,6 +175,9 @@ fn runtime_class(error: &Error) -> Class {
         ),
         Error::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining", true),
         Error::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout", true),
+        Error::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists", true),
+        Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", true),
+        Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
         Error::AgentFailed { .. } => (StatusCode::BAD_GATEWAY, "agent_failed", false),
         Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
         Error::Storage(source) => match source.as_ref() {
@@ -255,6 +273,9 @@ mod tests {
             (Error::TooLarge { len: 2, max: 1 }, 413, "too_large"),
             (Error::Deleted { key: key() }, 409, "deleted"),
             (Error::SessionFailed { key: key() }, 500, "internal"),
+            (Error::AlreadyExists { key: key() }, 409, "already_exists"),
+            (Error::NotFound { key: key() }, 404, "not_found"),
+            (Error::InvalidRequest("at_seq".into()), 400, "bad_request"),
         ];
         for (error, status, code) in cases {
             let api = ApiError::from(error);

@@ -36,6 +36,15 @@ pub(crate) struct InterruptBody {
     input: String,
 }
 
+/// `POST …/fork`: the new session's id (same user) and, optionally, the last event to copy.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForkBody {
+    to: String,
+    #[serde(default)]
+    at_seq: Option<u64>,
+}
+
 /// `GET /v1/users/{user}/sessions`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -105,7 +114,14 @@ pub(crate) async fn post_turn(
         cancel_on_timeout: body.cancel_on_timeout,
     };
     let events = super::answer::wants_events(&headers);
-    answer(&gateway, Target::Session(key, body.input), args, events).await
+    answer(
+        &gateway,
+        &caller,
+        Target::Session(key, body.input),
+        args,
+        events,
+    )
+    .await
 }
 
 pub(crate) async fn interrupt(
@@ -116,6 +132,11 @@ pub(crate) async fn interrupt(
 ) -> Result<Json<Value>, ApiError> {
     let key = session_key(&caller, user, session)?;
     let runtime = gateway.runtime();
+    // Checked first: a new input would be refused, and the running turn must not be cut for
+    // a request that is then answered 503.
+    if body.is_some() && runtime.is_draining() {
+        return Err(crate::Error::Draining.into());
+    }
     let interrupted = runtime.interrupt(&key);
     let Some(body) = body else {
         return Ok(Json(json!({ "interrupted": interrupted })));
@@ -126,7 +147,7 @@ pub(crate) async fn interrupt(
     let outcome = within(timeout, false, call).await??;
     Ok(Json(json!({
         "interrupted": interrupted,
-        "outcome": OutcomeBody::of(outcome, None),
+        "outcome": OutcomeBody::of(outcome, None, false),
     })))
 }
 
@@ -155,6 +176,25 @@ pub(crate) async fn clear(
     }
     runtime.clear_context(&key).await?;
     Ok(Json(json!({ "cleared": true })))
+}
+
+pub(crate) async fn fork(
+    State(gateway): State<Gateway>,
+    caller: Caller,
+    ApiPath((user, session)): ApiPath<(String, String)>,
+    ApiJson(body): ApiJson<ForkBody>,
+) -> Result<Json<Value>, ApiError> {
+    let source = session_key(&caller, user, session)?;
+    let target = SessionKey::new(source.user_id(), body.to)?;
+    let copied = gateway
+        .runtime()
+        .fork(&source, &target, body.at_seq)
+        .await?;
+    Ok(Json(json!({
+        "user": target.user_id(),
+        "session": target.session_id(),
+        "events": copied,
+    })))
 }
 
 pub(crate) async fn delete_session(
@@ -195,8 +235,19 @@ pub(crate) async fn delete_user(
 ) -> Result<Json<Value>, ApiError> {
     caller.require_user(&user)?;
     validate_id(&user, KeyPart::User)?;
-    let sessions = gateway.runtime().delete_user(&user).await?;
-    let pairings = gateway.channels().pairings().remove_user(&user).await?;
+    // Runs to the end on its own task: a request timeout or a disconnect must not leave the
+    // user half deleted (some sessions gone, pairings kept).
+    let work = {
+        let gateway = gateway.clone();
+        async move {
+            let sessions = gateway.runtime().delete_user(&user).await?;
+            let pairings = gateway.channels().pairings().remove_user(&user).await?;
+            Ok::<_, ApiError>((sessions, pairings))
+        }
+    };
+    let (sessions, pairings) = tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("user deletion task failed: {e}")))??;
     Ok(Json(json!({
         "deleted_sessions": sessions,
         "deleted_pairings": pairings,

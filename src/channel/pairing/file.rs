@@ -104,12 +104,23 @@ impl FilePairingStore {
             let bytes = serde_json::to_vec_pretty(&next.to_document(&inner.extra))
                 .map_err(|e| PairingError::InvalidRequest(format!("cannot encode: {e}")))?;
             let path = inner.path.clone();
-            tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
+            let written = tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
                 .await
-                .map_err(|e| unavailable(format!("the write task did not finish: {e}")))?
-                .map_err(io_error("write", &inner.path))?;
-            *inner.table.write() = Arc::new(next);
-            Ok(answer)
+                .map_err(|e| unavailable(format!("the write task did not finish: {e}")))?;
+            match written {
+                Ok(()) => {
+                    *inner.table.write() = Arc::new(next);
+                    Ok(answer)
+                }
+                Err(failed) => {
+                    if failed.replaced {
+                        // The file holds the new table: so must memory, or the next write
+                        // would quietly revert this change.
+                        *inner.table.write() = Arc::new(next);
+                    }
+                    Err(io_error("write", &inner.path)(failed.source))
+                }
+            }
         });
         task.await
             .map_err(|e| unavailable(format!("the update task did not finish: {e}")))?
