@@ -54,6 +54,8 @@ struct Inner {
     /// Idle deadlines of live sessions, soonest first; exactly one per `Live` slot.
     deadlines: BTreeSet<(Instant, SessionKey)>,
     draining: bool,
+    /// The drain's deadline passed ([`Registry::force_shutdown`]): nothing waiting runs any more.
+    forced: bool,
 }
 
 enum Slot {
@@ -94,6 +96,7 @@ impl Registry {
                 slots: LruCache::unbounded(),
                 deadlines: BTreeSet::new(),
                 draining: false,
+                forced: false,
             }),
             deps,
             counters: Counters::default(),
@@ -368,20 +371,7 @@ impl Registry {
         metrics::gauge!("turnstile_live_sessions").set(inner.slots.len() as f64);
         drop(inner);
         self.slot_freed.notify_waiters();
-        let mut deletes = Vec::new();
-        for msg in held {
-            match msg {
-                SessionMsg::Turn(request) => {
-                    let _ = request.reply.send(Err(error.clone()));
-                }
-                SessionMsg::ClearContext(reply) => {
-                    let _ = reply.send(Err(error.clone()));
-                }
-                msg @ SessionMsg::Stop(StopKind::Delete(_)) => deletes.push(msg),
-                _ => {}
-            }
-        }
-        deletes
+        answer_all(held, &error).into()
     }
 
     /// The actor's task ended. Returns the shared handle of the next activation when messages
@@ -393,7 +383,20 @@ impl Registry {
             Some(Slot::Stopping { next, held, .. }) if !held.is_empty() => {
                 let next = next.clone();
                 let mut held = std::mem::take(held);
-                if inner.draining {
+                if inner.forced {
+                    // Past the drain's deadline nothing that waited runs: it is answered
+                    // `Draining`, and only deletes still need the session.
+                    let turns = count_turns(&held);
+                    held = answer_all(held, &Error::Draining);
+                    next.pending.fetch_sub(turns, Ordering::AcqRel);
+                    if held.is_empty() {
+                        inner.slots.pop(key);
+                        metrics::gauge!("turnstile_live_sessions").set(inner.slots.len() as f64);
+                        drop(inner);
+                        self.slot_freed.notify_waiters();
+                        return None;
+                    }
+                } else if inner.draining {
                     // Admitted before the drain: they run, then this activation stops too.
                     held.push_back(SessionMsg::Stop(StopKind::Passivate));
                 }
@@ -542,10 +545,18 @@ impl Registry {
     /// still waits.
     pub fn force_shutdown(&self) {
         let mut inner = self.inner.lock();
+        inner.forced = true;
         let keys: Vec<SessionKey> = inner.slots.iter().map(|(k, _)| k.clone()).collect();
         for key in keys {
             match inner.slots.peek_mut(&key) {
-                Some(Slot::Starting { held, .. }) => {
+                Some(Slot::Starting { held, shared }) => {
+                    // Still loading: what it holds never starts. Deletes still run; then the
+                    // actor stops as soon as it is up.
+                    let waiting = std::mem::take(held);
+                    shared
+                        .pending
+                        .fetch_sub(count_turns(&waiting), Ordering::AcqRel);
+                    *held = answer_all(waiting, &Error::Draining);
                     held.push_back(SessionMsg::Stop(StopKind::Shutdown));
                 }
                 Some(Slot::Live { shared, .. }) => {
@@ -580,4 +591,30 @@ impl Registry {
     pub(crate) fn reaper_wake(&self) -> &Notify {
         &self.reaper_wake
     }
+}
+
+/// How many of `msgs` are turns (what a slot's `pending` counts).
+fn count_turns(msgs: &VecDeque<SessionMsg>) -> usize {
+    msgs.iter()
+        .filter(|m| matches!(m, SessionMsg::Turn(_)))
+        .count()
+}
+
+/// Answers every waiting turn and clear with `error`; returns the deletes, in order, which
+/// still need their session (a delete removes stored data even when nothing else may run).
+fn answer_all(msgs: VecDeque<SessionMsg>, error: &Error) -> VecDeque<SessionMsg> {
+    let mut deletes = VecDeque::new();
+    for msg in msgs {
+        match msg {
+            SessionMsg::Turn(request) => {
+                let _ = request.reply.send(Err(error.clone()));
+            }
+            SessionMsg::ClearContext(reply) => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            msg @ SessionMsg::Stop(StopKind::Delete(_)) => deletes.push_back(msg),
+            _ => {}
+        }
+    }
+    deletes
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use support::faulty::FaultyStore;
 use support::harness::*;
 use turnstile::state::InterruptReason;
 use turnstile::{Error, MemoryStore, OutcomeKind, Runtime, Store};
@@ -144,6 +145,32 @@ async fn a_session_activated_during_the_drain_does_not_hold_it_up() {
         begun.elapsed() < deadline,
         "the drain waited {:?} for a session activated while it ran",
         begun.elapsed()
+    );
+    assert_eq!(rt.live_sessions(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn past_the_deadline_a_turn_held_by_a_loading_session_never_starts() {
+    // The session's load outlasts the drain's deadline: the turn it holds is answered
+    // `Draining` instead of starting after the deadline, and the drain leaves nothing behind.
+    let agent = Arc::new(GateAgent::default());
+    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    faulty.delay_loads(Some(Duration::from_secs(8)));
+    let rt = runtime(agent.clone(), faulty.clone());
+    let k = key("ola", "slow-load");
+    let call = tokio::spawn({
+        let (rt, k) = (rt.clone(), k.clone());
+        async move { rt.call(&k, "hold until released").await }
+    });
+    eventually("the session to be loading", || rt.live_sessions() == 1).await;
+    let report = within(rt.drain(Duration::from_secs(5))).await;
+    assert_eq!(report.left, 0, "{report:?}");
+    let answer = within(call).await.unwrap();
+    assert!(matches!(answer, Err(Error::Draining)), "{answer:?}");
+    assert_eq!(
+        agent.entered.load(Ordering::SeqCst),
+        0,
+        "the turn never started"
     );
     assert_eq!(rt.live_sessions(), 0);
 }

@@ -11,13 +11,14 @@ use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
 use turnstile::{SessionKey, Store, StoreError};
 
 /// Wraps a store and injects faults into it: the next N appends (or loads) fail with
-/// `Unavailable` without reaching the inner store, and appends can be delayed. Everything else
+/// `Unavailable` without reaching the inner store, and appends and loads can be delayed. Everything else
 /// passes through.
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
     failing_appends: AtomicUsize,
     failing_loads: AtomicUsize,
     append_delay: Mutex<Option<Duration>>,
+    load_delay: Mutex<Option<Duration>>,
     appends_attempted: AtomicUsize,
     appends_failed: AtomicUsize,
 }
@@ -30,6 +31,7 @@ impl FaultyStore {
             failing_appends: AtomicUsize::new(0),
             failing_loads: AtomicUsize::new(0),
             append_delay: Mutex::new(None),
+            load_delay: Mutex::new(None),
             appends_attempted: AtomicUsize::new(0),
             appends_failed: AtomicUsize::new(0),
         })
@@ -48,6 +50,11 @@ impl FaultyStore {
     /// Delays every append by `delay` before it runs (`None`: no delay).
     pub fn delay_appends(&self, delay: Option<Duration>) {
         *self.append_delay.lock() = delay;
+    }
+
+    /// Delays every load by `delay` before it runs (`None`: no delay).
+    pub fn delay_loads(&self, delay: Option<Duration>) {
+        *self.load_delay.lock() = delay;
     }
 
     /// Appends attempted so far, failed ones included.
@@ -86,6 +93,10 @@ impl Store for FaultyStore {
     }
 
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        let delay = *self.load_delay.lock();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         if Self::take_one(&self.failing_loads) {
             return Err(injected("load"));
         }
