@@ -1,23 +1,83 @@
 //! What the workload acknowledged, and the verification pass that reloads every session from the
 //! store and compares.
 //!
-//! The ledger is one flag per (session, turn), allocated before the run starts, so that it adds
-//! nothing to the memory measured during the run and costs no lock on the hot path. Inputs are
-//! generated from (session, turn), so a stored input tells which turn it was.
+//! The ledger holds one `u32` per (session, turn): what became of the turn and the sequence
+//! number of the event that answers it. It is allocated before the run starts, so that it adds
+//! nothing to the memory measured during the run and costs no lock on the hot path; its size is
+//! why `--sessions × --turns` is bounded ([`MAX_LEDGER_TURNS`]). Inputs are generated from
+//! (session, turn), so a stored input tells which turn it was.
 
+use std::collections::hash_map::Entry as Entry2;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use futures::StreamExt;
 use parking_lot::Mutex;
-use turnstile::state::EventKind;
+use turnstile::state::{Event, EventKind, InputDisposition, OutputStatus};
 use turnstile::{SessionKey, Store};
 
-use super::target::{Ack, Failure, FailureCounts};
+use super::target::{Ack, AckKind, Failure, FailureCounts};
 
 /// Sessions verified at once: enough to keep a file or Redis store busy, few enough not to
 /// flood it.
 const VERIFY_CONCURRENCY: usize = 64;
+
+/// Most turns (`--sessions × --turns`) one run may have: the ledger takes 4 bytes per turn, so
+/// this is 200 MB, allocated up front; past it a run is refused rather than risking an OOM.
+pub const MAX_LEDGER_TURNS: usize = 50_000_000;
+
+/// Bits of a ledger entry that hold what became of the turn; the sequence number is above them.
+const CODE_BITS: u32 = 3;
+/// The largest sequence number an entry can hold (2^29 - 1): far above what a run can reach,
+/// since a turn writes a handful of events and a run has at most [`MAX_LEDGER_TURNS`].
+const MAX_ENTRY_SEQ: u64 = (u32::MAX >> CODE_BITS) as u64;
+
+/// What the ledger knows about one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// Not acknowledged, and not refused as busy (still running, or failed otherwise).
+    Unknown,
+    /// Acknowledged.
+    Acked(Ack),
+    /// Answered `Busy` (the `reject` policy): the runtime promises it was not stored.
+    Busy,
+    /// Acknowledged with a sequence number too large for an entry; reported as misanswered.
+    SeqOverflow,
+}
+
+impl Entry {
+    fn encode(self) -> u32 {
+        let (seq, code) = match self {
+            Self::Unknown => (0, 0),
+            Self::Acked(Ack { seq, kind }) if seq <= MAX_ENTRY_SEQ => {
+                let code = match kind {
+                    AckKind::Completed => 1,
+                    AckKind::Interrupted => 2,
+                    AckKind::Superseded => 3,
+                    AckKind::Merged => 4,
+                };
+                (seq as u32, code)
+            }
+            Self::Busy => (0, 5),
+            Self::Acked(_) | Self::SeqOverflow => (0, 6),
+        };
+        (seq << CODE_BITS) | code
+    }
+
+    fn decode(bits: u32) -> Self {
+        let seq = u64::from(bits >> CODE_BITS);
+        let kind = match bits & ((1 << CODE_BITS) - 1) {
+            1 => AckKind::Completed,
+            2 => AckKind::Interrupted,
+            3 => AckKind::Superseded,
+            4 => AckKind::Merged,
+            5 => return Self::Busy,
+            6 => return Self::SeqOverflow,
+            _ => return Self::Unknown,
+        };
+        Self::Acked(Ack { seq, kind })
+    }
+}
 
 /// The input of one turn. [`turn_of`] reads it back.
 pub fn input_text(session: usize, turn: usize) -> String {
@@ -32,39 +92,58 @@ pub fn turn_of(text: &str) -> Option<u32> {
 /// Acknowledgements and failures, shared by every caller.
 pub struct Ledger {
     turns: usize,
-    /// `acked[session * turns + turn]`.
-    acked: Box<[AtomicBool]>,
+    /// `entries[session * turns + turn]`, an encoded [`Entry`].
+    entries: Box<[AtomicU32]>,
     ok: AtomicU64,
     interrupted: AtomicU64,
+    superseded: AtomicU64,
+    merged: AtomicU64,
     /// Updated on failures only: rare, so one lock is fine.
     failures: Mutex<FailureCounts>,
 }
 
 impl Ledger {
-    /// An empty ledger for `sessions × turns` turns.
+    /// An empty ledger for `sessions × turns` turns. The caller has checked that product against
+    /// [`MAX_LEDGER_TURNS`].
     pub fn new(sessions: usize, turns: usize) -> Self {
         Self {
             turns,
-            acked: (0..sessions * turns)
-                .map(|_| AtomicBool::new(false))
-                .collect(),
+            entries: (0..sessions * turns).map(|_| AtomicU32::new(0)).collect(),
             ok: AtomicU64::new(0),
             interrupted: AtomicU64::new(0),
+            superseded: AtomicU64::new(0),
+            merged: AtomicU64::new(0),
             failures: Mutex::new(FailureCounts::default()),
         }
     }
 
+    fn set(&self, session: usize, turn: usize, entry: Entry) {
+        self.entries[session * self.turns + turn].store(entry.encode(), Ordering::Relaxed);
+    }
+
     /// Records an acknowledged turn.
     pub fn ack(&self, session: usize, turn: usize, ack: Ack) {
-        self.acked[session * self.turns + turn].store(true, Ordering::Relaxed);
+        let entry = if ack.seq <= MAX_ENTRY_SEQ {
+            Entry::Acked(ack)
+        } else {
+            Entry::SeqOverflow
+        };
+        self.set(session, turn, entry);
         self.ok.fetch_add(1, Ordering::Relaxed);
-        if ack.interrupted {
-            self.interrupted.fetch_add(1, Ordering::Relaxed);
-        }
+        let counter = match ack.kind {
+            AckKind::Completed => return,
+            AckKind::Interrupted => &self.interrupted,
+            AckKind::Superseded => &self.superseded,
+            AckKind::Merged => &self.merged,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a failed turn.
-    pub fn fail(&self, failure: Failure) {
+    pub fn fail(&self, session: usize, turn: usize, failure: Failure) {
+        if failure == Failure::Busy {
+            self.set(session, turn, Entry::Busy);
+        }
         self.failures.lock().add(failure);
     }
 
@@ -78,6 +157,16 @@ impl Ledger {
         self.interrupted.load(Ordering::Relaxed)
     }
 
+    /// Messages answered as superseded (`latest`).
+    pub fn superseded(&self) -> u64 {
+        self.superseded.load(Ordering::Relaxed)
+    }
+
+    /// Messages answered as merged into another's turn (`merge`).
+    pub fn merged(&self) -> u64 {
+        self.merged.load(Ordering::Relaxed)
+    }
+
     /// Failed turns by reason.
     pub fn failures(&self) -> FailureCounts {
         *self.failures.lock()
@@ -88,13 +177,11 @@ impl Ledger {
         self.ok() + self.failures().total()
     }
 
-    /// The acknowledged turns of one session, in the order they were sent.
-    fn acked_turns(&self, session: usize) -> Vec<u32> {
-        let row = &self.acked[session * self.turns..(session + 1) * self.turns];
-        (0u32..)
-            .zip(row)
-            .filter(|(_, flag)| flag.load(Ordering::Relaxed))
-            .map(|(turn, _)| turn)
+    /// One session's entries, indexed by turn.
+    fn row(&self, session: usize) -> Vec<Entry> {
+        self.entries[session * self.turns..(session + 1) * self.turns]
+            .iter()
+            .map(|e| Entry::decode(e.load(Ordering::Relaxed)))
             .collect()
     }
 }
@@ -108,6 +195,12 @@ pub struct Verdict {
     pub duplicated: u64,
     /// Stored turns out of the order they were sent in.
     pub reordered: u64,
+    /// Acknowledged turns whose acknowledged sequence number does not hold their answer: not the
+    /// agent output that follows their input (or, for a superseded one, not their own input
+    /// marked superseded), or marked otherwise than the outcome said.
+    pub misanswered: u64,
+    /// Turns answered `Busy` whose input is in the store anyway.
+    pub busy_but_stored: u64,
 }
 
 impl Verdict {
@@ -115,6 +208,8 @@ impl Verdict {
         self.lost += other.lost;
         self.duplicated += other.duplicated;
         self.reordered += other.reordered;
+        self.misanswered += other.misanswered;
+        self.busy_but_stored += other.busy_but_stored;
     }
 }
 
@@ -130,14 +225,7 @@ pub async fn verify(
                 .read_events(key, 1, usize::MAX)
                 .await
                 .map_err(|e| format!("verification could not read {key}: {e}"))?;
-            let stored: Vec<u32> = events
-                .iter()
-                .filter_map(|e| match &e.kind {
-                    EventKind::UserInput { text, .. } => turn_of(text),
-                    _ => None,
-                })
-                .collect();
-            Ok::<_, String>(compare(&ledger.acked_turns(session), &stored))
+            Ok::<_, String>(compare(&ledger.row(session), &events))
         })
         .buffer_unordered(VERIFY_CONCURRENCY);
     let mut total = Verdict::default();
@@ -147,45 +235,233 @@ pub async fn verify(
     Ok(total)
 }
 
-/// Compares one session's acknowledged turns (in sending order) with the turns its stored log
-/// holds (in log order). Turns that failed but were stored anyway are allowed: an error does not
-/// promise that nothing was written.
-pub fn compare(acked: &[u32], stored: &[u32]) -> Verdict {
-    let mut count: HashMap<u32, u64> = HashMap::with_capacity(stored.len());
-    for turn in stored {
-        *count.entry(*turn).or_default() += 1;
+/// Where a turn's input is stored: its sequence number, its index in the log and its marking.
+#[derive(Debug, Clone, Copy)]
+struct StoredInput {
+    seq: u64,
+    index: usize,
+    disposition: InputDisposition,
+}
+
+/// Compares one session's ledger row (indexed by turn, in sending order) with its stored log.
+/// Turns that failed for another reason than `Busy` but were stored anyway are allowed: such an
+/// error does not promise that nothing was written.
+fn compare(row: &[Entry], events: &[Event]) -> Verdict {
+    let mut verdict = Verdict::default();
+    let mut inputs: HashMap<u32, StoredInput> = HashMap::with_capacity(row.len());
+    let mut previous: Option<u32> = None;
+    for (index, event) in events.iter().enumerate() {
+        let EventKind::UserInput { text, disposition } = &event.kind else {
+            continue;
+        };
+        let Some(turn) = turn_of(text) else {
+            continue;
+        };
+        // Turns are sent in increasing order, so the stored log must be increasing too.
+        if previous.is_some_and(|p| p > turn) {
+            verdict.reordered += 1;
+        }
+        previous = Some(turn);
+        let stored = StoredInput {
+            seq: event.seq,
+            index,
+            disposition: *disposition,
+        };
+        match inputs.entry(turn) {
+            Entry2::Occupied(_) => verdict.duplicated += 1,
+            Entry2::Vacant(slot) => {
+                slot.insert(stored);
+            }
+        }
     }
-    let lost = acked.iter().filter(|t| !count.contains_key(t)).count() as u64;
-    let duplicated = count.values().map(|n| n - 1).sum();
-    // Turns are sent in increasing order, so the stored log must be increasing too.
-    let reordered = stored.windows(2).filter(|w| w[0] > w[1]).count() as u64;
-    Verdict {
-        lost,
-        duplicated,
-        reordered,
+    for (turn, entry) in (0u32..).zip(row) {
+        let stored = inputs.get(&turn);
+        match (*entry, stored) {
+            (Entry::Unknown, _) => {}
+            (Entry::Busy, stored) => verdict.busy_but_stored += u64::from(stored.is_some()),
+            (Entry::Acked(_) | Entry::SeqOverflow, None) => verdict.lost += 1,
+            (Entry::SeqOverflow, Some(_)) => verdict.misanswered += 1,
+            (Entry::Acked(ack), Some(input)) => {
+                verdict.misanswered += u64::from(!answers(events, input, ack));
+            }
+        }
     }
+    verdict
+}
+
+/// Whether the event at `ack.seq` answers the stored `input` the way `ack.kind` says.
+fn answers(events: &[Event], input: &StoredInput, ack: Ack) -> bool {
+    if ack.kind == AckKind::Superseded {
+        return input.disposition == InputDisposition::Superseded && input.seq == ack.seq;
+    }
+    let marked = match ack.kind {
+        AckKind::Merged => input.disposition == InputDisposition::Merged,
+        // The last message of a merged batch is answered `Completed` (or `Interrupted`).
+        _ => input.disposition != InputDisposition::Superseded,
+    };
+    let Ok(at) = events.binary_search_by_key(&ack.seq, |e| e.seq) else {
+        return false;
+    };
+    let status_matches = match &events[at].kind {
+        EventKind::AgentOutput { status, .. } => match ack.kind {
+            AckKind::Completed => *status == OutputStatus::Final,
+            AckKind::Interrupted => matches!(status, OutputStatus::Interrupted(_)),
+            _ => true,
+        },
+        _ => false,
+    };
+    // The output answers the inputs since the previous output: none may lie between.
+    let nothing_between = at > input.index
+        && !events[input.index + 1..at]
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::AgentOutput { .. }));
+    marked && status_matches && nothing_between
 }
 
 #[cfg(test)]
 mod tests {
+    use turnstile::state::{Author, InterruptReason};
+
     use super::*;
+
+    fn input(seq: u64, turn: u32, disposition: InputDisposition) -> Event {
+        let text = input_text(0, turn as usize);
+        Event::new(
+            seq,
+            Author::User,
+            0,
+            EventKind::UserInput { text, disposition },
+        )
+    }
+
+    fn output(seq: u64, status: OutputStatus) -> Event {
+        let kind = EventKind::AgentOutput {
+            text: String::new(),
+            status,
+            duration_ms: 0,
+            usage: None,
+        };
+        Event::new(seq, Author::Agent, 0, kind)
+    }
+
+    fn acked(seq: u64, kind: AckKind) -> Entry {
+        Entry::Acked(Ack { seq, kind })
+    }
+
+    /// A plain log: input and final output per turn, turn `t` at seqs `2t+1`, `2t+2`.
+    fn plain(turns: &[u32]) -> Vec<Event> {
+        let mut seq = 0;
+        let mut events = Vec::new();
+        for &turn in turns {
+            events.push(input(seq + 1, turn, InputDisposition::Answered));
+            events.push(output(seq + 2, OutputStatus::Final));
+            seq += 2;
+        }
+        events
+    }
 
     fn v(lost: u64, duplicated: u64, reordered: u64) -> Verdict {
         Verdict {
             lost,
             duplicated,
             reordered,
+            ..Verdict::default()
         }
     }
 
     #[test]
     fn verification_counts_lost_duplicated_and_reordered_turns() {
-        assert_eq!(compare(&[0, 1, 2], &[0, 1, 2]), v(0, 0, 0));
-        assert_eq!(compare(&[0, 1, 2], &[0, 2]), v(1, 0, 0));
-        assert_eq!(compare(&[0, 1], &[0, 1, 1]), v(0, 1, 0));
-        assert_eq!(compare(&[0, 1, 2], &[1, 0, 2]), v(0, 0, 1));
+        let c = |seq| acked(seq, AckKind::Completed);
+        let three = [c(2), c(4), c(6)];
+        assert_eq!(compare(&three, &plain(&[0, 1, 2])), v(0, 0, 0));
+        let lost = compare(&three, &plain(&[0, 2]));
+        assert_eq!((lost.lost, lost.duplicated, lost.reordered), (1, 0, 0));
+        let dup = compare(&[c(2), c(4)], &plain(&[0, 1, 1]));
+        assert_eq!((dup.lost, dup.duplicated, dup.reordered), (0, 1, 0));
+        let reordered = compare(&[c(4), c(2), c(6)], &plain(&[1, 0, 2]));
+        assert_eq!(reordered, v(0, 0, 1));
         // A failed turn (1) that was stored anyway is not an error.
-        assert_eq!(compare(&[0, 2], &[0, 1, 2]), v(0, 0, 0));
+        let failed = [c(2), Entry::Unknown, c(6)];
+        assert_eq!(compare(&failed, &plain(&[0, 1, 2])), v(0, 0, 0));
+    }
+
+    #[test]
+    fn an_acknowledged_seq_must_hold_the_answer_to_its_input() {
+        let log = plain(&[0, 1]);
+        // Turn 1's seq pointing at turn 0's output, at an input, or past the end.
+        for wrong in [2, 3, 9] {
+            let row = [
+                acked(2, AckKind::Completed),
+                acked(wrong, AckKind::Completed),
+            ];
+            assert_eq!(compare(&row, &log).misanswered, 1, "seq {wrong}");
+        }
+        // Said interrupted, stored final.
+        let row = [acked(2, AckKind::Interrupted), acked(4, AckKind::Completed)];
+        assert_eq!(compare(&row, &log).misanswered, 1);
+        let row = [Entry::SeqOverflow, acked(4, AckKind::Completed)];
+        assert_eq!(compare(&row, &log).misanswered, 1);
+    }
+
+    #[test]
+    fn superseded_merged_and_busy_turns_are_checked_by_their_marking() {
+        let interrupted = OutputStatus::Interrupted(InterruptReason::Superseded);
+        // latest: 0 runs and is cut short, 1 is superseded while queued, 2 runs.
+        let latest = vec![
+            input(1, 0, InputDisposition::Answered),
+            output(2, interrupted),
+            input(3, 1, InputDisposition::Superseded),
+            input(4, 2, InputDisposition::Answered),
+            output(5, OutputStatus::Final),
+        ];
+        let row = [
+            acked(2, AckKind::Interrupted),
+            acked(3, AckKind::Superseded),
+            acked(5, AckKind::Completed),
+        ];
+        assert_eq!(compare(&row, &latest), Verdict::default());
+        // A superseded turn must point at its own input, marked so.
+        let row = [
+            acked(2, AckKind::Interrupted),
+            acked(4, AckKind::Superseded),
+            acked(5, AckKind::Completed),
+        ];
+        assert_eq!(compare(&row, &latest).misanswered, 1);
+        // merge: 0 alone, then 1 and 2 in one turn.
+        let merged = vec![
+            input(1, 0, InputDisposition::Answered),
+            output(2, OutputStatus::Final),
+            input(3, 1, InputDisposition::Merged),
+            input(4, 2, InputDisposition::Merged),
+            output(5, OutputStatus::Final),
+        ];
+        let row = [
+            acked(2, AckKind::Completed),
+            acked(5, AckKind::Merged),
+            acked(5, AckKind::Completed),
+        ];
+        assert_eq!(compare(&row, &merged), Verdict::default());
+        let row = [acked(2, AckKind::Merged)];
+        assert_eq!(compare(&row, &merged).misanswered, 1, "0 was not merged");
+        // reject: a busy turn must not be stored.
+        let row = [acked(2, AckKind::Completed), Entry::Busy];
+        assert_eq!(compare(&row, &plain(&[0])), Verdict::default());
+        assert_eq!(compare(&row, &plain(&[0, 1])).busy_but_stored, 1);
+    }
+
+    #[test]
+    fn ledger_entries_round_trip() {
+        for entry in [
+            Entry::Unknown,
+            Entry::Busy,
+            Entry::SeqOverflow,
+            acked(1, AckKind::Completed),
+            acked(MAX_ENTRY_SEQ, AckKind::Merged),
+            acked(77, AckKind::Superseded),
+            acked(78, AckKind::Interrupted),
+        ] {
+            assert_eq!(Entry::decode(entry.encode()), entry);
+        }
     }
 
     #[test]
@@ -195,17 +471,46 @@ mod tests {
     }
 
     #[test]
-    fn the_ledger_lists_acknowledged_turns_in_order() {
+    fn the_ledger_records_each_turn_and_counts_outcomes() {
         let ledger = Ledger::new(2, 3);
-        let ack = Ack {
-            seq: 1,
-            interrupted: false,
-        };
-        ledger.ack(1, 2, ack);
-        ledger.ack(1, 0, ack);
-        ledger.fail(Failure::Busy);
-        assert_eq!(ledger.acked_turns(1), vec![0, 2]);
-        assert_eq!(ledger.acked_turns(0), Vec::<u32>::new());
-        assert_eq!((ledger.ok(), ledger.done()), (2, 3));
+        ledger.ack(
+            1,
+            2,
+            Ack {
+                seq: 6,
+                kind: AckKind::Superseded,
+            },
+        );
+        ledger.ack(
+            1,
+            0,
+            Ack {
+                seq: 2,
+                kind: AckKind::Completed,
+            },
+        );
+        ledger.ack(
+            0,
+            0,
+            Ack {
+                seq: MAX_ENTRY_SEQ + 1,
+                kind: AckKind::Completed,
+            },
+        );
+        ledger.fail(1, 1, Failure::Busy);
+        ledger.fail(0, 1, Failure::Store);
+        assert_eq!(
+            ledger.row(1),
+            vec![
+                acked(2, AckKind::Completed),
+                Entry::Busy,
+                acked(6, AckKind::Superseded)
+            ]
+        );
+        assert_eq!(
+            ledger.row(0),
+            vec![Entry::SeqOverflow, Entry::Unknown, Entry::Unknown]
+        );
+        assert_eq!((ledger.ok(), ledger.done(), ledger.superseded()), (3, 5, 1));
     }
 }
