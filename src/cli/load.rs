@@ -13,6 +13,7 @@ mod ledger;
 mod options;
 mod report;
 mod target;
+mod verify;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -30,10 +31,11 @@ use turnstile::{
 
 use self::ack_log::AckLog;
 use self::driver::{drive, Interrupts, Plan, Shared};
-use self::ledger::{verify, MAX_LEDGER_TURNS};
+use self::ledger::MAX_LEDGER_TURNS;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
 use self::report::{rss_bytes, Figures, Measured, Report};
 use self::target::{Target, TurnstileTarget};
+use self::verify::verify;
 use super::store_arg::StoreArg;
 
 /// Users the sessions are spread over: enough that per-user listings stay small.

@@ -8,8 +8,9 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::driver::Sample;
-use super::ledger::{Ledger, Verdict};
+use super::ledger::Ledger;
 use super::target::{FailureCounts, TargetCounters};
+use super::verify::Verdict;
 
 /// Latency percentiles in microseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
