@@ -1,7 +1,8 @@
 //! Implementing the `Store` trait: a small store over a `BTreeMap`, checked by the same
 //! conformance suite every built-in store passes.
 //!
-//! Run it with `cargo run --example custom_store`.
+//! Run it with `cargo run --example custom_store`. `cargo test` runs the conformance suite on it
+//! too (the example is declared with `test = true` in `Cargo.toml`; see the test at the end).
 //!
 //! A real store would talk to a database; what matters is the contract each method documents:
 //! compare-and-set on the session's version, appends that continue the log, shared `user:` and
@@ -216,10 +217,15 @@ impl Store for BTreeStore {
     }
 }
 
+/// Runs turnstile's store conformance suite on [`BTreeStore`]. Each check gets a fresh, empty
+/// store; a broken property panics with its name.
+async fn check_conformance() {
+    conformance::run_all(|| async { Arc::new(BTreeStore::default()) as Arc<dyn Store> }).await;
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    // Each check gets a fresh, empty store; a broken property panics with its name.
-    conformance::run_all(|| async { Arc::new(BTreeStore::default()) as Arc<dyn Store> }).await;
+    check_conformance().await;
     println!("BTreeStore passes the turnstile store conformance suite");
 
     // A store that passes can back a runtime like any built-in one.
@@ -232,4 +238,14 @@ async fn main() {
     let outcome = runtime.call(&key, "hello").await.expect("a turn");
     println!("echo: {} (event #{})", outcome.output, outcome.seq);
     runtime.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_btree_store_passes_the_conformance_suite() {
+        check_conformance().await;
+    }
 }

@@ -56,6 +56,23 @@ fn load_refuses_bad_values_and_combinations() {
         "use the mock agent with a latency",
     );
     refused(
+        &[
+            "load",
+            "--latency",
+            "20",
+            "--chunks",
+            "1",
+            "--interrupt-rate",
+            "0.1",
+        ],
+        "needs --chunks 2 or more",
+    );
+    refused(&["load", "--burst", "0"], "must be at least 1");
+    refused(
+        &["load", "--sessions", "100000", "--turns", "1000"],
+        "at most 50000000 turns",
+    );
+    refused(
         &["load", "--progress", "sometimes"],
         "expected auto, always or never",
     );

@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::json;
 use support::cli::turnstile;
-use support::stores::walk;
+use support::stores::contents;
 use turnstile::state::{SessionRecord, SCHEMA_VERSION};
 use turnstile::store::conformance::turn_events;
 use turnstile::store::FileStore;
@@ -21,17 +21,30 @@ fn document(key: &SessionKey) -> serde_json::Value {
     json!({ "schema_version": SCHEMA_VERSION, "key": key, "record": record, "events": events })
 }
 
+/// The store's files and their contents, except the lock file: every process that opens the
+/// root (the binary included) writes its own pid there, which is not a write to the data.
+fn data(root: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Option<String>> {
+    let mut files = contents(root);
+    files.retain(|path, _| path.file_name().is_none_or(|n| n != "turnstile.lock"));
+    files
+}
+
 #[tokio::test]
 async fn a_newer_or_broken_document_is_refused_and_nothing_is_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("store");
-    drop(FileStore::open(&root).expect("create the store"));
-    let before = {
-        let mut files = walk(&root);
-        files.sort();
-        files
-    };
     let key = SessionKey::new("bob", "s1").expect("key");
+    {
+        // Another session is in the store, so that there are data files to leave untouched.
+        let store = FileStore::open(&root).expect("create the store");
+        let other = SessionKey::new("bob", "s0").expect("key");
+        store
+            .append(&other, 0, &turn_events(1, "keep me", None))
+            .await
+            .expect("append");
+    }
+    let before = data(&root);
+    assert!(before.values().any(Option::is_some), "{before:?}");
     let store_arg = format!("file:{}", root.display());
 
     let mut newer = document(&key);
@@ -80,11 +93,10 @@ async fn a_newer_or_broken_document_is_refused_and_nothing_is_written() {
         );
     }
 
-    let mut after = walk(&root);
-    after.sort();
     assert_eq!(
-        after, before,
-        "the store's files must be exactly as they were"
+        data(&root),
+        before,
+        "the store's files and their contents must be exactly as they were"
     );
     let store = FileStore::open(&root).expect("reopen");
     assert!(store.load(&key, 0).await.expect("load").record.is_none());

@@ -197,9 +197,11 @@ async fn list(
     if page.sessions.is_empty() {
         println!("no sessions for user {user:?}");
     } else {
+        // The key goes last, whole and in its canonical form, so that it can be pasted into
+        // `show` or `delete` however long it is.
         println!(
-            "{:<40} {:>8} {:>7} {:>20}",
-            "SESSION", "EVENTS", "TURNS", "UPDATED (UTC)"
+            "{:>8} {:>7} {:>19}  KEY",
+            "EVENTS", "TURNS", "UPDATED (UTC)"
         );
         for SessionMeta {
             key,
@@ -210,8 +212,7 @@ async fn list(
         } in &page.sessions
         {
             println!(
-                "{:<40} {:>8} {:>7} {:>20}",
-                clip(key.session_id(), 40),
+                "{:>8} {:>7} {:>19}  {key}",
                 events,
                 stats.turns,
                 utc(*updated_ms)
@@ -260,10 +261,7 @@ async fn show(
         "turn time     total {} ms, longest {} ms, mean {mean} ms",
         s.total_turn_ms, s.longest_turn_ms
     );
-    println!(
-        "tokens        {} in, {} out",
-        s.input_tokens, s.output_tokens
-    );
+    println!("tokens        {}", tokens(s.input_tokens, s.output_tokens));
     println!(
         "state         {} session keys; summary {}; context cleared through #{}",
         record.state.len(),
@@ -291,6 +289,16 @@ async fn show(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Token usage as `show` prints it. The statistics keep sums only, so an agent that never
+/// reported usage and one that reported zero tokens look alike; neither has anything to show.
+fn tokens(input: u64, output: u64) -> String {
+    if input == 0 && output == 0 {
+        "not reported".to_owned()
+    } else {
+        format!("{input} in, {output} out")
+    }
 }
 
 async fn gc(
@@ -358,4 +366,16 @@ async fn import(store: &dyn Store, file: &PathBuf, json: bool) -> Result<ExitCod
         println!("imported {} with {events} events", doc.key);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_usage_is_not_reported_rather_than_zero() {
+        assert_eq!(tokens(0, 0), "not reported");
+        assert_eq!(tokens(12, 0), "12 in, 0 out");
+        assert_eq!(tokens(3, 40), "3 in, 40 out");
+    }
 }

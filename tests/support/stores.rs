@@ -1,6 +1,9 @@
 //! Helpers for store tests: file stores in temporary folders, and looking at what they wrote.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use turnstile::store::FileStore;
 
@@ -41,4 +44,22 @@ pub fn find_one(root: &Path, name: &str) -> PathBuf {
         root.display()
     );
     found.into_iter().next().expect("one file")
+}
+
+/// Every path under `root` with the SHA-256 of its contents (`None` for a folder), so that two
+/// snapshots differ if any file was added, removed or changed, not only renamed.
+pub fn contents(root: &Path) -> BTreeMap<PathBuf, Option<String>> {
+    walk(root)
+        .into_iter()
+        .map(|path| {
+            let hash = path.is_file().then(|| {
+                let bytes = std::fs::read(&path).expect("read a file");
+                Sha256::digest(&bytes)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            });
+            (path, hash)
+        })
+        .collect()
 }

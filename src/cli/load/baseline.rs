@@ -5,7 +5,7 @@
 //! design the same starting point: no memory kept by the allocator from the run before (glibc
 //! keeps hundreds of MB after a large run, which would hide a baseline's growth and slow it), no
 //! leftover tasks, and a file store lock of its own. The child prints its report as JSON; its
-//! figures land under `baseline`.
+//! figures land under `baseline`, or, if it could not run or report, its error does.
 
 mod bare_ractor;
 mod mutex_gate;
@@ -51,28 +51,38 @@ pub async fn run_here(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Resu
     Ok(report(args, run_id, opened.description.clone(), figures))
 }
 
-/// Runs every requested baseline in its own process and collects their figures.
+/// Runs every requested baseline in its own process and collects their figures. A baseline that
+/// fails gets an entry with its error, and the others still run.
 pub async fn run_children(
     args: &LoadArgs,
     turnstile: &Figures,
     run_id: &str,
-) -> Result<BTreeMap<String, BaselineFigures>, String> {
+) -> BTreeMap<String, BaselineFigures> {
     let mut kinds = args.baseline.clone();
     kinds.sort();
     kinds.dedup();
     let mut out = BTreeMap::new();
     for kind in kinds {
-        let figures = run_child(args, kind, run_id).await?;
-        let ratio = turnstile.turns_per_sec / figures.turns_per_sec.max(1e-9);
-        out.insert(
-            kind.as_str().to_owned(),
-            BaselineFigures {
-                figures,
-                turnstile_throughput_ratio: ratio,
+        let entry = match run_child(args, kind, run_id).await {
+            Ok(figures) => BaselineFigures {
+                turnstile_throughput_ratio: Some(
+                    turnstile.turns_per_sec / figures.turns_per_sec.max(1e-9),
+                ),
+                figures: Some(figures),
+                error: None,
             },
-        );
+            Err(error) => {
+                eprintln!("turnstile: {error}");
+                BaselineFigures {
+                    figures: None,
+                    turnstile_throughput_ratio: None,
+                    error: Some(error),
+                }
+            }
+        };
+        out.insert(kind.as_str().to_owned(), entry);
     }
-    Ok(out)
+    out
 }
 
 async fn run_child(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Result<Figures, String> {
@@ -126,7 +136,9 @@ fn child_store(
 }
 
 /// The workload flags, forwarded; turnstile-only settings (policy, capacity, idle TTL,
-/// compaction) mean nothing to a baseline and are left out.
+/// compaction) mean nothing to a baseline and are left out. So is `--ack-log`: it records
+/// turnstile's acknowledgements only, and a baseline's lines (other keys, written by another
+/// process) would only blur what a crash test reads from it.
 fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &str) -> Vec<String> {
     let progress = match args.progress {
         ProgressMode::Auto if std::io::IsTerminal::is_terminal(&std::io::stdout()) => "always",
@@ -141,6 +153,7 @@ fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &str) ->
         format!("--sessions={}", args.sessions),
         format!("--turns={}", args.turns),
         format!("--concurrency={}", args.concurrency),
+        format!("--burst={}", args.burst),
         format!("--agent={}", args.agent.as_str()),
         format!("--latency={}", args.latency),
         format!("--chunks={}", args.chunks),
@@ -152,8 +165,34 @@ fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &str) ->
     if let Some(window) = args.window {
         out.push(format!("--window={window}"));
     }
-    if let Some(path) = &args.ack_log {
-        out.push(format!("--ack-log={}", path.display()));
-    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+
+    /// The ack log is turnstile's own: a baseline process must not append its lines to it.
+    #[test]
+    fn baselines_get_the_workload_but_not_the_ack_log() {
+        let cli = Cli::parse_from(["load", "--ack-log=/tmp/acks", "--burst=3", "--sessions=7"]);
+        let args = child_args(&cli.load, BaselineKind::Ractor, "r1", "memory");
+        assert!(args.iter().all(|a| !a.contains("ack-log")), "{args:?}");
+        for expected in [
+            "--burst=3",
+            "--sessions=7",
+            "--as-baseline=ractor",
+            "--store=memory",
+        ] {
+            assert!(args.iter().any(|a| a == expected), "{expected} in {args:?}");
+        }
+    }
 }

@@ -1,19 +1,22 @@
-//! The workload: closed-loop callers, optional interrupts from a second task, and a sampler of
-//! live sessions, memory and progress.
+//! The workload: closed-loop callers sending bursts of one session's turns, optional interrupts
+//! sent mid-turn, and a sampler of live sessions, memory and progress.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::{join_all, OptionFuture};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use parking_lot::Mutex;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use turnstile::SessionKey;
 
 use super::ack_log::AckLog;
 use super::ledger::{input_text, Ledger};
 use super::report::rss_bytes;
-use super::target::Target;
+use super::target::{Ack, Failure, Target};
 
 /// Latency histograms, shared by callers in stripes: one per caller would cost ~160 KB each
 /// (10,000 callers: 1.6 GB), one for all would be a hot lock.
@@ -23,14 +26,12 @@ const MAX_LATENCY_US: u64 = 600_000_000;
 /// How often the sampler reads live sessions, RSS and progress.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
-/// Which turns are interrupted, and when.
+/// Which turns are interrupted. The interrupt is sent when the turn has streamed its first
+/// chunk, so it lands while the turn runs, whatever the machine's speed.
 #[derive(Debug, Clone, Copy)]
 pub struct Interrupts {
     /// Fraction of turns to interrupt.
     pub rate: f64,
-    /// How long after sending the turn the interrupt is sent: half the shortest agent latency,
-    /// so that it lands mid-way.
-    pub after: Duration,
     /// Makes the choice of turns reproducible.
     pub seed: u64,
 }
@@ -58,8 +59,10 @@ pub struct Plan {
     pub sessions: usize,
     /// Turns per session.
     pub turns: usize,
-    /// Closed-loop callers (turns in flight at once).
+    /// Closed-loop callers.
     pub callers: usize,
+    /// Turns of one session a caller sends at once (its last burst may be shorter).
+    pub burst: usize,
     /// Interrupts, if any.
     pub interrupts: Option<Interrupts>,
 }
@@ -97,6 +100,30 @@ impl<T> Shared<T> {
                 .map(|_| Mutex::new(histogram.clone()))
                 .collect(),
         })
+    }
+
+    /// Records one turn's answer, as it arrives.
+    fn record(
+        &self,
+        caller: usize,
+        session: usize,
+        turn: usize,
+        took: Duration,
+        result: Result<Ack, Failure>,
+    ) {
+        match result {
+            Ok(ack) => {
+                self.ledger.ack(session, turn, ack);
+                if let Some(log) = &self.ack_log {
+                    log.record(&self.keys[session], ack.seq);
+                }
+                let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                self.latencies[caller % HISTOGRAM_STRIPES]
+                    .lock()
+                    .saturating_record(micros.max(1));
+            }
+            Err(failure) => self.ledger.fail(session, turn, failure),
+        }
     }
 
     /// Every stripe merged.
@@ -157,42 +184,52 @@ pub async fn drive<T: Target>(
 }
 
 /// One closed-loop caller. Caller `c` owns sessions `c, c + callers, …`, so no two callers ever
-/// send turns of one session and each session's turns are sent in order; every session does
-/// turn 0 before any does turn 1, as in a conversation-heavy service.
+/// send turns of one session. It sends each session its turns in bursts of `plan.burst`, in
+/// order, and waits for a burst's answers before the session's next burst; every session gets
+/// its first burst before any gets its second, as in a conversation-heavy service.
 async fn run_caller<T: Target>(shared: Arc<Shared<T>>, plan: Plan, caller: usize) {
-    let stripe = &shared.latencies[caller % HISTOGRAM_STRIPES];
-    for turn in 0..plan.turns {
+    for first in (0..plan.turns).step_by(plan.burst) {
+        let turns = first..(first + plan.burst).min(plan.turns);
         for session in (caller..plan.sessions).step_by(plan.callers) {
-            let key = &shared.keys[session];
-            let interrupter = plan
-                .interrupts
-                .filter(|i| i.chosen(session, turn))
-                .map(|i| {
-                    let (target, key) = (shared.target.clone(), key.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(i.after).await;
-                        target.interrupt(&key)
-                    })
-                });
-            let sent = Instant::now();
-            let result = shared.target.turn(key, input_text(session, turn)).await;
-            let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-            match result {
-                Ok(ack) => {
-                    shared.ledger.ack(session, turn, ack);
-                    if let Some(log) = &shared.ack_log {
-                        log.record(key, ack.seq);
-                    }
-                    stripe.lock().saturating_record(micros.max(1));
-                }
-                Err(failure) => shared.ledger.fail(failure),
-            }
-            // Wait for the interrupter, so that it can never reach this session's next turn.
-            if let Some(interrupter) = interrupter {
-                let _ = interrupter.await;
-            }
+            run_burst(&shared, plan, caller, session, turns.clone()).await;
         }
     }
+}
+
+/// Sends `turns` of one session, each admitted before the next is sent (so the session's order
+/// is the turns' order), then waits for all their answers.
+async fn run_burst<T: Target>(
+    shared: &Shared<T>,
+    plan: Plan,
+    caller: usize,
+    session: usize,
+    turns: Range<usize>,
+) {
+    let key = &shared.keys[session];
+    let target = shared.target.as_ref();
+    let mut answers = Vec::with_capacity(turns.len());
+    for turn in turns {
+        let (signal, first_chunk) = match plan.interrupts {
+            Some(i) if i.chosen(session, turn) => {
+                let (tx, rx) = oneshot::channel();
+                (Some(tx), Some(rx))
+            }
+            _ => (None, None),
+        };
+        let sent = Instant::now();
+        let pending = target.send(key, input_text(session, turn), signal).await;
+        answers.push(async move {
+            let interrupter = async {
+                // An error means the turn ended without a chunk: nothing to interrupt.
+                if let Some(Ok(())) = OptionFuture::from(first_chunk).await {
+                    target.interrupt(key);
+                }
+            };
+            let (result, ()) = futures::join!(pending, interrupter);
+            shared.record(caller, session, turn, sent.elapsed(), result);
+        });
+    }
+    join_all(answers).await;
 }
 
 async fn sample<T: Target>(
@@ -218,11 +255,7 @@ mod tests {
 
     #[test]
     fn about_the_asked_fraction_of_turns_is_interrupted() {
-        let interrupts = Interrupts {
-            rate: 0.2,
-            after: Duration::ZERO,
-            seed: 7,
-        };
+        let interrupts = Interrupts { rate: 0.2, seed: 7 };
         let chosen = (0..100)
             .flat_map(|s| (0..100).map(move |t| (s, t)))
             .filter(|&(s, t)| interrupts.chosen(s, t))

@@ -1,23 +1,74 @@
-//! What the workload acknowledged, and the verification pass that reloads every session from the
-//! store and compares.
+//! What the workload acknowledged (the verification pass in `verify.rs` compares it with the
+//! store).
 //!
-//! The ledger is one flag per (session, turn), allocated before the run starts, so that it adds
-//! nothing to the memory measured during the run and costs no lock on the hot path. Inputs are
-//! generated from (session, turn), so a stored input tells which turn it was.
+//! The ledger holds one `u32` per (session, turn): what became of the turn and the sequence
+//! number of the event that answers it. It is allocated before the run starts, so that it adds
+//! nothing to the memory measured during the run and costs no lock on the hot path; its size is
+//! why `--sessions × --turns` is bounded ([`MAX_LEDGER_TURNS`]). Inputs are generated from
+//! (session, turn), so a stored input tells which turn it was.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use futures::StreamExt;
 use parking_lot::Mutex;
-use turnstile::state::EventKind;
-use turnstile::{SessionKey, Store};
 
-use super::target::{Ack, Failure, FailureCounts};
+use super::target::{Ack, AckKind, Failure, FailureCounts};
 
-/// Sessions verified at once: enough to keep a file or Redis store busy, few enough not to
-/// flood it.
-const VERIFY_CONCURRENCY: usize = 64;
+/// Most turns (`--sessions × --turns`) one run may have: the ledger takes 4 bytes per turn, so
+/// this is 200 MB, allocated up front; past it a run is refused rather than risking an OOM.
+pub const MAX_LEDGER_TURNS: usize = 50_000_000;
+
+/// Bits of a ledger entry that hold what became of the turn; the sequence number is above them.
+const CODE_BITS: u32 = 3;
+/// The largest sequence number an entry can hold (2^29 - 1): far above what a run can reach,
+/// since a turn writes a handful of events and a run has at most [`MAX_LEDGER_TURNS`].
+const MAX_ENTRY_SEQ: u64 = (u32::MAX >> CODE_BITS) as u64;
+
+/// What the ledger knows about one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// Not acknowledged, and not refused as busy (still running, or failed otherwise).
+    Unknown,
+    /// Acknowledged.
+    Acked(Ack),
+    /// Answered `Busy` (the `reject` policy): the runtime promises it was not stored.
+    Busy,
+    /// Acknowledged with a sequence number too large for an entry; reported as misanswered.
+    SeqOverflow,
+}
+
+impl Entry {
+    fn encode(self) -> u32 {
+        let (seq, code) = match self {
+            Self::Unknown => (0, 0),
+            Self::Acked(Ack { seq, kind }) if seq <= MAX_ENTRY_SEQ => {
+                let code = match kind {
+                    AckKind::Completed => 1,
+                    AckKind::Interrupted => 2,
+                    AckKind::Superseded => 3,
+                    AckKind::Merged => 4,
+                };
+                (seq as u32, code)
+            }
+            Self::Busy => (0, 5),
+            Self::Acked(_) | Self::SeqOverflow => (0, 6),
+        };
+        (seq << CODE_BITS) | code
+    }
+
+    fn decode(bits: u32) -> Self {
+        let seq = u64::from(bits >> CODE_BITS);
+        let kind = match bits & ((1 << CODE_BITS) - 1) {
+            1 => AckKind::Completed,
+            2 => AckKind::Interrupted,
+            3 => AckKind::Superseded,
+            4 => AckKind::Merged,
+            5 => return Self::Busy,
+            6 => return Self::SeqOverflow,
+            _ => return Self::Unknown,
+        };
+        Self::Acked(Ack { seq, kind })
+    }
+}
 
 /// The input of one turn. [`turn_of`] reads it back.
 pub fn input_text(session: usize, turn: usize) -> String {
@@ -32,39 +83,58 @@ pub fn turn_of(text: &str) -> Option<u32> {
 /// Acknowledgements and failures, shared by every caller.
 pub struct Ledger {
     turns: usize,
-    /// `acked[session * turns + turn]`.
-    acked: Box<[AtomicBool]>,
+    /// `entries[session * turns + turn]`, an encoded [`Entry`].
+    entries: Box<[AtomicU32]>,
     ok: AtomicU64,
     interrupted: AtomicU64,
+    superseded: AtomicU64,
+    merged: AtomicU64,
     /// Updated on failures only: rare, so one lock is fine.
     failures: Mutex<FailureCounts>,
 }
 
 impl Ledger {
-    /// An empty ledger for `sessions × turns` turns.
+    /// An empty ledger for `sessions × turns` turns. The caller has checked that product against
+    /// [`MAX_LEDGER_TURNS`].
     pub fn new(sessions: usize, turns: usize) -> Self {
         Self {
             turns,
-            acked: (0..sessions * turns)
-                .map(|_| AtomicBool::new(false))
-                .collect(),
+            entries: (0..sessions * turns).map(|_| AtomicU32::new(0)).collect(),
             ok: AtomicU64::new(0),
             interrupted: AtomicU64::new(0),
+            superseded: AtomicU64::new(0),
+            merged: AtomicU64::new(0),
             failures: Mutex::new(FailureCounts::default()),
         }
     }
 
+    fn set(&self, session: usize, turn: usize, entry: Entry) {
+        self.entries[session * self.turns + turn].store(entry.encode(), Ordering::Relaxed);
+    }
+
     /// Records an acknowledged turn.
     pub fn ack(&self, session: usize, turn: usize, ack: Ack) {
-        self.acked[session * self.turns + turn].store(true, Ordering::Relaxed);
+        let entry = if ack.seq <= MAX_ENTRY_SEQ {
+            Entry::Acked(ack)
+        } else {
+            Entry::SeqOverflow
+        };
+        self.set(session, turn, entry);
         self.ok.fetch_add(1, Ordering::Relaxed);
-        if ack.interrupted {
-            self.interrupted.fetch_add(1, Ordering::Relaxed);
-        }
+        let counter = match ack.kind {
+            AckKind::Completed => return,
+            AckKind::Interrupted => &self.interrupted,
+            AckKind::Superseded => &self.superseded,
+            AckKind::Merged => &self.merged,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a failed turn.
-    pub fn fail(&self, failure: Failure) {
+    pub fn fail(&self, session: usize, turn: usize, failure: Failure) {
+        if failure == Failure::Busy {
+            self.set(session, turn, Entry::Busy);
+        }
         self.failures.lock().add(failure);
     }
 
@@ -78,6 +148,16 @@ impl Ledger {
         self.interrupted.load(Ordering::Relaxed)
     }
 
+    /// Messages answered as superseded (`latest`).
+    pub fn superseded(&self) -> u64 {
+        self.superseded.load(Ordering::Relaxed)
+    }
+
+    /// Messages answered as merged into another's turn (`merge`).
+    pub fn merged(&self) -> u64 {
+        self.merged.load(Ordering::Relaxed)
+    }
+
     /// Failed turns by reason.
     pub fn failures(&self) -> FailureCounts {
         *self.failures.lock()
@@ -88,81 +168,12 @@ impl Ledger {
         self.ok() + self.failures().total()
     }
 
-    /// The acknowledged turns of one session, in the order they were sent.
-    fn acked_turns(&self, session: usize) -> Vec<u32> {
-        let row = &self.acked[session * self.turns..(session + 1) * self.turns];
-        (0u32..)
-            .zip(row)
-            .filter(|(_, flag)| flag.load(Ordering::Relaxed))
-            .map(|(turn, _)| turn)
+    /// One session's entries, indexed by turn.
+    pub fn row(&self, session: usize) -> Vec<Entry> {
+        self.entries[session * self.turns..(session + 1) * self.turns]
+            .iter()
+            .map(|e| Entry::decode(e.load(Ordering::Relaxed)))
             .collect()
-    }
-}
-
-/// What the verification pass found, in turns.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Verdict {
-    /// Acknowledged turns missing from the store.
-    pub lost: u64,
-    /// Turns stored more than once.
-    pub duplicated: u64,
-    /// Stored turns out of the order they were sent in.
-    pub reordered: u64,
-}
-
-impl Verdict {
-    fn add(&mut self, other: Verdict) {
-        self.lost += other.lost;
-        self.duplicated += other.duplicated;
-        self.reordered += other.reordered;
-    }
-}
-
-/// Reloads every session from the store and compares it with the ledger.
-pub async fn verify(
-    store: &dyn Store,
-    keys: &[SessionKey],
-    ledger: &Ledger,
-) -> Result<Verdict, String> {
-    let mut checks = futures::stream::iter(keys.iter().enumerate())
-        .map(|(session, key)| async move {
-            let events = store
-                .read_events(key, 1, usize::MAX)
-                .await
-                .map_err(|e| format!("verification could not read {key}: {e}"))?;
-            let stored: Vec<u32> = events
-                .iter()
-                .filter_map(|e| match &e.kind {
-                    EventKind::UserInput { text, .. } => turn_of(text),
-                    _ => None,
-                })
-                .collect();
-            Ok::<_, String>(compare(&ledger.acked_turns(session), &stored))
-        })
-        .buffer_unordered(VERIFY_CONCURRENCY);
-    let mut total = Verdict::default();
-    while let Some(verdict) = checks.next().await {
-        total.add(verdict?);
-    }
-    Ok(total)
-}
-
-/// Compares one session's acknowledged turns (in sending order) with the turns its stored log
-/// holds (in log order). Turns that failed but were stored anyway are allowed: an error does not
-/// promise that nothing was written.
-pub fn compare(acked: &[u32], stored: &[u32]) -> Verdict {
-    let mut count: HashMap<u32, u64> = HashMap::with_capacity(stored.len());
-    for turn in stored {
-        *count.entry(*turn).or_default() += 1;
-    }
-    let lost = acked.iter().filter(|t| !count.contains_key(t)).count() as u64;
-    let duplicated = count.values().map(|n| n - 1).sum();
-    // Turns are sent in increasing order, so the stored log must be increasing too.
-    let reordered = stored.windows(2).filter(|w| w[0] > w[1]).count() as u64;
-    Verdict {
-        lost,
-        duplicated,
-        reordered,
     }
 }
 
@@ -170,22 +181,23 @@ pub fn compare(acked: &[u32], stored: &[u32]) -> Verdict {
 mod tests {
     use super::*;
 
-    fn v(lost: u64, duplicated: u64, reordered: u64) -> Verdict {
-        Verdict {
-            lost,
-            duplicated,
-            reordered,
-        }
+    fn acked(seq: u64, kind: AckKind) -> Entry {
+        Entry::Acked(Ack { seq, kind })
     }
 
     #[test]
-    fn verification_counts_lost_duplicated_and_reordered_turns() {
-        assert_eq!(compare(&[0, 1, 2], &[0, 1, 2]), v(0, 0, 0));
-        assert_eq!(compare(&[0, 1, 2], &[0, 2]), v(1, 0, 0));
-        assert_eq!(compare(&[0, 1], &[0, 1, 1]), v(0, 1, 0));
-        assert_eq!(compare(&[0, 1, 2], &[1, 0, 2]), v(0, 0, 1));
-        // A failed turn (1) that was stored anyway is not an error.
-        assert_eq!(compare(&[0, 2], &[0, 1, 2]), v(0, 0, 0));
+    fn ledger_entries_round_trip() {
+        for entry in [
+            Entry::Unknown,
+            Entry::Busy,
+            Entry::SeqOverflow,
+            acked(1, AckKind::Completed),
+            acked(MAX_ENTRY_SEQ, AckKind::Merged),
+            acked(77, AckKind::Superseded),
+            acked(78, AckKind::Interrupted),
+        ] {
+            assert_eq!(Entry::decode(entry.encode()), entry);
+        }
     }
 
     #[test]
@@ -195,17 +207,46 @@ mod tests {
     }
 
     #[test]
-    fn the_ledger_lists_acknowledged_turns_in_order() {
+    fn the_ledger_records_each_turn_and_counts_outcomes() {
         let ledger = Ledger::new(2, 3);
-        let ack = Ack {
-            seq: 1,
-            interrupted: false,
-        };
-        ledger.ack(1, 2, ack);
-        ledger.ack(1, 0, ack);
-        ledger.fail(Failure::Busy);
-        assert_eq!(ledger.acked_turns(1), vec![0, 2]);
-        assert_eq!(ledger.acked_turns(0), Vec::<u32>::new());
-        assert_eq!((ledger.ok(), ledger.done()), (2, 3));
+        ledger.ack(
+            1,
+            2,
+            Ack {
+                seq: 6,
+                kind: AckKind::Superseded,
+            },
+        );
+        ledger.ack(
+            1,
+            0,
+            Ack {
+                seq: 2,
+                kind: AckKind::Completed,
+            },
+        );
+        ledger.ack(
+            0,
+            0,
+            Ack {
+                seq: MAX_ENTRY_SEQ + 1,
+                kind: AckKind::Completed,
+            },
+        );
+        ledger.fail(1, 1, Failure::Busy);
+        ledger.fail(0, 1, Failure::Store);
+        assert_eq!(
+            ledger.row(1),
+            vec![
+                acked(2, AckKind::Completed),
+                Entry::Busy,
+                acked(6, AckKind::Superseded)
+            ]
+        );
+        assert_eq!(
+            ledger.row(0),
+            vec![Entry::SeqOverflow, Entry::Unknown, Entry::Unknown]
+        );
+        assert_eq!((ledger.ok(), ledger.done(), ledger.superseded()), (3, 5, 1));
     }
 }

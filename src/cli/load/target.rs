@@ -2,21 +2,47 @@
 //! trait so that every design gets exactly the same workload, ledger and verification.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use turnstile::{CallOptions, Error, OutcomeKind, Runtime, SessionKey};
+use tokio::sync::oneshot;
+use turnstile::{CallOptions, Error, Outcome, OutcomeKind, Runtime, SessionKey, StreamEvent};
 
 /// How long the runtime may take to finish its turns and flush at the end of a run.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// An acknowledged turn: its answer is durable in the store.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ack {
-    /// Sequence number of the event that answers the message.
+    /// Sequence number of the event that answers the message: the turn's output event, or for a
+    /// superseded message its own input event.
     pub seq: u64,
-    /// The turn was cut short by an interrupt.
-    pub interrupted: bool,
+    /// What became of the message.
+    pub kind: AckKind,
+}
+
+/// What became of an acknowledged message (the runtime's `OutcomeKind`, without the reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckKind {
+    /// Its turn ran to the end.
+    Completed,
+    /// Its turn was cut short (an interrupt, or a newer `latest` message).
+    Interrupted,
+    /// A newer `latest` message arrived before it ran; it is stored, marked superseded.
+    Superseded,
+    /// It was answered by a turn together with other queued `merge` messages.
+    Merged,
+}
+
+/// A sent turn's answer, still to come. Boxed so that every design returns the same type; one
+/// allocation per turn is noise next to a turn's own work.
+pub type Pending<'a> = Pin<Box<dyn Future<Output = Result<Ack, Failure>> + Send + 'a>>;
+
+/// A pending answer that is already known (a turn refused or finished on sending).
+pub fn answered<'a>(result: Result<Ack, Failure>) -> Pending<'a> {
+    Box::pin(std::future::ready(result))
 }
 
 /// Why a turn was not acknowledged.
@@ -103,15 +129,21 @@ pub struct TargetCounters {
     pub peak_live_sessions: usize,
 }
 
-/// A design under load. Every method may be called from many tasks at once; the driver never
-/// sends two turns of one session concurrently.
+/// A design under load. Every method may be called from many tasks at once. The driver sends
+/// the turns of one session from one task, each `send` finishing before the next starts, so the
+/// order of `send` calls is the session's order.
 pub trait Target: Send + Sync + 'static {
-    /// Runs one turn and returns once it is durable.
-    fn turn(
-        &self,
-        key: &SessionKey,
+    /// Sends one turn. Returns once the turn has its place in the session's order (a turn sent
+    /// later is handled after it), with its answer to come: `Ok` once it is durable.
+    ///
+    /// When `first_chunk` is given, it is signalled when the turn has streamed its first chunk,
+    /// i.e. while the turn is running: the driver interrupts it then.
+    fn send<'a>(
+        &'a self,
+        key: &'a SessionKey,
         input: String,
-    ) -> impl Future<Output = Result<Ack, Failure>> + Send;
+        first_chunk: Option<oneshot::Sender<()>>,
+    ) -> impl Future<Output = Pending<'a>> + Send + 'a;
 
     /// Interrupts the session's running turn; whether one was running.
     fn interrupt(&self, key: &SessionKey) -> bool;
@@ -130,21 +162,51 @@ pub trait Target: Send + Sync + 'static {
 pub struct TurnstileTarget {
     /// The runtime under load.
     pub runtime: Runtime,
+    /// Send every turn with `call_streaming`, whose admission into the session's FIFO is
+    /// finished when it returns. Needed when several turns of a session are in flight (`--burst`
+    /// above 1); otherwise plain `call_with` is used, the cheaper path an embedding would take.
+    pub ordered: bool,
 }
 
 impl Target for TurnstileTarget {
-    async fn turn(&self, key: &SessionKey, input: String) -> Result<Ack, Failure> {
-        match self
+    async fn send<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        input: String,
+        first_chunk: Option<oneshot::Sender<()>>,
+    ) -> Pending<'a> {
+        if first_chunk.is_none() && !self.ordered {
+            return Box::pin(async move {
+                let result = self
+                    .runtime
+                    .call_with(key, input, CallOptions::default())
+                    .await;
+                acknowledge(result)
+            });
+        }
+        let stream = match self
             .runtime
-            .call_with(key, input, CallOptions::default())
+            .call_streaming(key, input, CallOptions::default())
             .await
         {
-            Ok(outcome) => Ok(Ack {
-                seq: outcome.seq,
-                interrupted: matches!(outcome.kind, OutcomeKind::Interrupted(_)),
-            }),
-            Err(err) => Err(classify(&err)),
-        }
+            Ok(stream) => stream,
+            Err(err) => return answered(Err(classify(&err))),
+        };
+        Box::pin(async move {
+            let mut stream = stream;
+            let mut first_chunk = first_chunk;
+            while let Some(event) = stream.next().await {
+                match event {
+                    StreamEvent::Chunk(_) => {
+                        if let Some(signal) = first_chunk.take() {
+                            let _ = signal.send(());
+                        }
+                    }
+                    StreamEvent::Outcome(result) => return acknowledge(result),
+                }
+            }
+            Err(Failure::Other)
+        })
     }
 
     fn interrupt(&self, key: &SessionKey) -> bool {
@@ -172,6 +234,21 @@ impl Target for TurnstileTarget {
             tracing::warn!(left = report.left, "the runtime did not drain cleanly");
         }
     }
+}
+
+/// A runtime answer as the ledger records it.
+fn acknowledge(result: turnstile::Result<Outcome>) -> Result<Ack, Failure> {
+    let outcome = result.map_err(|err| classify(&err))?;
+    let kind = match outcome.kind {
+        OutcomeKind::Completed => AckKind::Completed,
+        OutcomeKind::Interrupted(_) => AckKind::Interrupted,
+        OutcomeKind::Superseded => AckKind::Superseded,
+        OutcomeKind::Merged => AckKind::Merged,
+    };
+    Ok(Ack {
+        seq: outcome.seq,
+        kind,
+    })
 }
 
 /// Sorts a runtime error into a report column.

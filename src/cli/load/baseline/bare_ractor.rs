@@ -11,14 +11,13 @@ use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::OnceCell;
+use tokio::sync::{oneshot, OnceCell};
 use tokio_util::sync::CancellationToken;
 use turnstile::{SessionKey, Store};
 
-use super::super::target::{Ack, Failure, Target, TargetCounters};
-use super::sim::{AgentSim, SessionState};
+use super::super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
+use super::sim::{AgentSim, SessionState, SimTurn};
 
 /// Stripes of the actor map, so that the map's own lock is not what the baseline measures.
 const SHARDS: usize = 16;
@@ -28,7 +27,9 @@ type Shard = parking_lot::Mutex<HashMap<SessionKey, Arc<Entry>>>;
 
 type Running = Arc<parking_lot::Mutex<Option<CancellationToken>>>;
 
-/// One session: its actor (spawned by the first caller) and the running turn's token.
+/// One session: its actor (spawned by the first caller) and the running turn's token. An entry
+/// whose actor has stopped is removed from the map (see [`BareRactor::forget`]), so the next turn
+/// makes a new one and spawns a new actor.
 #[derive(Default)]
 struct Entry {
     actor: OnceCell<ActorRef<Msg>>,
@@ -38,6 +39,7 @@ struct Entry {
 /// The one message a session actor handles.
 struct Msg {
     input: String,
+    first_chunk: Option<oneshot::Sender<()>>,
     reply: RpcReplyPort<Result<Ack, Failure>>,
 }
 
@@ -81,19 +83,19 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         let cancel = CancellationToken::new();
         *state.running.lock() = Some(cancel.clone());
+        let turn = SimTurn {
+            input: msg.input,
+            cancel: &cancel,
+            first_chunk: msg.first_chunk,
+        };
         let result = state
             .session
-            .run_turn(
-                self.store.as_ref(),
-                &state.key,
-                &self.sim,
-                msg.input,
-                &cancel,
-            )
+            .run_turn(self.store.as_ref(), &state.key, &self.sim, turn)
             .await;
         *state.running.lock() = None;
         if result.is_err() {
-            // The stored version is unknown after a failed append: reload.
+            // The stored version is unknown after a failed append: reload. If that fails too,
+            // the actor stops (the reply is dropped) and the caller forgets it.
             state.session =
                 SessionState::load(self.store.as_ref(), &state.key, self.window).await?;
         }
@@ -126,13 +128,16 @@ impl BareRactor {
         &self.shards[(hash as usize) % SHARDS]
     }
 
-    async fn actor(&self, key: &SessionKey) -> Result<ActorRef<Msg>, Failure> {
-        let entry = self
-            .shard(key)
+    fn entry(&self, key: &SessionKey) -> Arc<Entry> {
+        self.shard(key)
             .lock()
             .entry(key.clone())
             .or_default()
-            .clone();
+            .clone()
+    }
+
+    /// The session's actor, spawned by the first caller.
+    async fn actor(&self, key: &SessionKey, entry: &Entry) -> Result<ActorRef<Msg>, Failure> {
         let actor = entry
             .actor
             .get_or_try_init(|| async {
@@ -146,15 +151,50 @@ impl BareRactor {
             .await?;
         Ok(actor.clone())
     }
+
+    /// Removes `entry` (if it is still the session's) after its actor failed, so that the next
+    /// turn spawns a new actor instead of sending to a dead one.
+    fn forget(&self, key: &SessionKey, entry: &Arc<Entry>) {
+        let mut shard = self.shard(key).lock();
+        if shard.get(key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            shard.remove(key);
+        }
+    }
 }
 
 impl Target for BareRactor {
-    async fn turn(&self, key: &SessionKey, input: String) -> Result<Ack, Failure> {
-        let actor = self.actor(key).await?;
-        match actor.call(|reply| Msg { input, reply }, None).await {
-            Ok(CallResult::Success(result)) => result,
-            _ => Err(Failure::Other),
+    async fn send<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        input: String,
+        first_chunk: Option<oneshot::Sender<()>>,
+    ) -> Pending<'a> {
+        let entry = self.entry(key);
+        let actor = match self.actor(key, &entry).await {
+            Ok(actor) => actor,
+            Err(failure) => return answered(Err(failure)),
+        };
+        let (tx, rx) = ractor::concurrency::oneshot();
+        let msg = Msg {
+            input,
+            first_chunk,
+            reply: tx.into(),
+        };
+        // Enqueued in the mailbox now, so the session's order is the order of `send` calls.
+        if actor.send_message(msg).is_err() {
+            self.forget(key, &entry);
+            return answered(Err(Failure::Other));
         }
+        Box::pin(async move {
+            match rx.await {
+                Ok(result) => result,
+                Err(_) => {
+                    // The actor stopped without answering.
+                    self.forget(key, &entry);
+                    Err(Failure::Other)
+                }
+            }
+        })
     }
 
     fn interrupt(&self, key: &SessionKey) -> bool {
@@ -182,5 +222,104 @@ impl Target for BareRactor {
 
     async fn finish(&self) {
         // Every acknowledged turn is already in the store; the actors end with the process.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use turnstile::state::{Event, Seq};
+    use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
+    use turnstile::{MemoryStore, StoreError};
+
+    use super::super::super::options::{AgentKind, Latency};
+    use super::*;
+
+    /// A memory store whose loads and appends fail while `broken` is set.
+    #[derive(Default)]
+    struct Breakable {
+        inner: MemoryStore,
+        broken: AtomicBool,
+    }
+
+    impl Breakable {
+        fn check(&self) -> Result<(), StoreError> {
+            if self.broken.load(Ordering::SeqCst) {
+                return Err(StoreError::Unavailable {
+                    backend: "test",
+                    detail: "broken on purpose".into(),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl Store for Breakable {
+        fn name(&self) -> &'static str {
+            "breakable"
+        }
+        async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+            self.check()?;
+            self.inner.load(key, window).await
+        }
+        async fn append(
+            &self,
+            key: &SessionKey,
+            base: u64,
+            events: &[Event],
+        ) -> Result<u64, StoreError> {
+            self.check()?;
+            self.inner.append(key, base, events).await
+        }
+        async fn read_events(
+            &self,
+            key: &SessionKey,
+            from: Seq,
+            limit: usize,
+        ) -> Result<Vec<Event>, StoreError> {
+            self.inner.read_events(key, from, limit).await
+        }
+        async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+            self.inner.delete(key).await
+        }
+        async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+            self.inner.list(user_id, page).await
+        }
+        async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
+            self.inner.delete_user(user_id).await
+        }
+        async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
+            self.inner.gc(policy, now_ms).await
+        }
+    }
+
+    /// A turn whose append and reload both fail stops the session's actor; the session's next
+    /// turn must get a new actor rather than a dead `ActorRef`.
+    #[tokio::test]
+    async fn a_session_whose_actor_stopped_gets_a_new_one() {
+        let store = Arc::new(Breakable::default());
+        let sim = AgentSim {
+            kind: AgentKind::Mock,
+            latency: Latency {
+                min: Duration::ZERO,
+                max: Duration::ZERO,
+            },
+            chunks: 2,
+            seed: 0,
+        };
+        let design = BareRactor::new(store.clone(), sim, 8);
+        let key = SessionKey::new("u", "s").unwrap();
+        let first = design.send(&key, "a".into(), None).await.await;
+        assert_eq!(first.map(|a| a.seq), Ok(2));
+        store.broken.store(true, Ordering::SeqCst);
+        assert!(design.send(&key, "b".into(), None).await.await.is_err());
+        store.broken.store(false, Ordering::SeqCst);
+        let third = design.send(&key, "c".into(), None).await.await;
+        assert_eq!(third.map(|a| a.seq), Ok(4), "a new actor answers");
+        assert_eq!(design.counters().activations, 2);
     }
 }

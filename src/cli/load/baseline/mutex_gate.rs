@@ -9,12 +9,14 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use turnstile::{SessionKey, Store};
 
-use super::super::target::{Ack, Failure, Target, TargetCounters};
-use super::sim::{AgentSim, SessionState};
+use super::super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
+use super::sim::{AgentSim, SessionState, SimTurn};
 
 /// Stripes of the session map, so that the map's own lock is not what the baseline measures.
 const SHARDS: usize = 16;
@@ -65,11 +67,15 @@ impl MutexGate {
             .or_default()
             .clone()
     }
-}
 
-impl Target for MutexGate {
-    async fn turn(&self, key: &SessionKey, input: String) -> Result<Ack, Failure> {
-        let gate = self.gate(key);
+    /// One turn, in the caller's task: lock, load on first use, run, append.
+    async fn turn(
+        &self,
+        gate: Arc<Gate>,
+        key: &SessionKey,
+        input: String,
+        first_chunk: Option<oneshot::Sender<()>>,
+    ) -> Result<Ack, Failure> {
         let mut state = gate.state.lock().await;
         if state.is_none() {
             let loaded = SessionState::load(self.store.as_ref(), key, self.window)
@@ -83,8 +89,13 @@ impl Target for MutexGate {
         };
         let cancel = CancellationToken::new();
         *gate.running.lock() = Some(cancel.clone());
+        let turn = SimTurn {
+            input,
+            cancel: &cancel,
+            first_chunk,
+        };
         let result = session
-            .run_turn(self.store.as_ref(), key, &self.sim, input, &cancel)
+            .run_turn(self.store.as_ref(), key, &self.sim, turn)
             .await;
         *gate.running.lock() = None;
         if result.is_err() {
@@ -92,6 +103,24 @@ impl Target for MutexGate {
             *state = None;
         }
         result
+    }
+}
+
+impl Target for MutexGate {
+    async fn send<'a>(
+        &'a self,
+        key: &'a SessionKey,
+        input: String,
+        first_chunk: Option<oneshot::Sender<()>>,
+    ) -> Pending<'a> {
+        let gate = self.gate(key);
+        let mut turn: Pending<'a> = Box::pin(self.turn(gate, key, input, first_chunk));
+        // tokio's Mutex is fair: a `lock` queued by its first poll is served in that order. One
+        // poll here gives the turn its place in the session's order before `send` returns.
+        match futures::poll!(turn.as_mut()) {
+            Poll::Ready(result) => answered(result),
+            Poll::Pending => turn,
+        }
     }
 
     fn interrupt(&self, key: &SessionKey) -> bool {

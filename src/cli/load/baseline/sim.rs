@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use turnstile::state::{
     Author, Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Usage,
@@ -20,7 +21,7 @@ use turnstile::state::{
 use turnstile::{MockLlmAgent, SessionKey, Store, StoreError};
 
 use super::super::options::{AgentKind, Latency};
-use super::super::target::{Ack, Failure};
+use super::super::target::{Ack, AckKind, Failure};
 
 /// The agent's behaviour, with the flags of the run.
 #[derive(Debug, Clone, Copy)]
@@ -55,12 +56,14 @@ impl AgentSim {
         min + Duration::from_nanos(hasher.finish() % (span + 1))
     }
 
-    /// Runs one turn's agent logic; stops early when `cancel` fires.
+    /// Runs one turn's agent logic; stops early when `cancel` fires. Signals `first_chunk` once
+    /// the first piece is produced, as the runtime's stream would deliver it.
     pub async fn run(
         &self,
         input: &str,
         history_len: usize,
         cancel: &CancellationToken,
+        mut first_chunk: Option<oneshot::Sender<()>>,
     ) -> SimReply {
         if self.kind == AgentKind::Echo {
             return SimReply {
@@ -83,6 +86,9 @@ impl AgentSim {
                 }
             }
             partial.push_str(piece);
+            if let Some(signal) = first_chunk.take() {
+                let _ = signal.send(());
+            }
         }
         SimReply {
             usage: Some(Usage {
@@ -107,6 +113,16 @@ fn split_chunks(text: &str, n: usize) -> Vec<&str> {
     }
     out.push(&text[from..]);
     out
+}
+
+/// One turn to run: its input, its token and the first-chunk signal (see `Target::send`).
+pub struct SimTurn<'a> {
+    /// The message.
+    pub input: String,
+    /// Fired by `Target::interrupt`.
+    pub cancel: &'a CancellationToken,
+    /// Signalled when the first piece of the reply is produced.
+    pub first_chunk: Option<oneshot::Sender<()>>,
 }
 
 /// A baseline session in memory: its store version, next sequence number and context window.
@@ -140,11 +156,17 @@ impl SessionState {
         store: &dyn Store,
         key: &SessionKey,
         sim: &AgentSim,
-        input: String,
-        cancel: &CancellationToken,
+        turn: SimTurn<'_>,
     ) -> Result<Ack, Failure> {
+        let SimTurn {
+            input,
+            cancel,
+            first_chunk,
+        } = turn;
         let started = Instant::now();
-        let reply = sim.run(&input, self.window.len(), cancel).await;
+        let reply = sim
+            .run(&input, self.window.len(), cancel, first_chunk)
+            .await;
         let now = now_ms();
         let seq = self.next_seq;
         let status = if reply.interrupted {
@@ -185,7 +207,11 @@ impl SessionState {
         }
         Ok(Ack {
             seq: seq + 1,
-            interrupted: reply.interrupted,
+            kind: if reply.interrupted {
+                AckKind::Interrupted
+            } else {
+                AckKind::Completed
+            },
         })
     }
 }
@@ -226,8 +252,13 @@ mod tests {
         let mut state = SessionState::load(&store, &key, 8).await.unwrap();
         let cancel = CancellationToken::new();
         for turn in 0..2 {
+            let turn_input = SimTurn {
+                input: format!("hi {turn}"),
+                cancel: &cancel,
+                first_chunk: None,
+            };
             let ack = state
-                .run_turn(&store, &key, &sim, format!("hi {turn}"), &cancel)
+                .run_turn(&store, &key, &sim, turn_input)
                 .await
                 .unwrap();
             assert_eq!(ack.seq, 2 + 2 * turn);
