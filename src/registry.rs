@@ -13,7 +13,7 @@
 //! Whenever a `Stop` is sent to an actor its slot becomes `Stopping` in the same critical
 //! section, so no message can slip into a mailbox that is about to close.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use std::time::Duration;
 use lru::LruCache;
 use parking_lot::Mutex;
 use ractor::ActorRef;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedMutexGuard};
 use tokio::time::Instant;
 
 use crate::error::Error;
@@ -56,6 +56,23 @@ struct Inner {
     draining: bool,
     /// The drain's deadline passed ([`Registry::force_shutdown`]): nothing waiting runs any more.
     forced: bool,
+    /// Keys whose callers wait for a free slot, each with its line (see [`Registry::submit`]).
+    /// An entry lives only while somebody waits in it.
+    lines: HashMap<SessionKey, Line>,
+}
+
+/// The callers of one key that wait for a free slot, in arrival order: tokio's mutex hands its
+/// lock over first come, first served, so holding it is being first in line.
+type Line = Arc<tokio::sync::Mutex<()>>;
+
+/// Where a caller refused for capacity stands.
+pub(crate) enum Place {
+    /// No wait is configured: there is no line.
+    None,
+    /// First in its key's line (holds the line's lock).
+    First(OwnedMutexGuard<()>),
+    /// Others for this key wait ahead of it: it queues behind them.
+    Behind(Line),
 }
 
 enum Slot {
@@ -84,9 +101,10 @@ enum Slot {
 pub(crate) enum RouteError {
     /// Refused for good.
     Refused(Error),
-    /// The runtime is full and nothing could be evicted yet; the message is handed back so that
-    /// the caller may wait for a free slot and try again.
-    AtCapacity(SessionMsg),
+    /// The runtime is full and nothing could be evicted yet (or others for this key wait ahead);
+    /// the message is handed back, with the caller's place in its key's line, so that the
+    /// caller may wait for a free slot and try again.
+    AtCapacity(SessionMsg, Place),
 }
 
 impl Registry {
@@ -97,6 +115,7 @@ impl Registry {
                 deadlines: BTreeSet::new(),
                 draining: false,
                 forced: false,
+                lines: HashMap::new(),
             }),
             deps,
             counters: Counters::default(),
@@ -116,36 +135,85 @@ impl Registry {
     }
 
     /// Routes a message, waiting up to the configured `capacity_wait` for a free slot.
+    ///
+    /// Callers of one key that have to wait keep their order: the first waits for a slot while
+    /// later ones (and any newcomer for that key) queue behind it in the key's line, so a slot
+    /// that frees up cannot let a later message of a session start before an earlier one.
     pub async fn submit(self: &Arc<Self>, key: &SessionKey, msg: SessionMsg) -> Result<(), Error> {
         let wait = self.deps.config.capacity_wait;
-        let deadline = Instant::now() + wait;
+        let deadline = Instant::now().checked_add(wait);
         let mut msg = msg;
-        loop {
+        let mut first: Option<OwnedMutexGuard<()>> = None;
+        let mut queued = false;
+        let routed = loop {
             let freed = self.slot_freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            match self.route(key, msg) {
-                Ok(()) => return Ok(()),
-                Err(RouteError::Refused(err)) => return Err(err),
-                Err(RouteError::AtCapacity(back)) => {
+            match self.route(key, msg, first.is_some()) {
+                Ok(()) => break Ok(()),
+                Err(RouteError::Refused(err)) => break Err(err),
+                Err(RouteError::AtCapacity(back, place)) => {
                     msg = back;
-                    let timed_out =
-                        wait.is_zero() || tokio::time::timeout_at(deadline, freed).await.is_err();
-                    if timed_out {
-                        Counters::bump(&self.counters.rejected_capacity);
-                        metrics::counter!("turnstile_rejections_total", "reason" => "at_capacity")
-                            .increment(1);
-                        return Err(Error::AtCapacity {
-                            capacity: self.deps.config.capacity,
-                        });
+                    match place {
+                        Place::None => {}
+                        Place::First(guard) => {
+                            queued = true;
+                            first = Some(guard);
+                        }
+                        Place::Behind(line) => {
+                            queued = true;
+                            match until(deadline, line.lock_owned()).await {
+                                Some(guard) => {
+                                    // Our turn in the line: try again at once.
+                                    first = Some(guard);
+                                    continue;
+                                }
+                                None => break Err(self.at_capacity()),
+                            }
+                        }
+                    }
+                    if wait.is_zero() || until(deadline, freed).await.is_none() {
+                        break Err(self.at_capacity());
                     }
                 }
             }
+        };
+        if queued {
+            drop(first);
+            self.leave_line(key);
+        }
+        routed
+    }
+
+    /// Counts and returns a refusal for lack of a free slot.
+    fn at_capacity(&self) -> Error {
+        Counters::bump(&self.counters.rejected_capacity);
+        metrics::counter!("turnstile_rejections_total", "reason" => "at_capacity").increment(1);
+        Error::AtCapacity {
+            capacity: self.deps.config.capacity,
+        }
+    }
+
+    /// Forgets `key`'s line once nobody waits in it any more.
+    fn leave_line(&self, key: &SessionKey) {
+        let mut inner = self.inner.lock();
+        if inner
+            .lines
+            .get(key)
+            .is_some_and(|line| Arc::strong_count(line) == 1)
+        {
+            inner.lines.remove(key);
         }
     }
 
     /// Routes one message to its session (see the module docs). Never waits.
-    pub fn route(self: &Arc<Self>, key: &SessionKey, msg: SessionMsg) -> Result<(), RouteError> {
+    /// `first_in_line`: the caller holds its key's line (see [`Registry::submit`]).
+    pub fn route(
+        self: &Arc<Self>,
+        key: &SessionKey,
+        msg: SessionMsg,
+        first_in_line: bool,
+    ) -> Result<(), RouteError> {
         let is_turn = matches!(msg, SessionMsg::Turn(_));
         let mut inner = self.inner.lock();
         if inner.draining && is_turn {
@@ -153,12 +221,28 @@ impl Registry {
             metrics::counter!("turnstile_rejections_total", "reason" => "draining").increment(1);
             return Err(RouteError::Refused(Error::Draining));
         }
+        if !first_in_line && !inner.lines.is_empty() {
+            if let Some(line) = inner.lines.get(key) {
+                return Err(RouteError::AtCapacity(msg, Place::Behind(line.clone())));
+            }
+        }
         if inner.slots.contains(key) {
             return self.route_existing(&mut inner, key, msg, is_turn);
         }
         if inner.slots.len() >= self.deps.config.capacity {
             self.evict_lru(&mut inner);
-            return Err(RouteError::AtCapacity(msg));
+            let place = if first_in_line || self.deps.config.capacity_wait.is_zero() {
+                Place::None
+            } else {
+                let line = Line::default();
+                let guard = line
+                    .clone()
+                    .try_lock_owned()
+                    .expect("a new line's lock is free");
+                inner.lines.insert(key.clone(), line);
+                Place::First(guard)
+            };
+            return Err(RouteError::AtCapacity(msg, place));
         }
         let shared = Arc::new(SessionShared::default());
         if is_turn {
@@ -617,4 +701,73 @@ fn answer_all(msgs: VecDeque<SessionMsg>, error: &Error) -> VecDeque<SessionMsg>
         }
     }
     deletes
+}
+
+/// Awaits `work` until `deadline` (`None`: no deadline); `None` when the deadline came first.
+async fn until<T>(
+    deadline: Option<Instant>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, work).await.ok(),
+        None => Some(work.await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::{EchoAgent, MemoryStore, Runtime};
+
+    fn clear() -> SessionMsg {
+        SessionMsg::ClearContext(oneshot::channel().0)
+    }
+
+    /// The race a waiting caller must win: its slot frees, and before it wakes a newcomer for
+    /// the same session routes. The newcomer must queue behind it, not take the slot.
+    #[tokio::test(start_paused = true)]
+    async fn a_newcomer_queues_behind_callers_waiting_for_a_slot() {
+        let rt = Runtime::builder()
+            .agent(EchoAgent)
+            .store(MemoryStore::new())
+            .with_capacity(1)
+            .with_capacity_wait(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        rt.call(&SessionKey::new("u", "holder").unwrap(), "hi")
+            .await
+            .unwrap();
+        let registry = rt.registry();
+        let k = SessionKey::new("u", "k").unwrap();
+        // Full: the idle holder is asked to passivate, and the caller is first in k's line.
+        let first = match registry.route(&k, clear(), false) {
+            Err(RouteError::AtCapacity(_, Place::First(guard))) => guard,
+            _ => panic!("a full runtime makes the caller wait, first in its key's line"),
+        };
+        let mut polls = 0;
+        while registry.live_sessions() > 0 {
+            polls += 1;
+            assert!(polls < 10_000, "the holder never passivated");
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            matches!(
+                registry.route(&k, clear(), false),
+                Err(RouteError::AtCapacity(_, Place::Behind(_)))
+            ),
+            "a free slot must not let a newcomer overtake a waiting caller"
+        );
+        assert!(
+            registry.route(&k, clear(), true).is_ok(),
+            "the first gets it"
+        );
+        drop(first);
+        registry.leave_line(&k);
+        assert!(
+            registry.inner.lock().lines.is_empty(),
+            "no line is left behind"
+        );
+    }
 }

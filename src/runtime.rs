@@ -252,7 +252,7 @@ impl Runtime {
         RuntimeBuilder::default()
     }
 
-    fn registry(&self) -> &Arc<Registry> {
+    pub(crate) fn registry(&self) -> &Arc<Registry> {
         &self.inner.registry
     }
 

@@ -90,3 +90,54 @@ async fn a_full_runtime_of_busy_sessions_refuses_with_at_capacity() {
     }
     assert_eq!(rt.stats().rejected_capacity, 1);
 }
+
+/// Calls of one session that wait for a free slot run in the order they entered the runtime.
+/// (That a newcomer cannot overtake them as the slot frees is shown next to the registry.)
+#[tokio::test(start_paused = true)]
+async fn callers_waiting_for_a_slot_keep_their_sessions_order() {
+    let agent = Arc::new(GateAgent::default());
+    let store: Arc<dyn turnstile::Store> = Arc::new(MemoryStore::new());
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(store.clone())
+        .with_capacity(1)
+        .with_capacity_wait(Duration::from_secs(3600))
+        .with_idle_ttl(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let busy = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.call(&key("ann", "busy"), "hold the only slot").await }
+    });
+    eventually("the only slot to be busy", || {
+        agent.entered.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    let k = key("ann", "waiting");
+    let mut calls = Vec::new();
+    for i in 0..8 {
+        let (rt, k) = (rt.clone(), k.clone());
+        calls.push(tokio::spawn(
+            async move { rt.call(&k, format!("m{i}")).await },
+        ));
+        // Let this call enter the runtime (and find it full) before the next one is made.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+    }
+    agent.gate.add_permits(1);
+    within(busy).await.unwrap().unwrap();
+    for call in calls {
+        within(call)
+            .await
+            .unwrap()
+            .expect("served once a slot freed");
+    }
+    let inputs: Vec<String> = stored_inputs(store.as_ref(), &k)
+        .await
+        .into_iter()
+        .map(|(text, _)| text)
+        .collect();
+    let expected: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
+    assert_eq!(inputs, expected);
+}
