@@ -293,6 +293,14 @@ impl Store for FileStore {
                     return Err(e);
                 }
             };
+            if prepared.is_empty() {
+                // No line to carry a commit marker, yet the version rises: the head records
+                // it, durably, before the append is acknowledged.
+                session::ensure_dirs(&inner.root, &paths, &key, &current)?;
+                let after = session::write_head(&paths, prepared.after)?;
+                inner.cache.keep(&key, after);
+                return Ok(prepared.version);
+            }
             session::write_log(&inner.root, &paths, &key, &current, &prepared)?;
             // Shared state is written before the append is acknowledged, so that an
             // acknowledged turn's shared changes are always on disk (see docs/stores.md for the

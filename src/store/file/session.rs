@@ -71,12 +71,18 @@ pub(super) fn prepare(
         StoreError::InvalidRequest(format!("session {key}: events cannot be serialised: {e}"))
     })?;
     let log_end = current.log_end + lines.len() as u64;
+    // An append with no events writes no line: the log, unfinished tail included, stays as is.
+    let log_len = if lines.is_empty() {
+        current.log_len
+    } else {
+        log_end
+    };
     Ok(Prepared {
         version: record.version,
         after: Current {
             record: Some(record),
             log_end,
-            log_len: log_end,
+            log_len,
             head_end: current.head_end,
             unheaded: current.unheaded.saturating_add(1),
             head: current.head,
@@ -84,6 +90,27 @@ pub(super) fn prepare(
         lines,
         shared,
     })
+}
+
+impl Prepared {
+    /// Whether the append has no events, hence no log line to carry its commit marker.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+/// Creates the session's folders if it is new, fsync'ing each parent whose entry was created.
+pub(super) fn ensure_dirs(
+    root: &Path,
+    paths: &SessionPaths,
+    key: &SessionKey,
+    current: &Current,
+) -> Result<(), StoreError> {
+    // A session with a head or a log has its folders; only a new one may need them.
+    if current.record.is_none() && !paths.dir.exists() {
+        create_dirs(&session_dir_chain(root, key))?;
+    }
+    Ok(())
 }
 
 /// Appends the prepared lines to the log and fsyncs it, first cutting off an unfinished append
@@ -96,11 +123,11 @@ pub(super) fn write_log(
     current: &Current,
     prepared: &Prepared,
 ) -> Result<(), StoreError> {
-    // A session with a head or a log has its folders; only a new one may need them.
-    if current.record.is_none() && !paths.dir.exists() {
-        create_dirs(&session_dir_chain(root, key))?;
-    }
-    let new_file = current.log_len == 0 && !paths.log.exists();
+    ensure_dirs(root, paths, key, current)?;
+    // No acknowledged byte in the log yet: its folder entry may never have been made durable
+    // (even if a 0-byte or torn log survives an earlier failed first append), so fsync the
+    // folder after this append as well.
+    let new_file = current.log_end == 0;
     let mut log = OpenOptions::new()
         .create(true)
         .append(true)
@@ -138,29 +165,40 @@ pub(super) fn write_log(
 /// The append is complete and durable before this runs, so a failure here does not fail it: it
 /// is logged, and `None` says the state of `head.json` is uncertain (read it again next time).
 /// Either head is consistent with the log, which reads fold onto it.
-pub(super) fn write_head_if_due(paths: &SessionPaths, mut after: Current) -> Option<Current> {
+pub(super) fn write_head_if_due(paths: &SessionPaths, after: Current) -> Option<Current> {
     let due = after.head.is_none()
         || after.unheaded >= HEAD_EVERY
         || after.log_end - after.head_end >= HEAD_EVERY_BYTES;
     if !due {
         return Some(after);
     }
-    let record = after.record.as_ref()?;
-    let written = encode_head(record, after.log_end)
-        .and_then(|head| write_atomic(&paths.head, &head))
-        .and_then(|()| stamp_optional(&paths.head));
-    match written {
-        Ok(stamp) => {
-            after.head = stamp;
-            after.head_end = after.log_end;
-            after.unheaded = 0;
-            Some(after)
-        }
+    let key = after.record.as_ref()?.key.clone();
+    match write_head(paths, after) {
+        Ok(after) => Some(after),
         Err(e) => {
-            tracing::warn!(session = %record.key, error = %e, "could not rewrite the head; the log still holds every append");
+            tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
             None
         }
     }
+}
+
+/// Rewrites `head.json` now (temporary file, fsync, rename, folder fsync) to hold `after`'s
+/// record and cover its log up to `after.log_end`, and returns the state after it.
+///
+/// Used directly by an append with no events: it raises the version but writes no log line
+/// that could carry a marker, so the head is what makes it durable, and its error is the
+/// append's. On error `head.json` may hold either version; the caller must not remember
+/// `after`.
+pub(super) fn write_head(paths: &SessionPaths, mut after: Current) -> Result<Current, StoreError> {
+    let Some(record) = after.record.as_ref() else {
+        return Ok(after);
+    };
+    let head = encode_head(record, after.log_end)?;
+    write_atomic(&paths.head, &head)?;
+    after.head = stamp_optional(&paths.head)?;
+    after.head_end = after.log_end;
+    after.unheaded = 0;
+    Ok(after)
 }
 
 /// Cuts the log back to `end`, undoing an append whose later steps failed, so that a failed call
