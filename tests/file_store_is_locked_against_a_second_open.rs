@@ -16,7 +16,9 @@ static FORKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn a_second_open_in_the_same_process_is_refused_until_the_first_is_dropped() {
-    let _serial = FORKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _serial = FORKS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let first = FileStore::open(dir.path()).expect("first open");
     match FileStore::open(dir.path()) {
@@ -32,7 +34,9 @@ fn a_second_open_in_the_same_process_is_refused_until_the_first_is_dropped() {
 
 #[test]
 fn another_process_cannot_open_a_root_in_use() {
-    let _serial = FORKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _serial = FORKS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let _held = FileStore::open(dir.path()).expect("open");
     let output = Command::new(std::env::current_exe().expect("test binary"))

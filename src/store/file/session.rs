@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use super::fsio::{create_dirs, io_error, stamp_optional, sync_dir, write_atomic};
-use super::layout::{session_dir_chain, SessionPaths};
+use super::layout::{session_dir_chain, SessionPaths, LOG_FILE};
 use super::line;
-use super::log::{encode_head, Current};
+use super::log::{encode_head, read_from, Current};
 use crate::key::SessionKey;
 use crate::state::{Event, SessionRecord, SplitDelta};
 use crate::store::{check_continues, StoreError};
@@ -134,9 +134,11 @@ pub(super) fn write_log(
         .open(&paths.log)
         .map_err(io_error("open", &paths.log))?;
     let cut = if current.log_len > current.log_end {
-        // An append that never completed: cut it before writing after it.
-        log.set_len(current.log_end)
-            .map_err(io_error("truncate the unfinished append in", &paths.log))
+        // An append that never completed: cut it before writing after it, keeping a copy.
+        keep_cut(paths, key, current.log_end).and_then(|()| {
+            log.set_len(current.log_end)
+                .map_err(io_error("truncate the unfinished append in", &paths.log))
+        })
     } else {
         Ok(())
     };
@@ -157,6 +159,59 @@ pub(super) fn write_log(
         rollback(paths, current.log_end);
     }
     written
+}
+
+/// Most side files kept for cuts at one offset (each a crash at the same point of the log); past
+/// that, appends fail rather than drop bytes without a copy.
+const MAX_CUT_COPIES: u32 = 100;
+
+/// Copies the log's bytes from `from` to its end — the unfinished append about to be cut — into
+/// `log.jsonl.cut-<from>` beside it (fsync'd, with its folder), and says so at `warn` level.
+///
+/// Those bytes were never acknowledged as far as the log can tell: they end in no intact commit
+/// marker. But the same picture is left by damage to the very end of the last acknowledged append
+/// (its marker or final newline), which no reader can tell from a torn write; the copy lets an
+/// operator recover such an append by hand instead of losing it. Failing to keep the copy fails
+/// the append and cuts nothing.
+fn keep_cut(paths: &SessionPaths, key: &SessionKey, from: u64) -> Result<(), StoreError> {
+    let bytes = read_from(&paths.log, from)?;
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let base = format!("{LOG_FILE}.cut-{from}");
+    for n in 0..MAX_CUT_COPIES {
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}.{n}")
+        };
+        let path = paths.dir.join(name);
+        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error("create", &path)(e)),
+        };
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(io_error("write", &path))?;
+        sync_dir(&paths.dir)?;
+        tracing::warn!(
+            session = %key,
+            at = from,
+            bytes = bytes.len(),
+            copy = %path.display(),
+            "cutting an unfinished append off the log; its bytes are kept in the copy"
+        );
+        return Ok(());
+    }
+    Err(StoreError::Io {
+        op: "keep a copy of the unfinished append in",
+        path: paths.dir.join(base),
+        source: std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{MAX_CUT_COPIES} copies of cuts at this offset exist already"),
+        ),
+    })
 }
 
 /// Rewrites `head.json` if it is due (see [`HEAD_EVERY`]; also when there is none, so that the
