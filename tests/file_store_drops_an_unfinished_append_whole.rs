@@ -185,3 +185,33 @@ async fn the_running_store_notices_leftovers_too() {
         .collect();
     assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn an_append_that_cannot_keep_a_copy_cuts_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let version = two_turns(dir.path()).await;
+    let log_path = find_one(dir.path(), "log.jsonl");
+    let valid = std::fs::metadata(&log_path).expect("stat").len();
+    append_raw(dir.path(), &three_lines()[0]);
+    let before = std::fs::read(&log_path).expect("read log");
+    // Every name a copy of this cut could take is taken (by folders, which no file can
+    // replace), so the copy cannot be made.
+    let session = log_path.parent().expect("the log's folder");
+    std::fs::create_dir(session.join(format!("log.jsonl.cut-{valid}"))).expect("mkdir");
+    for n in 1..100 {
+        std::fs::create_dir(session.join(format!("log.jsonl.cut-{valid}.{n}"))).expect("mkdir");
+    }
+    let store = FileStore::open(dir.path()).expect("reopen");
+    let refused = store
+        .append(&key(), version, &turn_events(5, "after", None))
+        .await;
+    assert!(
+        matches!(refused, Err(turnstile::StoreError::Io { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        std::fs::read(&log_path).expect("read log"),
+        before,
+        "nothing was cut or written"
+    );
+}

@@ -124,6 +124,11 @@ pub(super) fn write_log(
     prepared: &Prepared,
 ) -> Result<(), StoreError> {
     ensure_dirs(root, paths, key, current)?;
+    if current.log_len > current.log_end {
+        // An append that never completed lies past the valid end: copy it aside before it is
+        // cut. Nothing is written yet, so a failure here leaves the log as it is.
+        keep_cut(paths, key, current.log_end)?;
+    }
     // No acknowledged byte in the log yet: its folder entry may never have been made durable
     // (even if a 0-byte or torn log survives an earlier failed first append), so fsync the
     // folder after this append as well.
@@ -134,11 +139,9 @@ pub(super) fn write_log(
         .open(&paths.log)
         .map_err(io_error("open", &paths.log))?;
     let cut = if current.log_len > current.log_end {
-        // An append that never completed: cut it before writing after it, keeping a copy.
-        keep_cut(paths, key, current.log_end).and_then(|()| {
-            log.set_len(current.log_end)
-                .map_err(io_error("truncate the unfinished append in", &paths.log))
-        })
+        // Cut the unfinished append (copied above) before writing after it.
+        log.set_len(current.log_end)
+            .map_err(io_error("truncate the unfinished append in", &paths.log))
     } else {
         Ok(())
     };
