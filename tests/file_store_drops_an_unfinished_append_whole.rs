@@ -81,17 +81,53 @@ async fn assert_as_before(root: &Path, version: u64) {
         store.read_events(&key(), 1, 100).await.expect("read").len(),
         4
     );
+    let log_path = find_one(root, "log.jsonl");
+    let before = std::fs::read(&log_path).expect("read log");
     let next = store
         .append(&key(), version, &turn_events(5, "after", None))
         .await
         .expect("the append the crash interrupted can be made again");
     assert_eq!(next, version + 1);
+    assert_cut_is_kept(&log_path, &before);
     let events = store.read_events(&key(), 1, 100).await.expect("read");
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
     let text = std::fs::read_to_string(find_one(root, "log.jsonl")).expect("read log");
     assert_eq!(text.lines().count(), 6, "the leftovers were cut");
     assert!(!text.contains("note 5"));
+}
+
+/// Checks that the bytes the append cut off `before` (the log as it was) are kept, exactly, in
+/// one `log.jsonl.cut-<offset>` beside the log, the offset being where the cut began.
+fn assert_cut_is_kept(log_path: &Path, before: &[u8]) {
+    let dir = log_path.parent().expect("the log's folder");
+    let copies: Vec<_> = std::fs::read_dir(dir)
+        .expect("list the session folder")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .into_string()
+                .expect("utf-8")
+        })
+        .filter(|name| name.starts_with("log.jsonl.cut-"))
+        .collect();
+    assert_eq!(copies.len(), 1, "one copy of the cut bytes: {copies:?}");
+    let offset: usize = copies[0]["log.jsonl.cut-".len()..]
+        .parse()
+        .expect("the copy is named by its offset");
+    let after = std::fs::read(log_path).expect("read log");
+    assert_eq!(
+        after[..offset],
+        before[..offset],
+        "the log up to the cut is unchanged"
+    );
+    assert_eq!(
+        std::fs::read(dir.join(&copies[0])).expect("read the copy"),
+        before[offset..],
+        "the copy holds exactly the bytes cut"
+    );
+    assert!(offset < before.len());
 }
 
 #[tokio::test]
@@ -148,4 +184,34 @@ async fn the_running_store_notices_leftovers_too() {
         .map(|e| e.seq)
         .collect();
     assert_eq!(seqs, (1..=6).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn an_append_that_cannot_keep_a_copy_cuts_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let version = two_turns(dir.path()).await;
+    let log_path = find_one(dir.path(), "log.jsonl");
+    let valid = std::fs::metadata(&log_path).expect("stat").len();
+    append_raw(dir.path(), &three_lines()[0]);
+    let before = std::fs::read(&log_path).expect("read log");
+    // Every name a copy of this cut could take is taken (by folders, which no file can
+    // replace), so the copy cannot be made.
+    let session = log_path.parent().expect("the log's folder");
+    std::fs::create_dir(session.join(format!("log.jsonl.cut-{valid}"))).expect("mkdir");
+    for n in 1..100 {
+        std::fs::create_dir(session.join(format!("log.jsonl.cut-{valid}.{n}"))).expect("mkdir");
+    }
+    let store = FileStore::open(dir.path()).expect("reopen");
+    let refused = store
+        .append(&key(), version, &turn_events(5, "after", None))
+        .await;
+    assert!(
+        matches!(refused, Err(turnstile::StoreError::Io { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        std::fs::read(&log_path).expect("read log"),
+        before,
+        "nothing was cut or written"
+    );
 }

@@ -121,18 +121,119 @@ async fn a_corrupt_head_is_reported_not_taken_for_a_new_session() {
     assert_refused_everywhere(&store, dir.path(), version, is_corrupt, true).await;
 }
 
-#[tokio::test]
-async fn a_log_shorter_than_its_head_is_reported() {
-    let (dir, store) = temp_file_store();
-    let version = fill(&store, 3).await;
-    let log = find_one(dir.path(), "log.jsonl");
-    let len = std::fs::metadata(&log).expect("stat").len();
+/// Cuts the log to `len` bytes.
+fn cut_log(root: &Path, len: u64) {
     std::fs::OpenOptions::new()
         .write(true)
-        .open(&log)
-        .and_then(|f| f.set_len(len / 2))
+        .open(find_one(root, "log.jsonl"))
+        .and_then(|f| f.set_len(len))
         .expect("shorten the log");
+}
+
+/// How many log bytes `head.json` says it covers.
+fn head_log_bytes(root: &Path) -> u64 {
+    let head: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(find_one(root, "head.json")).expect("read head"))
+            .expect("head is JSON");
+    head["log_bytes"].as_u64().expect("log_bytes")
+}
+
+/// Drops `store` and opens its root again: nothing the first one remembered is left.
+fn reopen(store: FileStore, root: &Path) -> FileStore {
+    drop(store);
+    FileStore::open(root).expect("reopen")
+}
+
+#[tokio::test]
+async fn a_log_cut_inside_the_appends_past_its_head_is_reported_while_the_store_runs() {
+    // Only the running store knows how many bytes it acknowledged: after a restart, a log cut
+    // past the head reads like a crash in the middle of the last append (see docs/stores.md).
+    let (dir, store) = temp_file_store();
+    let version = fill(&store, 3).await;
+    let len = std::fs::metadata(find_one(dir.path(), "log.jsonl"))
+        .expect("stat")
+        .len();
+    assert!(
+        len / 2 > head_log_bytes(dir.path()),
+        "the cut falls past the head"
+    );
+    cut_log(dir.path(), len / 2);
     assert_refused_everywhere(&store, dir.path(), version, is_corrupt, true).await;
+}
+
+#[tokio::test]
+async fn a_log_shorter_than_its_head_is_reported_after_a_reopen() {
+    let (dir, store) = temp_file_store();
+    let version = fill(&store, 3).await;
+    let covered = head_log_bytes(dir.path());
+    assert!(covered > 0);
+    let store = reopen(store, dir.path());
+    cut_log(dir.path(), covered - 10);
+    assert_refused_everywhere(&store, dir.path(), version, is_corrupt, true).await;
+}
+
+#[tokio::test]
+async fn a_head_that_ends_inside_a_line_is_reported() {
+    // One append: the head covers the whole log, so only the line boundary can tell that it
+    // does not describe this log (the newline it leaves out reads like a torn append).
+    let (dir, store) = temp_file_store();
+    let version = fill(&store, 1).await;
+    let head_path = find_one(dir.path(), "head.json");
+    let mut head: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&head_path).expect("read head")).expect("json");
+    let covered = head["log_bytes"].as_u64().expect("log_bytes");
+    head["log_bytes"] = json!(covered - 1);
+    std::fs::write(&head_path, head.to_string()).expect("write head");
+    let store = reopen(store, dir.path());
+    assert_refused_everywhere(&store, dir.path(), version, is_corrupt, true).await;
+}
+
+/// The byte offset where the log's last line starts.
+fn last_line_start(log: &[u8]) -> usize {
+    log[..log.len() - 1]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |nl| nl + 1)
+}
+
+#[tokio::test]
+async fn damage_to_the_last_acknowledged_append_is_reported_after_a_reopen_not_cut() {
+    // Its marked line survives with the marker intact, so the append was written whole: this
+    // is not the torn end of an unfinished append, and nothing may be cut.
+    let (dir, store) = temp_file_store();
+    let version = fill(&store, 5).await;
+    let store = reopen(store, dir.path());
+    let log = find_one(dir.path(), "log.jsonl");
+    let mut bytes = std::fs::read(&log).expect("read log");
+    let at = bytes.len() - 2;
+    bytes[at] = b'#';
+    std::fs::write(&log, &bytes).expect("damage the log");
+    assert_refused_everywhere(&store, dir.path(), version, is_corrupt, true).await;
+}
+
+#[tokio::test]
+async fn a_changed_byte_in_the_last_acknowledged_append_fails_its_check() {
+    // Still valid JSON, so only the CRC its marker records can tell.
+    let (dir, store) = temp_file_store();
+    let version = fill(&store, 5).await;
+    let store = reopen(store, dir.path());
+    let log = find_one(dir.path(), "log.jsonl");
+    let mut bytes = std::fs::read(&log).expect("read log");
+    let start = last_line_start(&bytes);
+    let text = bytes[start..]
+        .windows(2)
+        .position(|w| w == b"m4")
+        .expect("the last turn's text")
+        + start;
+    bytes[text + 1] = b'9';
+    std::fs::write(&log, &bytes).expect("damage the log");
+    assert_refused_everywhere(&store, dir.path(), version, is_corrupt, true).await;
+    let message = store
+        .load(&key(), 5)
+        .await
+        .expect_err("corrupt")
+        .to_string();
+    assert!(message.contains("CRC"), "{message}");
 }
 
 #[tokio::test]

@@ -3,9 +3,11 @@
 //!
 //! See `docs/stores.md` for the layout and the crash-safety argument. In short: each session has
 //! a folder with an append-only `log.jsonl` (the source of truth, each append ending in a line
-//! marked with the session's new version) and a `head.json` (its fold up to some point, replaced
-//! atomically every [`session::HEAD_EVERY`] appends, recording how many log bytes it covers);
-//! reads fold the appends past the head onto it, and an in-memory cache spares appends even that.
+//! marked with the session's new version and the append's length and CRC-32) and a `head.json`
+//! (its fold up to some point, replaced atomically every [`session::HEAD_EVERY`] appends — and
+//! by an append with no events, which has no line to mark — recording how many log bytes it
+//! covers); reads fold the appends past the head onto it, and an in-memory cache, bounded by
+//! bytes, spares appends even that.
 
 mod cache;
 mod fsio;
@@ -293,6 +295,14 @@ impl Store for FileStore {
                     return Err(e);
                 }
             };
+            if prepared.is_empty() {
+                // No line to carry a commit marker, yet the version rises: the head records
+                // it, durably, before the append is acknowledged.
+                session::ensure_dirs(&inner.root, &paths, &key, &current)?;
+                let after = session::write_head(&paths, prepared.after)?;
+                inner.cache.keep(&key, after);
+                return Ok(prepared.version);
+            }
             session::write_log(&inner.root, &paths, &key, &current, &prepared)?;
             // Shared state is written before the append is acknowledged, so that an
             // acknowledged turn's shared changes are always on disk (see docs/stores.md for the

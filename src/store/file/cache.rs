@@ -7,8 +7,6 @@
 //! file changed behind the store's back (a restored backup, a hand edit) is read again rather
 //! than overwritten on stale knowledge.
 
-use std::num::NonZeroUsize;
-
 use lru::LruCache;
 use parking_lot::Mutex;
 
@@ -16,26 +14,108 @@ use super::fsio::{len_or_zero, stamp_optional};
 use super::layout::SessionPaths;
 use super::log::{corrupt, read_current, Current};
 use crate::key::SessionKey;
+use crate::state::SessionRecord;
 use crate::store::StoreError;
 
-/// Sessions remembered. An entry is a head (typically a few KB: state and counters), so 4,096
-/// cost a few MB at most; that covers the sessions a runtime keeps live at its default capacity
-/// many times over, and the Redis store caches as many.
-pub(super) const CACHED_SESSIONS: usize = 4_096;
+/// Bytes of heads remembered, weighed as [`weight`] does (about their size as `head.json`).
+///
+/// A head is the session's state and counters — typically a few KB, but a session's state can
+/// grow large (an agent keeping documents or long tool output in it), so counting entries would
+/// not bound memory. 32 MiB holds some 4,000 heads of 8 KB — the sessions a runtime keeps live
+/// at its default capacity many times over, and as many as the Redis store caches — while a
+/// few huge heads only push older entries out. An entry heavier than the whole budget is not
+/// kept: that session's appends read its files instead (one head parse and the appends past it).
+pub(super) const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
-/// The remembered sessions, least recently used evicted first.
+/// What an entry costs beside its head's JSON: the key (twice, in the map and in the record),
+/// the map's node and the [`Current`] fields, rounded up.
+const ENTRY_OVERHEAD: usize = 256;
+
+/// The remembered sessions, least recently used evicted first once their weight passes the
+/// budget.
 #[derive(Debug)]
 pub(super) struct HeadCache {
     /// Held only for a lookup or an update, never across I/O.
-    entries: Mutex<LruCache<SessionKey, Current>>,
+    entries: Mutex<Entries>,
+}
+
+/// The map and its running weight.
+#[derive(Debug)]
+struct Entries {
+    map: LruCache<SessionKey, (Current, usize)>,
+    /// Sum of the weights in `map`; at most `budget`.
+    bytes: usize,
+    budget: usize,
+}
+
+impl Entries {
+    fn get(&mut self, key: &SessionKey) -> Option<Current> {
+        self.map.get(key).map(|(current, _)| current.clone())
+    }
+
+    fn peek(&self, key: &SessionKey) -> Option<Current> {
+        self.map.peek(key).map(|(current, _)| current.clone())
+    }
+
+    fn pop(&mut self, key: &SessionKey) -> Option<Current> {
+        let (current, weight) = self.map.pop(key)?;
+        self.bytes -= weight;
+        Some(current)
+    }
+
+    fn put(&mut self, key: SessionKey, current: Current, weight: usize) {
+        self.pop(&key);
+        if weight > self.budget {
+            return;
+        }
+        self.bytes += weight;
+        self.map.put(key, (current, weight));
+        while self.bytes > self.budget {
+            match self.map.pop_lru() {
+                Some((_, (_, evicted))) => self.bytes -= evicted,
+                None => break,
+            }
+        }
+    }
+}
+
+/// What remembering a session costs, in bytes: its head's size as JSON plus a fixed overhead.
+/// Counted by serialising into a counter, which allocates nothing.
+fn weight(key: &SessionKey, record: &SessionRecord) -> usize {
+    let mut counter = Counter(0);
+    // A record that does not serialise is never written either; weigh it as its overhead.
+    let _ = serde_json::to_writer(&mut counter, record);
+    counter.0 + key.to_string().len() + ENTRY_OVERHEAD
+}
+
+/// A writer that only counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl HeadCache {
-    /// An empty cache of [`CACHED_SESSIONS`] entries.
+    /// An empty cache of [`CACHE_BYTES`].
     pub fn new() -> Self {
-        let capacity = NonZeroUsize::new(CACHED_SESSIONS).expect("CACHED_SESSIONS is not zero");
+        Self::with_budget(CACHE_BYTES)
+    }
+
+    /// An empty cache that remembers at most `budget` bytes of heads.
+    fn with_budget(budget: usize) -> Self {
         Self {
-            entries: Mutex::new(LruCache::new(capacity)),
+            entries: Mutex::new(Entries {
+                map: LruCache::unbounded(),
+                bytes: 0,
+                budget,
+            }),
         }
     }
 
@@ -56,7 +136,7 @@ impl HeadCache {
         let known = if take {
             self.entries.lock().pop(key)
         } else {
-            self.entries.lock().get(key).cloned()
+            self.entries.lock().get(key)
         };
         if let Some(known) = known {
             match unchanged(&known, paths, key) {
@@ -85,7 +165,7 @@ impl HeadCache {
         paths: &SessionPaths,
         key: &SessionKey,
     ) -> Result<Current, StoreError> {
-        let known = self.entries.lock().peek(key).cloned();
+        let known = self.entries.lock().peek(key);
         if let Some(known) = known {
             if unchanged(&known, paths, key)? {
                 return Ok(known);
@@ -94,11 +174,15 @@ impl HeadCache {
         read_current(paths, key)
     }
 
-    /// Remembers `current` as the session's state on disk (sessions with no head are not kept).
+    /// Remembers `current` as the session's state on disk (sessions with no head are not kept),
+    /// evicting the least recently used sessions while the cache weighs more than its budget.
     pub fn keep(&self, key: &SessionKey, current: Current) {
-        if current.record.is_some() {
-            self.entries.lock().put(key.clone(), current);
-        }
+        let Some(record) = &current.record else {
+            return;
+        };
+        // Weighed before taking the lock: serialising a large head takes a while.
+        let weight = weight(key, record);
+        self.entries.lock().put(key.clone(), current, weight);
     }
 
     /// Forgets a session, after it was removed or its files' state became uncertain.
@@ -110,6 +194,7 @@ impl HeadCache {
     pub fn forget_user(&self, user_id: &str) {
         let mut entries = self.entries.lock();
         let keys: Vec<SessionKey> = entries
+            .map
             .iter()
             .filter(|(key, _)| key.user_id() == user_id)
             .map(|(key, _)| key.clone())
@@ -135,4 +220,108 @@ fn unchanged(known: &Current, paths: &SessionPaths, key: &SessionKey) -> Result<
         ));
     }
     Ok(log_len == known.log_len && stamp_optional(&paths.head)? == known.head)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn key(n: usize) -> SessionKey {
+        SessionKey::new("u", format!("s{n}")).unwrap()
+    }
+
+    /// A session whose state holds a string of `size` bytes.
+    fn current(n: usize, size: usize) -> Current {
+        let mut record = SessionRecord::new(key(n), 0);
+        record
+            .state
+            .insert("blob".to_owned(), json!("x".repeat(size)));
+        Current {
+            record: Some(record),
+            log_end: 0,
+            log_len: 0,
+            head_end: 0,
+            unheaded: 0,
+            head: None,
+        }
+    }
+
+    fn weight_of(n: usize, size: usize) -> usize {
+        weight(&key(n), current(n, size).record.as_ref().unwrap())
+    }
+
+    fn kept(cache: &HeadCache) -> Vec<usize> {
+        let entries = cache.entries.lock();
+        let mut kept: Vec<usize> = entries
+            .map
+            .iter()
+            .map(|(k, _)| k.session_id()[1..].parse().unwrap())
+            .collect();
+        kept.sort_unstable();
+        kept
+    }
+
+    fn bytes(cache: &HeadCache) -> usize {
+        cache.entries.lock().bytes
+    }
+
+    #[test]
+    fn an_entry_weighs_about_its_head_on_disk() {
+        let current = current(1, 10_000);
+        let record = current.record.as_ref().unwrap();
+        let json = serde_json::to_vec(record).unwrap().len();
+        assert!(json > 10_000);
+        assert_eq!(
+            weight(&key(1), record),
+            json + "u/s1".len() + ENTRY_OVERHEAD
+        );
+    }
+
+    #[test]
+    fn the_least_recently_used_heads_go_once_the_byte_budget_is_passed() {
+        let size = 10_000;
+        let one = weight_of(1, size);
+        // Room for three entries of this size, not four.
+        let cache = HeadCache::with_budget(3 * one + one / 2);
+        for n in 1..=3 {
+            cache.keep(&key(n), current(n, size));
+        }
+        assert_eq!(kept(&cache), [1, 2, 3]);
+        // Using 1 makes 2 the least recently used.
+        assert!(cache.entries.lock().get(&key(1)).is_some());
+        cache.keep(&key(4), current(4, size));
+        assert_eq!(kept(&cache), [1, 3, 4]);
+        assert_eq!(bytes(&cache), 3 * one);
+        // One entry about twice as heavy pushes out as many as it takes: here two.
+        let heavy = weight_of(5, 2 * size);
+        cache.keep(&key(5), current(5, 2 * size));
+        assert!(bytes(&cache) <= 3 * one + one / 2);
+        assert_eq!(kept(&cache), [4, 5]);
+        assert_eq!(bytes(&cache), one + heavy);
+    }
+
+    #[test]
+    fn a_head_heavier_than_the_whole_budget_is_not_kept_and_evicts_nothing() {
+        let one = weight_of(1, 1_000);
+        let cache = HeadCache::with_budget(4 * one);
+        cache.keep(&key(1), current(1, 1_000));
+        cache.keep(&key(2), current(2, 10_000));
+        assert_eq!(kept(&cache), [1]);
+        assert_eq!(bytes(&cache), one);
+    }
+
+    #[test]
+    fn replacing_and_forgetting_entries_keeps_the_weight_exact() {
+        let cache = HeadCache::with_budget(1 << 20);
+        cache.keep(&key(1), current(1, 1_000));
+        cache.keep(&key(1), current(1, 5_000));
+        assert_eq!(bytes(&cache), weight_of(1, 5_000));
+        cache.keep(&key(2), current(2, 2_000));
+        cache.forget(&key(1));
+        assert_eq!(bytes(&cache), weight_of(2, 2_000));
+        cache.forget_user("u");
+        assert_eq!((bytes(&cache), kept(&cache).len()), (0, 0));
+    }
 }

@@ -1,5 +1,6 @@
 //! Walking a root's folders: a user's sessions for `list`, every session for `gc`. Neither takes
-//! session locks, so both read only complete files and skip sessions deleted meanwhile.
+//! session locks, so both read only complete files, skip sessions deleted meanwhile, and read a
+//! session again once when the first read fails (see [`peek_current`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::cache::HeadCache;
 use super::fsio;
 use super::layout::{self, SessionPaths};
-use super::log;
+use super::log::{self, Current};
 use crate::key::SessionKey;
 use crate::store::{Page, PageRequest, SessionMeta, StoreError};
 
@@ -58,7 +59,7 @@ pub(super) fn list(
         };
         let Ok(key) = key else { continue };
         let paths = SessionPaths::in_dir(dir);
-        match cache.peek_current(&paths, &key) {
+        match peek_current(cache, &paths, &key) {
             Ok(current) => sessions.extend(current.record.as_ref().map(SessionMeta::of)),
             // A session deleted meanwhile is simply not listed.
             Err(_) if !paths.dir.exists() => {}
@@ -78,11 +79,47 @@ pub(super) fn list(
     })
 }
 
+/// A session's state for a reader that holds no lock: [`HeadCache::peek_current`], tried a
+/// second time if the first attempt fails while the session's folder still exists.
+///
+/// An append running meanwhile can cut an unfinished tail and write after it while the log is
+/// being read, so one read may see old and new bytes mixed, which looks like damage. Such a race
+/// needs an append that finds an unfinished tail (after a crash or a failed write), so a second
+/// read settles it; an error that comes back is real.
+fn peek_current(
+    cache: &HeadCache,
+    paths: &SessionPaths,
+    key: &SessionKey,
+) -> Result<Current, StoreError> {
+    twice_if_present(paths, key, || cache.peek_current(paths, key))
+}
+
+/// Runs `read`, and once more if it fails while the session's folder still exists.
+fn twice_if_present<T>(
+    paths: &SessionPaths,
+    key: &SessionKey,
+    mut read: impl FnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match read() {
+        Err(e) if paths.dir.exists() => {
+            tracing::debug!(session = %key, error = %e, "reading the session again");
+            read()
+        }
+        other => other,
+    }
+}
+
 /// A session's last update time with the appends past its head folded in, or `None` when it
-/// cannot be read (`gc` leaves such sessions alone).
+/// cannot be read (`gc` leaves such sessions alone, with a warning unless it was deleted).
 pub(super) fn updated_ms(cache: &HeadCache, paths: &SessionPaths, key: &SessionKey) -> Option<u64> {
-    let current = cache.peek_current(paths, key).ok()?;
-    current.record.map(|r| r.updated_ms)
+    match peek_current(cache, paths, key) {
+        Ok(current) => current.record.map(|r| r.updated_ms),
+        Err(_) if !paths.dir.exists() => None,
+        Err(e) => {
+            tracing::warn!(session = %key, error = %e, "gc leaves a session it cannot read alone");
+            None
+        }
+    }
 }
 
 /// Every stored session with its last update time. A session is found by its head, and only a
@@ -108,4 +145,60 @@ pub(super) fn scan_updated(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn damaged(key: &SessionKey) -> StoreError {
+        StoreError::Corrupt {
+            key: key.to_string(),
+            detail: "mixed bytes".to_owned(),
+        }
+    }
+
+    /// Runs [`twice_if_present`] with a read that fails `failures` times, then succeeds;
+    /// returns the result and how many reads were made.
+    fn run(present: bool, failures: u32) -> (Result<u32, StoreError>, u32) {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = SessionPaths::in_dir(dir.path().join("s"));
+        if present {
+            std::fs::create_dir(&paths.dir).unwrap();
+        }
+        let key = SessionKey::new("u", "s").unwrap();
+        let mut reads = 0;
+        let result = twice_if_present(&paths, &key, || {
+            reads += 1;
+            if reads <= failures {
+                Err(damaged(&key))
+            } else {
+                Ok(reads)
+            }
+        });
+        (result, reads)
+    }
+
+    #[test]
+    fn a_failed_read_of_a_present_session_is_tried_once_more() {
+        assert_eq!(run(true, 0).0.unwrap(), 1);
+        assert_eq!(
+            run(true, 1).0.unwrap(),
+            2,
+            "a race settles on the second read"
+        );
+        let (again, reads) = run(true, 2);
+        assert!(
+            matches!(again, Err(StoreError::Corrupt { .. })),
+            "real damage stays an error"
+        );
+        assert_eq!(reads, 2, "only once more");
+    }
+
+    #[test]
+    fn a_session_deleted_meanwhile_is_not_read_again() {
+        let (result, reads) = run(false, 1);
+        assert!(result.is_err());
+        assert_eq!(reads, 1);
+    }
 }

@@ -6,8 +6,10 @@
 //! covers (`log_bytes`); it is rewritten only now and then, so the log past it holds up to
 //! [`super::session::HEAD_EVERY`] acknowledged appends, which reads fold onto it, taking the
 //! version from the last marker. Lines after the last marker belong to an append that never
-//! completed: they are dropped (the next append cuts them off), so a crash never half-applies
-//! an append. An unreadable line *before* a marker is damage to acknowledged data: `Corrupt`.
+//! completed: they are dropped (the next append cuts them off, keeping a copy), so a crash never
+//! half-applies an append. An unreadable line *before* a marker, or an append whose bytes no
+//! longer match the length and CRC-32 its marker records, is damage to an append that was
+//! written whole: `Corrupt`.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -101,6 +103,10 @@ pub(super) fn stored_key(paths: &SessionPaths) -> Option<SessionKey> {
 }
 
 /// Reads the head and reconciles it with the log (see the module docs).
+///
+/// Takes no lock of its own: listings call it while appends may run. It reads the log from the
+/// head's end to wherever the file ends at that moment, so an append cutting an unfinished tail
+/// meanwhile can only make it see less of that tail, never fail.
 pub(super) fn read_current(paths: &SessionPaths, key: &SessionKey) -> Result<Current, StoreError> {
     let (record, head_end, head) = match read_stamped(&paths.head)? {
         Some((bytes, stamp)) => {
@@ -109,14 +115,31 @@ pub(super) fn read_current(paths: &SessionPaths, key: &SessionKey) -> Result<Cur
         }
         None => (None, 0, None),
     };
-    let log_len = len_or_zero(&paths.log)?;
+    // From the head's last byte, which must end a line: a head that covers part of a line
+    // does not describe this log.
+    let from = head_end.saturating_sub(1);
+    let read = read_from(&paths.log, from)?;
+    let log_len = from + read.len() as u64;
     if log_len < head_end {
+        let log_len = len_or_zero(&paths.log)?;
         return Err(corrupt(
             key,
             &paths.log,
             format!("the log is {log_len} bytes but its head covers {head_end}; acknowledged events are missing"),
         ));
     }
+    let tail = if head_end > 0 {
+        if read.first() != Some(&b'\n') {
+            return Err(corrupt(
+                key,
+                &paths.log,
+                format!("its head covers {head_end} bytes, which do not end on a line boundary"),
+            ));
+        }
+        &read[1..]
+    } else {
+        &read[..]
+    };
     let mut current = Current {
         record,
         log_end: head_end,
@@ -125,24 +148,22 @@ pub(super) fn read_current(paths: &SessionPaths, key: &SessionKey) -> Result<Cur
         unheaded: 0,
         head,
     };
-    if log_len > head_end {
-        let tail = read_range(&paths.log, head_end, log_len)?;
-        fold_tail(&mut current, key, &paths.log, &tail)?;
-        if current.log_end < log_len {
-            tracing::debug!(
-                session = %key,
-                bytes = log_len - current.log_end,
-                "ignoring an unfinished append at the end of the log"
-            );
-        }
+    fold_tail(&mut current, key, &paths.log, tail)?;
+    if current.log_end < log_len {
+        tracing::debug!(
+            session = %key,
+            bytes = log_len - current.log_end,
+            "ignoring an unfinished append at the end of the log"
+        );
     }
     Ok(current)
 }
 
 /// Folds the complete appends of the log past the head (`tail`) onto `current`, moving its
 /// `log_end` past each. Stops at the first unreadable line, which is the torn end of an
-/// unfinished append — unless a complete, marked line follows it, which makes it damage inside
-/// acknowledged data.
+/// unfinished append — unless the line or a complete line after it carries a commit marker:
+/// then the append was written whole, and the unreadable line is damage to it, as is an append
+/// whose length or CRC differs from what its marker records.
 fn fold_tail(
     current: &mut Current,
     key: &SessionKey,
@@ -150,28 +171,44 @@ fn fold_tail(
     tail: &[u8],
 ) -> Result<(), StoreError> {
     let mut pending: Vec<Event> = Vec::new();
+    let mut plain = line::PlainCheck::default();
     let mut pos = 0;
     while let Some(nl) = tail[pos..].iter().position(|&b| b == b'\n') {
         let at = current.head_end + pos as u64;
-        let Ok((event, marker)) = line::decode(&tail[pos..pos + nl]) else {
-            if marked_line_follows(&tail[pos + nl + 1..]) {
+        let text = &tail[pos..pos + nl];
+        let Ok((event, marker)) = line::decode(text) else {
+            if line::is_marked(text) || marked_line_follows(&tail[pos + nl + 1..]) {
                 return Err(corrupt(
                     key,
                     path,
-                    format!("unreadable line at byte {at}, before acknowledged appends"),
+                    format!(
+                        "unreadable line at byte {at}, inside an append that was written whole"
+                    ),
                 ));
             }
             break;
         };
         pos += nl + 1;
+        plain.add(text, marker.as_ref());
         pending.push(event);
-        if let Some(version) = marker {
+        if let Some(marker) = marker {
+            let found = plain.take();
+            if marker.check.is_some_and(|recorded| recorded != found) {
+                return Err(corrupt(
+                    key,
+                    path,
+                    format!(
+                        "the append ending at byte {at} (version {}) does not match the length and CRC its marker records: it was damaged after it was written",
+                        marker.version
+                    ),
+                ));
+            }
             commit(
                 current,
                 key,
                 path,
                 std::mem::take(&mut pending),
-                version,
+                marker.version,
                 at,
             )?;
             current.log_end = current.head_end + pos as u64;
@@ -248,6 +285,21 @@ fn read_range(path: &Path, from: u64, to: u64) -> Result<Vec<u8>, StoreError> {
     })?;
     let mut buf = vec![0; len];
     file.read_exact(&mut buf).map_err(io_error("read", path))?;
+    Ok(buf)
+}
+
+/// Reads a file from byte `from` to its end as it is now; empty when it does not exist or is
+/// shorter.
+pub(super) fn read_from(path: &Path, from: u64) -> Result<Vec<u8>, StoreError> {
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("open", path)(e)),
+    };
+    file.seek(SeekFrom::Start(from))
+        .map_err(io_error("seek", path))?;
+    let mut buf = Vec::new();
+    file.read_to_end(&mut buf).map_err(io_error("read", path))?;
     Ok(buf)
 }
 
@@ -454,6 +506,57 @@ mod tests {
         let mut tail = two_appends();
         tail.extend_from_slice(b"\0\0\0\n{\"_v\":3,\"seq\"");
         assert_eq!(fold(&tail).unwrap().record.unwrap().version, 2);
+    }
+
+    #[test]
+    fn damage_to_the_last_marked_line_is_corruption_not_a_torn_append() {
+        let mut tail = two_appends();
+        let last_line = tail[..tail.len() - 1]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .unwrap()
+            + 1;
+        // The marker survives, the JSON after it does not.
+        let mut broken = tail.clone();
+        let at = broken.len() - 3;
+        broken[at] = b'\0';
+        assert!(matches!(fold(&broken), Err(StoreError::Corrupt { .. })));
+        // The JSON survives, a byte of the event does not: only the CRC can tell.
+        // The second character of the event's id (`"id":"…`), a hex digit.
+        let at = last_line
+            + tail[last_line..]
+                .windows(4)
+                .position(|w| w == b"\"id\"")
+                .unwrap()
+            + 7;
+        tail[at] = if tail[at] == b'a' { b'b' } else { b'a' };
+        assert!(line::decode(&tail[last_line..tail.len() - 1]).is_ok());
+        let error = fold(&tail).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("does not match the length and CRC"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn appends_of_the_first_marked_format_fold_without_a_check() {
+        // `{"_v":N,` alone, as the first build with markers wrote them.
+        let mut tail = Vec::new();
+        for (version, seq) in [(1u64, 1u64), (2, 3)] {
+            let events = turn_events(seq, "v1", None);
+            tail.extend(serde_json::to_vec(&events[0]).unwrap());
+            tail.push(b'\n');
+            tail.extend(format!("{{\"_v\":{version},").bytes());
+            tail.extend(&serde_json::to_vec(&events[1]).unwrap()[1..]);
+            tail.push(b'\n');
+        }
+        tail.extend(line::encode_append(&turn_events(5, "v2", None), 3).unwrap());
+        let current = fold(&tail).unwrap();
+        let record = current.record.unwrap();
+        assert_eq!((record.version, record.next_seq), (3, 7));
+        assert_eq!(current.log_end, tail.len() as u64);
     }
 
     #[test]

@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use super::fsio::{create_dirs, io_error, stamp_optional, sync_dir, write_atomic};
-use super::layout::{session_dir_chain, SessionPaths};
+use super::layout::{session_dir_chain, SessionPaths, LOG_FILE};
 use super::line;
-use super::log::{encode_head, Current};
+use super::log::{encode_head, read_from, Current};
 use crate::key::SessionKey;
 use crate::state::{Event, SessionRecord, SplitDelta};
 use crate::store::{check_continues, StoreError};
@@ -71,12 +71,18 @@ pub(super) fn prepare(
         StoreError::InvalidRequest(format!("session {key}: events cannot be serialised: {e}"))
     })?;
     let log_end = current.log_end + lines.len() as u64;
+    // An append with no events writes no line: the log, unfinished tail included, stays as is.
+    let log_len = if lines.is_empty() {
+        current.log_len
+    } else {
+        log_end
+    };
     Ok(Prepared {
         version: record.version,
         after: Current {
             record: Some(record),
             log_end,
-            log_len: log_end,
+            log_len,
             head_end: current.head_end,
             unheaded: current.unheaded.saturating_add(1),
             head: current.head,
@@ -84,6 +90,27 @@ pub(super) fn prepare(
         lines,
         shared,
     })
+}
+
+impl Prepared {
+    /// Whether the append has no events, hence no log line to carry its commit marker.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+}
+
+/// Creates the session's folders if it is new, fsync'ing each parent whose entry was created.
+pub(super) fn ensure_dirs(
+    root: &Path,
+    paths: &SessionPaths,
+    key: &SessionKey,
+    current: &Current,
+) -> Result<(), StoreError> {
+    // A session with a head or a log has its folders; only a new one may need them.
+    if current.record.is_none() && !paths.dir.exists() {
+        create_dirs(&session_dir_chain(root, key))?;
+    }
+    Ok(())
 }
 
 /// Appends the prepared lines to the log and fsyncs it, first cutting off an unfinished append
@@ -96,18 +123,23 @@ pub(super) fn write_log(
     current: &Current,
     prepared: &Prepared,
 ) -> Result<(), StoreError> {
-    // A session with a head or a log has its folders; only a new one may need them.
-    if current.record.is_none() && !paths.dir.exists() {
-        create_dirs(&session_dir_chain(root, key))?;
+    ensure_dirs(root, paths, key, current)?;
+    if current.log_len > current.log_end {
+        // An append that never completed lies past the valid end: copy it aside before it is
+        // cut. Nothing is written yet, so a failure here leaves the log as it is.
+        keep_cut(paths, key, current.log_end)?;
     }
-    let new_file = current.log_len == 0 && !paths.log.exists();
+    // No acknowledged byte in the log yet: its folder entry may never have been made durable
+    // (even if a 0-byte or torn log survives an earlier failed first append), so fsync the
+    // folder after this append as well.
+    let new_file = current.log_end == 0;
     let mut log = OpenOptions::new()
         .create(true)
         .append(true)
         .open(&paths.log)
         .map_err(io_error("open", &paths.log))?;
     let cut = if current.log_len > current.log_end {
-        // An append that never completed: cut it before writing after it.
+        // Cut the unfinished append (copied above) before writing after it.
         log.set_len(current.log_end)
             .map_err(io_error("truncate the unfinished append in", &paths.log))
     } else {
@@ -132,35 +164,99 @@ pub(super) fn write_log(
     written
 }
 
+/// Most side files kept for cuts at one offset (each a crash at the same point of the log); past
+/// that, appends fail rather than drop bytes without a copy.
+const MAX_CUT_COPIES: u32 = 100;
+
+/// Copies the log's bytes from `from` to its end — the unfinished append about to be cut — into
+/// `log.jsonl.cut-<from>` beside it (fsync'd, with its folder), and says so at `warn` level.
+///
+/// Those bytes were never acknowledged as far as the log can tell: they end in no intact commit
+/// marker. But the same picture is left by damage to the very end of the last acknowledged append
+/// (its marker or final newline), which no reader can tell from a torn write; the copy lets an
+/// operator recover such an append by hand instead of losing it. Failing to keep the copy fails
+/// the append and cuts nothing.
+fn keep_cut(paths: &SessionPaths, key: &SessionKey, from: u64) -> Result<(), StoreError> {
+    let bytes = read_from(&paths.log, from)?;
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let base = format!("{LOG_FILE}.cut-{from}");
+    for n in 0..MAX_CUT_COPIES {
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}.{n}")
+        };
+        let path = paths.dir.join(name);
+        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error("create", &path)(e)),
+        };
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(io_error("write", &path))?;
+        sync_dir(&paths.dir)?;
+        tracing::warn!(
+            session = %key,
+            at = from,
+            bytes = bytes.len(),
+            copy = %path.display(),
+            "cutting an unfinished append off the log; its bytes are kept in the copy"
+        );
+        return Ok(());
+    }
+    Err(StoreError::Io {
+        op: "keep a copy of the unfinished append in",
+        path: paths.dir.join(base),
+        source: std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{MAX_CUT_COPIES} copies of cuts at this offset exist already"),
+        ),
+    })
+}
+
 /// Rewrites `head.json` if it is due (see [`HEAD_EVERY`]; also when there is none, so that the
 /// session's key is on disk for listings and `gc`), and returns the session's state after it.
 ///
 /// The append is complete and durable before this runs, so a failure here does not fail it: it
 /// is logged, and `None` says the state of `head.json` is uncertain (read it again next time).
 /// Either head is consistent with the log, which reads fold onto it.
-pub(super) fn write_head_if_due(paths: &SessionPaths, mut after: Current) -> Option<Current> {
+pub(super) fn write_head_if_due(paths: &SessionPaths, after: Current) -> Option<Current> {
     let due = after.head.is_none()
         || after.unheaded >= HEAD_EVERY
         || after.log_end - after.head_end >= HEAD_EVERY_BYTES;
     if !due {
         return Some(after);
     }
-    let record = after.record.as_ref()?;
-    let written = encode_head(record, after.log_end)
-        .and_then(|head| write_atomic(&paths.head, &head))
-        .and_then(|()| stamp_optional(&paths.head));
-    match written {
-        Ok(stamp) => {
-            after.head = stamp;
-            after.head_end = after.log_end;
-            after.unheaded = 0;
-            Some(after)
-        }
+    let key = after.record.as_ref()?.key.clone();
+    match write_head(paths, after) {
+        Ok(after) => Some(after),
         Err(e) => {
-            tracing::warn!(session = %record.key, error = %e, "could not rewrite the head; the log still holds every append");
+            tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
             None
         }
     }
+}
+
+/// Rewrites `head.json` now (temporary file, fsync, rename, folder fsync) to hold `after`'s
+/// record and cover its log up to `after.log_end`, and returns the state after it.
+///
+/// Used directly by an append with no events: it raises the version but writes no log line
+/// that could carry a marker, so the head is what makes it durable, and its error is the
+/// append's. On error `head.json` may hold either version; the caller must not remember
+/// `after`.
+pub(super) fn write_head(paths: &SessionPaths, mut after: Current) -> Result<Current, StoreError> {
+    let Some(record) = after.record.as_ref() else {
+        return Ok(after);
+    };
+    let head = encode_head(record, after.log_end)?;
+    write_atomic(&paths.head, &head)?;
+    after.head = stamp_optional(&paths.head)?;
+    after.head_end = after.log_end;
+    after.unheaded = 0;
+    Ok(after)
 }
 
 /// Cuts the log back to `end`, undoing an append whose later steps failed, so that a failed call
