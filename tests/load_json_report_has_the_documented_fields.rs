@@ -51,6 +51,7 @@ const SETTINGS: &[&str] = &[
     "turns_per_session",
     "concurrency",
     "burst",
+    "think_ms",
     "interrupt_rate",
     "baseline",
 ];

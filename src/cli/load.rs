@@ -60,6 +60,11 @@ pub struct LoadArgs {
     /// policy decides what becomes of them. 1 sends a session's turns one at a time.
     #[arg(long, default_value_t = 1)]
     burst: usize,
+    /// Milliseconds each caller pauses after a burst's answers, as a user reads and types.
+    /// With many callers this keeps the offered load below what the machine can serve, so that
+    /// latency measures the runtime rather than a queue for the CPU.
+    #[arg(long, default_value_t = 0)]
+    think: u64,
     /// The agent: `mock` (a mock LLM) or `echo`.
     #[arg(long, default_value = "mock")]
     agent: AgentKind,
@@ -185,6 +190,7 @@ fn plan(args: &LoadArgs) -> Plan {
         turns: args.turns,
         callers: args.concurrency.min(args.sessions),
         burst: args.burst.min(args.turns),
+        think: Duration::from_millis(args.think),
         interrupts: (args.interrupt_rate.0 > 0.0).then_some(Interrupts {
             rate: args.interrupt_rate.0,
             seed: args.seed,
@@ -268,6 +274,7 @@ fn report(args: &LoadArgs, run_id: &str, store: String, figures: Figures) -> Rep
         turns_per_session: args.turns,
         concurrency: args.concurrency,
         burst: args.burst,
+        think_ms: args.think,
         interrupt_rate: args.interrupt_rate.0,
         figures,
         baseline: BTreeMap::new(),

@@ -154,6 +154,7 @@ fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &str) ->
         format!("--turns={}", args.turns),
         format!("--concurrency={}", args.concurrency),
         format!("--burst={}", args.burst),
+        format!("--think={}", args.think),
         format!("--agent={}", args.agent.as_str()),
         format!("--latency={}", args.latency),
         format!("--chunks={}", args.chunks),

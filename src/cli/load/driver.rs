@@ -63,6 +63,8 @@ pub struct Plan {
     pub callers: usize,
     /// Turns of one session a caller sends at once (its last burst may be shorter).
     pub burst: usize,
+    /// How long a caller pauses after each burst's answers (not counted in latency).
+    pub think: Duration,
     /// Interrupts, if any.
     pub interrupts: Option<Interrupts>,
 }
@@ -192,6 +194,9 @@ async fn run_caller<T: Target>(shared: Arc<Shared<T>>, plan: Plan, caller: usize
         let turns = first..(first + plan.burst).min(plan.turns);
         for session in (caller..plan.sessions).step_by(plan.callers) {
             run_burst(&shared, plan, caller, session, turns.clone()).await;
+            if !plan.think.is_zero() {
+                tokio::time::sleep(plan.think).await;
+            }
         }
     }
 }

@@ -207,6 +207,8 @@ pub struct Report {
     pub concurrency: usize,
     /// Turns of one session sent at once.
     pub burst: usize,
+    /// Milliseconds each caller pauses after a burst.
+    pub think_ms: u64,
     /// Fraction of turns interrupted.
     pub interrupt_rate: f64,
     /// turnstile's figures (or, in a baseline's own process, the baseline's).
@@ -245,12 +247,13 @@ impl Report {
 
     fn print_table(&self) {
         println!(
-            "turnstile load: {} sessions × {} turns, {} callers, bursts of {}, {} agent {} ms × {} \
-             chunks, policy {}, store {} (run {})",
+            "turnstile load: {} sessions × {} turns, {} callers, bursts of {}, think {} ms, {} agent \
+             {} ms × {} chunks, policy {}, store {} (run {})",
             self.sessions,
             self.turns_per_session,
             self.concurrency,
             self.burst,
+            self.think_ms,
             self.agent,
             self.latency_ms,
             self.chunks,
