@@ -186,6 +186,20 @@ impl RuntimeBuilder {
                 "idle_ttl must be positive".into(),
             ));
         }
+        let durations = [
+            ("idle_ttl", Some(config.idle_ttl)),
+            ("capacity_wait", Some(config.capacity_wait)),
+            ("concurrency_wait", Some(config.concurrency_wait)),
+            ("turn_deadline", config.turn_deadline),
+        ];
+        for (name, value) in durations {
+            if value.is_some_and(|d| d > LONGEST_SETTING) {
+                return Err(BuildError::InvalidConfig(format!(
+                    "{name} must be at most {} days",
+                    LONGEST_SETTING.as_secs() / 86_400
+                )));
+            }
+        }
         if config.compact_after.is_some() && self.summarizer.is_none() {
             return Err(BuildError::InvalidConfig(
                 "compact_after is set but no summarizer was given".into(),
@@ -240,6 +254,11 @@ pub struct DrainReport {
     /// Sessions still held when the call returned (their stores did not answer in time).
     pub left: usize,
 }
+
+/// The longest time setting accepted. Deadlines are instants (now + setting), which cannot
+/// reach past the clock's range: a setting meaning "never" would overflow them. A hundred years
+/// is "never" for any process.
+const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// How long [`Runtime::drain`] waits, after interrupting what is left at its deadline, for the
 /// interrupted turns to be persisted. Interrupts land at the next await point, so this only
@@ -544,5 +563,38 @@ impl Runtime {
     /// The runtime's counters.
     pub fn stats(&self) -> RuntimeStats {
         self.registry().stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EchoAgent, MemoryStore};
+
+    fn builder() -> RuntimeBuilder {
+        Runtime::builder()
+            .agent(EchoAgent)
+            .store(MemoryStore::new())
+    }
+
+    #[tokio::test]
+    async fn settings_out_of_range_are_refused_with_their_name() {
+        let forever = Duration::MAX;
+        let cases = [
+            (builder().with_capacity(0), "capacity"),
+            (builder().with_idle_ttl(Duration::ZERO), "idle_ttl"),
+            (builder().with_idle_ttl(forever), "idle_ttl"),
+            (builder().with_capacity_wait(forever), "capacity_wait"),
+        ];
+        for (builder, name) in cases {
+            match builder.build() {
+                Err(BuildError::InvalidConfig(message)) => {
+                    assert!(message.starts_with(name), "{message}");
+                }
+                other => panic!("{name}: expected InvalidConfig, got {:?}", other.err()),
+            }
+        }
+        let long = LONGEST_SETTING;
+        assert!(builder().with_idle_ttl(long).build().is_ok());
     }
 }

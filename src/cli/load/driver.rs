@@ -190,6 +190,12 @@ pub async fn drive<T: Target>(
 /// order, and waits for a burst's answers before the session's next burst; every session gets
 /// its first burst before any gets its second, as in a conversation-heavy service.
 async fn run_caller<T: Target>(shared: Arc<Shared<T>>, plan: Plan, caller: usize) {
+    if !plan.think.is_zero() {
+        // Callers start spread evenly over one think time, as users do; started together they
+        // would arrive in waves of every caller at once.
+        let offset = plan.think.mul_f64(caller as f64 / plan.callers as f64);
+        tokio::time::sleep(offset).await;
+    }
     for first in (0..plan.turns).step_by(plan.burst) {
         let turns = first..(first + plan.burst).min(plan.turns);
         for session in (caller..plan.sessions).step_by(plan.callers) {
