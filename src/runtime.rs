@@ -371,7 +371,8 @@ impl Runtime {
     }
 
     /// Interrupts the running turn (if any) and runs `input` as the session's next turn, ahead
-    /// of anything already queued. Returns the new turn's outcome.
+    /// of anything already queued; a turn that starts before `input` reaches the session is
+    /// interrupted too. Returns the new turn's outcome.
     pub async fn interrupt_with(
         &self,
         key: &SessionKey,

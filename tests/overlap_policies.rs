@@ -204,6 +204,35 @@ async fn interrupt_with_runs_the_new_input_next() {
     assert_eq!(agent.started_inputs(&k), ["slow", "urgent", "queued"]);
 }
 
+/// A turn still in the session's mailbox when `interrupt_with` is called (so nothing was
+/// running to interrupt yet) is the one it cuts short once it starts: the new input is not left
+/// waiting behind it.
+#[tokio::test(start_paused = true)]
+async fn interrupt_with_cuts_short_a_turn_that_starts_just_before_it() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_secs(5)));
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(store.clone())
+        .build()
+        .unwrap();
+    let k = key("tara", "mailbox");
+    within(rt.call(&k, "warm up")).await.unwrap();
+    let slow = rt.call(&k, "slow");
+    tokio::pin!(slow);
+    // Sent to the live session's mailbox; the actor has not run since.
+    assert!(futures::poll!(slow.as_mut()).is_pending());
+    assert_eq!(agent.started_inputs(&k), ["warm up"]);
+    let urgent = rt.interrupt_with(&k, "urgent", CallOptions::default());
+    let (slow, urgent) = within(async { tokio::join!(slow, urgent) }).await;
+    assert_eq!(
+        slow.unwrap().kind,
+        OutcomeKind::Interrupted(InterruptReason::Requested)
+    );
+    assert_eq!(urgent.unwrap().kind, OutcomeKind::Completed);
+    assert_eq!(agent.started_inputs(&k), ["warm up", "slow", "urgent"]);
+}
+
 /// A bounded queue: past `max_queue` waiting messages a call is refused with `Overloaded`.
 #[tokio::test(start_paused = true)]
 async fn a_full_session_queue_refuses_with_overloaded() {

@@ -141,7 +141,14 @@ impl Live {
             return;
         }
         match request.policy {
-            _ if request.front => self.queue.push_front(request),
+            _ if request.front => {
+                // `interrupt_with` interrupted what ran when it was called; a turn that started
+                // since (it was already in the mailbox) is what the user now wants cut short.
+                if let Some(running) = &self.running {
+                    running.control.interrupt(InterruptReason::Requested);
+                }
+                self.queue.push_front(request);
+            }
             OverlapPolicy::Queue | OverlapPolicy::Merge => self.queue.push_back(request),
             OverlapPolicy::Reject => {
                 let key = self.key.clone();
