@@ -416,7 +416,8 @@ impl Runtime {
     }
 
     /// Clears the session's context window (and summary); scoped state is kept. Persisted before
-    /// it returns. Queued turns before it see the old context, later ones the cleared one.
+    /// it returns. It does not wait behind the session's queue: turns queued when it arrives
+    /// start with the cleared context, and a turn running then is written after the marker.
     pub async fn clear_context(&self, key: &SessionKey) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         self.registry()
