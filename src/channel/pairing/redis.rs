@@ -15,6 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 
 use super::{Pairing, PairingError, PairingStore};
+use crate::store::redis::keys::{hex, unhex};
 
 /// Bound on connecting, as for the session store: a caller learns quickly that Redis is down.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -146,27 +147,6 @@ fn field(channel: &str, channel_user: &str) -> String {
 fn parse_field(field: &str) -> Option<(String, String)> {
     let (channel, channel_user) = field.split_once(':')?;
     Some((unhex(channel)?, unhex(channel_user)?))
-}
-
-fn hex(id: &str) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(id.len() * 2);
-    for byte in id.bytes() {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
-fn unhex(text: &str) -> Option<String> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
 }
 
 fn unavailable(detail: impl std::fmt::Display) -> PairingError {

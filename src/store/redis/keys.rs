@@ -100,7 +100,8 @@ fn user_tag(user_id: &str) -> String {
     }
 }
 
-fn hex(id: &str) -> String {
+/// `id` as lowercase hexadecimal: safe inside any key or field, whatever the id holds.
+pub(crate) fn hex(id: &str) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(id.len() * 2);
     for byte in id.bytes() {
@@ -110,7 +111,8 @@ fn hex(id: &str) -> String {
     out
 }
 
-fn unhex(text: &str) -> Option<String> {
+/// The id [`hex`] encoded; `None` for text it cannot have produced.
+pub(crate) fn unhex(text: &str) -> Option<String> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
