@@ -10,6 +10,7 @@
 mod bare_ractor;
 mod mutex_gate;
 mod sim;
+mod striped;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -6,9 +6,7 @@
 //! turn inline rather than as a child task, so nothing can reach the actor while a turn runs;
 //! interrupts therefore go through a token held beside the actor, as turnstile's do.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -18,12 +16,7 @@ use turnstile::{SessionKey, Store};
 
 use super::super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
 use super::sim::{AgentSim, SessionState, SimTurn};
-
-/// Stripes of the actor map, so that the map's own lock is not what the baseline measures.
-const SHARDS: usize = 16;
-
-/// One stripe of the session map.
-type Shard = parking_lot::Mutex<HashMap<SessionKey, Arc<Entry>>>;
+use super::striped::Sessions;
 
 type Running = Arc<parking_lot::Mutex<Option<CancellationToken>>>;
 
@@ -107,9 +100,7 @@ impl Actor for SessionActor {
 /// The bare-ractor design.
 pub struct BareRactor {
     behaviour: SessionActor,
-    shards: Box<[Shard]>,
-    activations: AtomicU64,
-    interrupts: AtomicU64,
+    sessions: Sessions<Entry>,
 }
 
 impl BareRactor {
@@ -117,19 +108,13 @@ impl BareRactor {
     pub fn new(store: Arc<dyn Store>, sim: AgentSim, window: usize) -> Self {
         Self {
             behaviour: SessionActor { store, sim, window },
-            shards: (0..SHARDS).map(|_| Default::default()).collect(),
-            activations: AtomicU64::new(0),
-            interrupts: AtomicU64::new(0),
+            sessions: Sessions::new(),
         }
     }
 
-    fn shard(&self, key: &SessionKey) -> &Shard {
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        &self.shards[(hash as usize) % SHARDS]
-    }
-
     fn entry(&self, key: &SessionKey) -> Arc<Entry> {
-        self.shard(key)
+        self.sessions
+            .shard(key)
             .lock()
             .entry(key.clone())
             .or_default()
@@ -145,7 +130,7 @@ impl BareRactor {
                 let (actor, _join) = Actor::spawn(None, self.behaviour.clone(), args)
                     .await
                     .map_err(|_| Failure::Store)?;
-                self.activations.fetch_add(1, Ordering::Relaxed);
+                self.sessions.activations.fetch_add(1, Ordering::Relaxed);
                 Ok::<_, Failure>(actor)
             })
             .await?;
@@ -155,7 +140,7 @@ impl BareRactor {
     /// Removes `entry` (if it is still the session's) after its actor failed, so that the next
     /// turn spawns a new actor instead of sending to a dead one.
     fn forget(&self, key: &SessionKey, entry: &Arc<Entry>) {
-        let mut shard = self.shard(key).lock();
+        let mut shard = self.sessions.shard(key).lock();
         if shard.get(key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
             shard.remove(key);
         }
@@ -198,26 +183,17 @@ impl Target for BareRactor {
     }
 
     fn interrupt(&self, key: &SessionKey) -> bool {
-        let entry = self.shard(key).lock().get(key).cloned();
-        let running = entry.and_then(|e| e.running.lock().clone());
-        running.is_some_and(|token| {
-            token.cancel();
-            self.interrupts.fetch_add(1, Ordering::Relaxed);
-            true
-        })
+        self.sessions
+            .get(key)
+            .is_some_and(|entry| self.sessions.interrupt(&entry.running))
     }
 
     fn live_sessions(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.sessions.len()
     }
 
     fn counters(&self) -> TargetCounters {
-        TargetCounters {
-            activations: self.activations.load(Ordering::Relaxed),
-            interrupts: self.interrupts.load(Ordering::Relaxed),
-            peak_live_sessions: self.live_sessions(),
-            ..TargetCounters::default()
-        }
+        self.sessions.counters()
     }
 
     async fn finish(&self) {

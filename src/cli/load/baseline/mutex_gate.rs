@@ -5,9 +5,7 @@
 //! It has none of turnstile's bounds or policies: no capacity, no passivation (every session
 //! stays in the map), no queue limit (callers simply wait on the lock), no overlap policy.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -17,12 +15,7 @@ use turnstile::{SessionKey, Store};
 
 use super::super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
 use super::sim::{AgentSim, SessionState, SimTurn};
-
-/// Stripes of the session map, so that the map's own lock is not what the baseline measures.
-const SHARDS: usize = 16;
-
-/// One stripe of the session map.
-type Shard = parking_lot::Mutex<HashMap<SessionKey, Arc<Gate>>>;
+use super::striped::Sessions;
 
 /// One session: its state behind the lock, and the running turn's token beside it (an interrupt
 /// must not wait for the lock the turn holds).
@@ -37,9 +30,7 @@ pub struct MutexGate {
     store: Arc<dyn Store>,
     sim: AgentSim,
     window: usize,
-    shards: Box<[Shard]>,
-    activations: AtomicU64,
-    interrupts: AtomicU64,
+    sessions: Sessions<Gate>,
 }
 
 impl MutexGate {
@@ -49,19 +40,13 @@ impl MutexGate {
             store,
             sim,
             window,
-            shards: (0..SHARDS).map(|_| Default::default()).collect(),
-            activations: AtomicU64::new(0),
-            interrupts: AtomicU64::new(0),
+            sessions: Sessions::new(),
         }
     }
 
-    fn shard(&self, key: &SessionKey) -> &Shard {
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        &self.shards[(hash as usize) % SHARDS]
-    }
-
     fn gate(&self, key: &SessionKey) -> Arc<Gate> {
-        self.shard(key)
+        self.sessions
+            .shard(key)
             .lock()
             .entry(key.clone())
             .or_default()
@@ -81,7 +66,7 @@ impl MutexGate {
             let loaded = SessionState::load(self.store.as_ref(), key, self.window)
                 .await
                 .map_err(|_| Failure::Store)?;
-            self.activations.fetch_add(1, Ordering::Relaxed);
+            self.sessions.activations.fetch_add(1, Ordering::Relaxed);
             *state = Some(loaded);
         }
         let Some(session) = state.as_mut() else {
@@ -124,26 +109,17 @@ impl Target for MutexGate {
     }
 
     fn interrupt(&self, key: &SessionKey) -> bool {
-        let gate = self.shard(key).lock().get(key).cloned();
-        let running = gate.and_then(|g| g.running.lock().clone());
-        running.is_some_and(|token| {
-            token.cancel();
-            self.interrupts.fetch_add(1, Ordering::Relaxed);
-            true
-        })
+        self.sessions
+            .get(key)
+            .is_some_and(|gate| self.sessions.interrupt(&gate.running))
     }
 
     fn live_sessions(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.sessions.len()
     }
 
     fn counters(&self) -> TargetCounters {
-        TargetCounters {
-            activations: self.activations.load(Ordering::Relaxed),
-            interrupts: self.interrupts.load(Ordering::Relaxed),
-            peak_live_sessions: self.live_sessions(),
-            ..TargetCounters::default()
-        }
+        self.sessions.counters()
     }
 
     async fn finish(&self) {
