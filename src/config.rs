@@ -17,6 +17,13 @@ pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
 /// queues a handful; more is a client loop or abuse, and should be refused rather than buffered.
 pub const DEFAULT_MAX_QUEUE: usize = 64;
 
+/// Unsaved events (of turns whose save failed) past which a session retries the save before it
+/// runs another turn, and refuses that turn with the store's error, without running its agent,
+/// while the store still fails. A turn writes two events, so a few dozen failed turns are kept
+/// for the next successful save; with the queue bound, this bounds what an outage leaves in
+/// memory.
+pub const MAX_UNSAVED_EVENTS: usize = 64;
+
 /// Default events kept in memory and shown to the agent. About a long chat exchange, which is what
 /// an LLM prompt typically carries verbatim; older events stay in the store.
 pub const DEFAULT_WINDOW: usize = 64;

@@ -46,7 +46,7 @@ pub use channel::{
 };
 pub use config::{
     RuntimeConfig, DEFAULT_CAPACITY, DEFAULT_IDLE_TTL, DEFAULT_MAX_CONCURRENT_TURNS,
-    DEFAULT_MAX_QUEUE, DEFAULT_WINDOW, MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_QUEUE, DEFAULT_WINDOW, MAX_MESSAGE_BYTES, MAX_UNSAVED_EVENTS,
 };
 pub use error::{Error, Result};
 #[cfg(feature = "http")]

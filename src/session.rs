@@ -212,7 +212,11 @@ impl Actor for SessionActor {
         // The futures that await the store are boxed: ractor keeps this handler's future inline
         // in every actor's processing loop, so its size is paid by every idle session.
         match msg {
-            SessionMsg::Turn(request) => live.admit(request, &myself),
+            SessionMsg::Turn(request) => {
+                if let Some(request) = Box::pin(live.check_backlog(request)).await {
+                    live.admit(request, &myself);
+                }
+            }
             SessionMsg::Finished(finished) => {
                 Box::pin(live.finish(finished)).await;
                 live.maybe_compact(&myself);

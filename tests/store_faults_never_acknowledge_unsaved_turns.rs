@@ -82,3 +82,48 @@ async fn a_session_that_cannot_be_loaded_fails_its_calls_and_keeps_its_data() {
     assert_eq!(rt.live_sessions(), 0, "a failed activation leaves no slot");
     assert_eq!(rt.call(&k, "again").await.unwrap().seq, 4, "history intact");
 }
+
+/// A long outage: every failed turn is kept for the next save only up to a bound; past it the
+/// session retries the save first and refuses new turns without running their agent. When the
+/// store is back, the history holds exactly the turns that ran, in order.
+#[tokio::test(start_paused = true)]
+async fn an_outage_keeps_a_bounded_backlog_and_runs_no_agent_past_it() {
+    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let agent = Arc::new(RecordingAgent::with_latency(Duration::ZERO));
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(faulty.clone())
+        .build()
+        .unwrap();
+    let k = key("zoe", "outage");
+    rt.call(&k, "before").await.unwrap();
+    faulty.fail_next_appends(usize::MAX);
+    for i in 0..200 {
+        let refused = rt.call(&k, format!("t{i}")).await;
+        assert!(matches!(refused, Err(Error::Store { .. })), "{refused:?}");
+    }
+    let view = rt.state(&k).await.unwrap().unwrap();
+    assert!(
+        view.unsaved <= turnstile::MAX_UNSAVED_EVENTS + 2,
+        "{} events kept in memory",
+        view.unsaved
+    );
+    let ran = agent.started_inputs(&k).len();
+    assert!(
+        ran < 50,
+        "the agent ran {ran} turns against a store that was down"
+    );
+    faulty.fail_next_appends(0);
+    rt.call(&k, "after").await.unwrap();
+    let started = agent.started_inputs(&k);
+    let stored: Vec<String> = stored_inputs(faulty.inner().as_ref(), &k)
+        .await
+        .into_iter()
+        .map(|(text, _)| text)
+        .collect();
+    assert_eq!(
+        stored, started,
+        "every turn that ran is stored, in order; no other"
+    );
+    assert_dense(&stored_events(faulty.inner().as_ref(), &k).await);
+}

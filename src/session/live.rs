@@ -129,6 +129,27 @@ impl Live {
         self.running.is_some() || !self.queue.is_empty()
     }
 
+    /// Bounds what a failing store leaves in memory. Turns whose save failed stay unsaved (their
+    /// callers were told) and are written by the next successful save; past
+    /// [`crate::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that save,
+    /// and is refused with the store's error, without running its agent, if it fails again.
+    /// Returns the request when it may go on.
+    pub async fn check_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
+        if self.unsaved.len() < crate::config::MAX_UNSAVED_EVENTS
+            || self.busy()
+            || self.stopping.is_some()
+        {
+            return Some(request);
+        }
+        match self.flush().await {
+            Ok(()) => Some(request),
+            Err(error) => {
+                self.answer(request, Err(error));
+                None
+            }
+        }
+    }
+
     /// Takes a caller's message: runs it, queues it, or answers it at once, by policy.
     pub fn admit(&mut self, request: TurnRequest, myself: &ActorRef<SessionMsg>) {
         if self.stopping.is_some() {
