@@ -213,7 +213,13 @@ impl Actor for SessionActor {
         // in every actor's processing loop, so its size is paid by every idle session.
         match msg {
             SessionMsg::Turn(request) => {
-                if let Some(request) = Box::pin(live.check_backlog(request)).await {
+                // The common case stays synchronous: no future is made unless a backlog is due.
+                let request = if live.backlog_due() {
+                    Box::pin(live.retry_backlog(request)).await
+                } else {
+                    Some(request)
+                };
+                if let Some(request) = request {
                     live.admit(request, &myself);
                 }
             }

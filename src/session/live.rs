@@ -129,18 +129,19 @@ impl Live {
         self.running.is_some() || !self.queue.is_empty()
     }
 
+    /// Whether a new turn must first retry saving the backlog (see [`Live::retry_backlog`]).
+    pub fn backlog_due(&self) -> bool {
+        self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS
+            && !self.busy()
+            && self.stopping.is_none()
+    }
+
     /// Bounds what a failing store leaves in memory. Turns whose save failed stay unsaved (their
     /// callers were told) and are written by the next successful save; past
-    /// [`crate::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that save,
-    /// and is refused with the store's error, without running its agent, if it fails again.
-    /// Returns the request when it may go on.
-    pub async fn check_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
-        if self.unsaved.len() < crate::config::MAX_UNSAVED_EVENTS
-            || self.busy()
-            || self.stopping.is_some()
-        {
-            return Some(request);
-        }
+    /// [`crate::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that
+    /// save, and is refused with the store's error, without running its agent, if it fails
+    /// again. Returns the request when it may go on.
+    pub async fn retry_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
         match self.flush().await {
             Ok(()) => Some(request),
             Err(error) => {
