@@ -65,6 +65,27 @@ struct Inner {
 /// lock over first come, first served, so holding it is being first in line.
 type Line = Arc<tokio::sync::Mutex<()>>;
 
+/// A caller's stay in its key's line: on drop it gives up its place and, if it was the last
+/// one there, removes the line.
+struct InLine<'a> {
+    registry: &'a Registry,
+    key: &'a SessionKey,
+    /// Held while first in line.
+    first: Option<OwnedMutexGuard<()>>,
+    /// Whether the caller ever stood in the line.
+    queued: bool,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        if self.queued {
+            // The guard holds the line too: release it before counting who is left.
+            self.first = None;
+            self.registry.leave_line(self.key);
+        }
+    }
+}
+
 /// Where a caller refused for capacity stands.
 pub(crate) enum Place {
     /// No wait is configured: there is no line.
@@ -143,46 +164,46 @@ impl Registry {
         let wait = self.deps.config.capacity_wait;
         let deadline = Instant::now().checked_add(wait);
         let mut msg = msg;
-        let mut first: Option<OwnedMutexGuard<()>> = None;
-        let mut queued = false;
-        let routed = loop {
+        // Leaves the key's line however this call ends, a dropped (cancelled) caller included.
+        let mut place = InLine {
+            registry: self,
+            key,
+            first: None,
+            queued: false,
+        };
+        loop {
             let freed = self.slot_freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            match self.route(key, msg, first.is_some()) {
-                Ok(()) => break Ok(()),
-                Err(RouteError::Refused(err)) => break Err(err),
-                Err(RouteError::AtCapacity(back, place)) => {
+            match self.route(key, msg, place.first.is_some()) {
+                Ok(()) => return Ok(()),
+                Err(RouteError::Refused(err)) => return Err(err),
+                Err(RouteError::AtCapacity(back, given)) => {
                     msg = back;
-                    match place {
+                    match given {
                         Place::None => {}
                         Place::First(guard) => {
-                            queued = true;
-                            first = Some(guard);
+                            place.queued = true;
+                            place.first = Some(guard);
                         }
                         Place::Behind(line) => {
-                            queued = true;
+                            place.queued = true;
                             match until(deadline, line.lock_owned()).await {
                                 Some(guard) => {
                                     // Our turn in the line: try again at once.
-                                    first = Some(guard);
+                                    place.first = Some(guard);
                                     continue;
                                 }
-                                None => break Err(self.at_capacity()),
+                                None => return Err(self.at_capacity()),
                             }
                         }
                     }
                     if wait.is_zero() || until(deadline, freed).await.is_none() {
-                        break Err(self.at_capacity());
+                        return Err(self.at_capacity());
                     }
                 }
             }
-        };
-        if queued {
-            drop(first);
-            self.leave_line(key);
         }
-        routed
     }
 
     /// Counts and returns a refusal for lack of a free slot.
@@ -723,6 +744,47 @@ mod tests {
 
     fn clear() -> SessionMsg {
         SessionMsg::ClearContext(oneshot::channel().0)
+    }
+
+    /// Callers that give up while in a line (their futures are dropped) leave nothing behind.
+    #[tokio::test(start_paused = true)]
+    async fn cancelled_callers_leave_no_line_behind() {
+        let rt = Runtime::builder()
+            .agent(crate::MockLlmAgent::new().with_latency(Duration::from_secs(10)))
+            .store(MemoryStore::new())
+            .with_capacity(1)
+            .with_capacity_wait(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let holder = {
+            let rt = rt.clone();
+            tokio::spawn(async move { rt.call(&SessionKey::new("u", "h").unwrap(), "x").await })
+        };
+        let k = SessionKey::new("u", "k").unwrap();
+        let waiting: Vec<_> = (0..3)
+            .map(|i| {
+                let (rt, k) = (rt.clone(), k.clone());
+                tokio::spawn(async move { rt.call(&k, format!("m{i}")).await })
+            })
+            .collect();
+        let registry = rt.registry().clone();
+        let mut polls = 0;
+        while !registry.inner.lock().lines.contains_key(&k) {
+            polls += 1;
+            assert!(polls < 10_000, "the callers never queued");
+            tokio::task::yield_now().await;
+        }
+        for call in &waiting {
+            call.abort();
+        }
+        for call in waiting {
+            assert!(call.await.unwrap_err().is_cancelled());
+        }
+        assert!(
+            registry.inner.lock().lines.is_empty(),
+            "no line is left behind"
+        );
+        holder.await.unwrap().unwrap();
     }
 
     /// The race a waiting caller must win: its slot frees, and before it wakes a newcomer for
