@@ -488,6 +488,21 @@ impl Registry {
             Some(Slot::Stopping { next, held, .. }) if !held.is_empty() => {
                 let next = next.clone();
                 let mut held = std::mem::take(held);
+                // A bare passivation or shutdown left from the activation that just stopped
+                // asks nothing of the next one (the drain adds its own below).
+                held.retain(|m| {
+                    !matches!(
+                        m,
+                        SessionMsg::Stop(StopKind::Passivate | StopKind::Shutdown)
+                    )
+                });
+                if held.is_empty() {
+                    inner.slots.pop(key);
+                    metrics::gauge!("turnstile_live_sessions").set(inner.slots.len() as f64);
+                    drop(inner);
+                    self.slot_freed.notify_waiters();
+                    return None;
+                }
                 if inner.forced {
                     // Past the drain's deadline nothing that waited runs: it is answered
                     // `Draining`, and only deletes still need the session.
@@ -501,7 +516,7 @@ impl Registry {
                         self.slot_freed.notify_waiters();
                         return None;
                     }
-                } else if inner.draining {
+                } else if inner.draining && !ends_in_stop(&held) {
                     // Admitted before the drain: they run, then this activation stops too.
                     held.push_back(SessionMsg::Stop(StopKind::Passivate));
                 }
@@ -635,7 +650,7 @@ impl Registry {
         let keys: Vec<SessionKey> = inner.slots.iter().map(|(k, _)| k.clone()).collect();
         for key in keys {
             match inner.slots.peek_mut(&key) {
-                Some(Slot::Starting { held, .. }) => {
+                Some(Slot::Starting { held, .. }) if !ends_in_stop(held) => {
                     held.push_back(SessionMsg::Stop(StopKind::Passivate));
                 }
                 Some(Slot::Live { .. }) => {
@@ -696,6 +711,11 @@ impl Registry {
     pub(crate) fn reaper_wake(&self) -> &Notify {
         &self.reaper_wake
     }
+}
+
+/// Whether the last of `msgs` already stops the activation that receives them.
+fn ends_in_stop(msgs: &VecDeque<SessionMsg>) -> bool {
+    matches!(msgs.back(), Some(SessionMsg::Stop(_)))
 }
 
 /// How many of `msgs` are turns (what a slot's `pending` counts).

@@ -174,3 +174,58 @@ async fn past_the_deadline_a_turn_held_by_a_loading_session_never_starts() {
     );
     assert_eq!(rt.live_sessions(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_during_the_drain_runs_once_and_the_drain_ends_early() {
+    // A delete held behind a session the drain is stopping runs in one more activation, and
+    // that activation stops after it: no passivation left over makes the session come back.
+    let agent = Arc::new(GateAgent::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rt = runtime(agent.clone(), store.clone());
+    let k = key("ida", "deleted-while-draining");
+    let running = tokio::spawn({
+        let (rt, k) = (rt.clone(), k.clone());
+        async move { rt.call(&k, "hold on").await }
+    });
+    eventually("the turn to run", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let deadline = Duration::from_secs(60);
+    let begun = tokio::time::Instant::now();
+    let drain = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.drain(deadline).await }
+    });
+    eventually("the drain to begin", || rt.is_draining()).await;
+    let delete = tokio::spawn({
+        let (rt, k) = (rt.clone(), k.clone());
+        async move { rt.delete(&k).await }
+    });
+    // Let the delete reach the registry, which holds it for the session's next activation.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    agent.gate.add_permits(1);
+    assert_eq!(
+        within(running).await.unwrap().unwrap().kind,
+        OutcomeKind::Completed
+    );
+    assert!(
+        within(delete).await.unwrap().unwrap(),
+        "the session existed"
+    );
+    let report = within(drain).await.unwrap();
+    assert!(report.clean, "{report:?}");
+    assert!(
+        begun.elapsed() < deadline,
+        "the drain waited {:?}",
+        begun.elapsed()
+    );
+    assert_eq!(
+        rt.stats().activations,
+        2,
+        "one activation for the delete, no more"
+    );
+    assert!(store.load(&k, 10).await.unwrap().record.is_none());
+}

@@ -127,3 +127,51 @@ async fn an_outage_keeps_a_bounded_backlog_and_runs_no_agent_past_it() {
     );
     assert_dense(&stored_events(faulty.inner().as_ref(), &k).await);
 }
+
+/// The same bound when the session never goes idle: two callers keep a turn queued behind the
+/// running one, so no new turn ever finds the session idle.
+#[tokio::test(start_paused = true)]
+async fn an_outage_under_a_steady_queue_keeps_a_bounded_backlog() {
+    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_millis(100)));
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(faulty.clone())
+        .build()
+        .unwrap();
+    let k = key("zoe", "busy-outage");
+    rt.call(&k, "before").await.unwrap();
+    faulty.fail_next_appends(usize::MAX);
+    let callers: Vec<_> = (0..2)
+        .map(|c| {
+            let (rt, k) = (rt.clone(), k.clone());
+            tokio::spawn(async move {
+                for i in 0..100 {
+                    let refused = rt.call(&k, format!("c{c} t{i}")).await;
+                    assert!(matches!(refused, Err(Error::Store { .. })), "{refused:?}");
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        within(caller).await.unwrap();
+    }
+    let view = rt.state(&k).await.unwrap().unwrap();
+    assert!(
+        view.unsaved <= turnstile::MAX_UNSAVED_EVENTS + 2,
+        "{} events kept in memory",
+        view.unsaved
+    );
+    faulty.fail_next_appends(0);
+    rt.call(&k, "after").await.unwrap();
+    let stored: Vec<String> = stored_inputs(faulty.inner().as_ref(), &k)
+        .await
+        .into_iter()
+        .map(|(text, _)| text)
+        .collect();
+    assert_eq!(
+        stored,
+        agent.started_inputs(&k),
+        "every turn that ran is stored"
+    );
+}

@@ -380,6 +380,15 @@ impl Live {
             };
             self.answer(request, answer);
         }
+        if let Err(err) = saved {
+            if self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS {
+                // The save just failed with a full backlog: what waits would run its agent only
+                // to grow it. A busy session never reaches `retry_backlog`, so refuse here.
+                for request in std::mem::take(&mut self.queue) {
+                    self.answer(request, Err(err.clone()));
+                }
+            }
+        }
     }
 
     /// Applies events to the in-memory session and marks them unsaved.
