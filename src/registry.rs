@@ -237,7 +237,7 @@ impl Registry {
     ) -> Result<(), RouteError> {
         let is_turn = matches!(msg, SessionMsg::Turn(_));
         let mut inner = self.inner.lock();
-        if inner.draining && is_turn {
+        if (inner.draining && is_turn) || inner.forced {
             Counters::bump(&self.counters.rejected_draining);
             metrics::counter!("turnstile_rejections_total", "reason" => "draining").increment(1);
             return Err(RouteError::Refused(Error::Draining));

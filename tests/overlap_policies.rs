@@ -233,6 +233,35 @@ async fn interrupt_with_cuts_short_a_turn_that_starts_just_before_it() {
     assert_eq!(agent.started_inputs(&k), ["warm up", "slow", "urgent"]);
 }
 
+/// Two `interrupt_with` inputs sent while one turn runs both go ahead of the queue, in the
+/// order they were sent.
+#[tokio::test(start_paused = true)]
+async fn interrupt_with_inputs_keep_their_order() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_secs(1)));
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(store.clone())
+        .build()
+        .unwrap();
+    let k = key("tara", "two-urgent");
+    let calls = spawn_calls(&rt, &k, &["slow", "queued"], CallOptions::default());
+    eventually("the first turn to start", || {
+        agent.started_inputs(&k).len() == 1
+    })
+    .await;
+    let first = rt.interrupt_with(&k, "first", CallOptions::default());
+    let second = rt.interrupt_with(&k, "second", CallOptions::default());
+    let (first, second) = within(async { tokio::join!(first, second) }).await;
+    assert_eq!(first.unwrap().kind, OutcomeKind::Completed);
+    assert_eq!(second.unwrap().kind, OutcomeKind::Completed);
+    within(calls).await.unwrap();
+    assert_eq!(
+        agent.started_inputs(&k),
+        ["slow", "first", "second", "queued"]
+    );
+}
+
 /// A bounded queue: past `max_queue` waiting messages a call is refused with `Overloaded`.
 #[tokio::test(start_paused = true)]
 async fn a_full_session_queue_refuses_with_overloaded() {

@@ -169,7 +169,9 @@ impl Live {
                 if let Some(running) = &self.running {
                     running.control.interrupt(InterruptReason::Requested);
                 }
-                self.queue.push_front(request);
+                // Ahead of the queue, behind earlier `interrupt_with` inputs: they keep their order.
+                let at = self.queue.iter().take_while(|r| r.front).count();
+                self.queue.insert(at, request);
             }
             OverlapPolicy::Queue | OverlapPolicy::Merge => self.queue.push_back(request),
             OverlapPolicy::Reject => {
