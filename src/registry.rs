@@ -34,6 +34,10 @@ mod lifecycle;
 
 pub(crate) use lifecycle::reaper;
 
+/// How often a call waiting for a free slot looks again (and so tries to evict a session that
+/// went idle meanwhile). Short beside a turn, long beside the cost of one look.
+const CAPACITY_RECHECK: Duration = Duration::from_millis(100);
+
 /// At most this many least-recently-used sessions are examined when looking for one to evict,
 /// so that a runtime full of busy sessions does not scan them all on every activation.
 const EVICTION_SCAN: usize = 64;
@@ -198,7 +202,15 @@ impl Registry {
                             }
                         }
                     }
-                    if wait.is_zero() || until(deadline, freed).await.is_none() {
+                    if wait.is_zero() {
+                        return Err(self.at_capacity());
+                    }
+                    // A slot frees when a session stops, but a busy session that merely goes
+                    // idle frees none until something evicts it: look again now and then.
+                    let recheck = Instant::now() + CAPACITY_RECHECK;
+                    let wake = deadline.map_or(recheck, |deadline| deadline.min(recheck));
+                    let _ = tokio::time::timeout_at(wake, freed).await;
+                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                         return Err(self.at_capacity());
                     }
                 }

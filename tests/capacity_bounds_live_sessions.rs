@@ -141,3 +141,45 @@ async fn callers_waiting_for_a_slot_keep_their_sessions_order() {
     let expected: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
     assert_eq!(inputs, expected);
 }
+
+/// A call waiting for a slot gets one when a busy session goes idle, well before that
+/// session's idle TTL: it looks again now and then, and evicts the idle session.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_call_takes_the_slot_of_a_session_that_went_idle() {
+    let agent = Arc::new(GateAgent::default());
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store(MemoryStore::new())
+        .with_capacity(1)
+        .with_capacity_wait(Duration::from_secs(60))
+        .with_idle_ttl(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let busy = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.call(&key("bo", "busy"), "hold the only slot").await }
+    });
+    eventually("the only slot to be busy", || {
+        agent.entered.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
+    let waiting = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.call(&key("bo", "waiting"), "let me in").await }
+    });
+    for _ in 0..4 {
+        tokio::task::yield_now().await;
+    }
+    agent.gate.add_permits(1);
+    within(busy).await.unwrap().unwrap();
+    let begun = tokio::time::Instant::now();
+    within(waiting)
+        .await
+        .unwrap()
+        .expect("served once the busy session went idle");
+    assert!(
+        begun.elapsed() < Duration::from_secs(1),
+        "waited {:?}",
+        begun.elapsed()
+    );
+}
