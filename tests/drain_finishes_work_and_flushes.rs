@@ -20,6 +20,37 @@ fn runtime(agent: Arc<GateAgent>, store: Arc<dyn Store>) -> Runtime {
         .unwrap()
 }
 
+/// Starts a turn that waits at the agent's gate, once it is running.
+async fn hold_a_turn(
+    rt: &Runtime,
+    agent: &GateAgent,
+    k: &turnstile::SessionKey,
+) -> tokio::task::JoinHandle<turnstile::Result<turnstile::Outcome>> {
+    let before = agent.entered.load(Ordering::SeqCst);
+    let running = tokio::spawn({
+        let (rt, k) = (rt.clone(), k.clone());
+        async move { rt.call(&k, "hold on").await }
+    });
+    eventually("the turn to run", || {
+        agent.entered.load(Ordering::SeqCst) == before + 1
+    })
+    .await;
+    running
+}
+
+/// Starts a drain with `deadline`, once it has begun.
+async fn begin_drain(
+    rt: &Runtime,
+    deadline: Duration,
+) -> tokio::task::JoinHandle<turnstile::DrainReport> {
+    let drain = tokio::spawn({
+        let rt = rt.clone();
+        async move { rt.drain(deadline).await }
+    });
+    eventually("the drain to begin", || rt.is_draining()).await;
+    drain
+}
+
 #[tokio::test(start_paused = true)]
 async fn drain_lets_in_flight_and_queued_turns_finish() {
     let agent = Arc::new(GateAgent::default());
@@ -117,21 +148,10 @@ async fn a_session_activated_during_the_drain_does_not_hold_it_up() {
 
     let rt = runtime(agent.clone(), store.clone());
     let busy = key("mia", "busy");
-    let running = tokio::spawn({
-        let (rt, k) = (rt.clone(), busy.clone());
-        async move { rt.call(&k, "hold on").await }
-    });
-    eventually("the turn to run", || {
-        agent.entered.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    let running = hold_a_turn(&rt, &agent, &busy).await;
     let deadline = Duration::from_secs(60);
     let begun = tokio::time::Instant::now();
-    let drain = tokio::spawn({
-        let rt = rt.clone();
-        async move { rt.drain(deadline).await }
-    });
-    eventually("the drain to begin", || rt.is_draining()).await;
+    let drain = begin_drain(&rt, deadline).await;
     // Not a turn, so the drain admits it: it activates the stored session.
     within(rt.clear_context(&idle)).await.unwrap();
     agent.gate.add_permits(1);
@@ -183,21 +203,10 @@ async fn a_delete_during_the_drain_runs_once_and_the_drain_ends_early() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let k = key("ida", "deleted-while-draining");
-    let running = tokio::spawn({
-        let (rt, k) = (rt.clone(), k.clone());
-        async move { rt.call(&k, "hold on").await }
-    });
-    eventually("the turn to run", || {
-        agent.entered.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    let running = hold_a_turn(&rt, &agent, &k).await;
     let deadline = Duration::from_secs(60);
     let begun = tokio::time::Instant::now();
-    let drain = tokio::spawn({
-        let rt = rt.clone();
-        async move { rt.drain(deadline).await }
-    });
-    eventually("the drain to begin", || rt.is_draining()).await;
+    let drain = begin_drain(&rt, deadline).await;
     let delete = tokio::spawn({
         let (rt, k) = (rt.clone(), k.clone());
         async move { rt.delete(&k).await }
