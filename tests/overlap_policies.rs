@@ -15,6 +15,18 @@ use turnstile::{
     CallOptions, Error, MemoryStore, MockLlmAgent, OutcomeKind, OverlapPolicy, Runtime, Store,
 };
 
+/// A runtime over a memory store whose agent records what it started and takes `latency`.
+fn recording(latency: Duration) -> (Runtime, Arc<RecordingAgent>, Arc<dyn Store>) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let agent = Arc::new(RecordingAgent::with_latency(latency));
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(store.clone())
+        .build()
+        .unwrap();
+    (rt, agent, store)
+}
+
 fn latest() -> CallOptions {
     CallOptions::default().with_policy(OverlapPolicy::Latest)
 }
@@ -23,13 +35,7 @@ fn latest() -> CallOptions {
 /// running, the third completes; the history holds all three inputs, marked.
 #[tokio::test(start_paused = true)]
 async fn latest_message_wins_and_the_history_keeps_every_input() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_secs(1)));
-    let rt = Runtime::builder()
-        .agent_arc(agent.clone())
-        .store_arc(store.clone())
-        .build()
-        .unwrap();
+    let (rt, agent, store) = recording(Duration::from_secs(1));
     let k = key("quinn", "typing");
     let first = spawn_calls(&rt, &k, &["first"], latest());
     eventually("the first turn to start", || {
@@ -178,13 +184,7 @@ async fn merge_hands_queued_messages_to_one_turn() {
 /// `interrupt_with` cuts the running turn short and runs the new input before anything queued.
 #[tokio::test(start_paused = true)]
 async fn interrupt_with_runs_the_new_input_next() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_secs(5)));
-    let rt = Runtime::builder()
-        .agent_arc(agent.clone())
-        .store_arc(store.clone())
-        .build()
-        .unwrap();
+    let (rt, agent, _) = recording(Duration::from_secs(5));
     let k = key("tara", "urgent");
     let calls = spawn_calls(&rt, &k, &["slow", "queued"], CallOptions::default());
     eventually("the first turn to start", || {
@@ -209,13 +209,7 @@ async fn interrupt_with_runs_the_new_input_next() {
 /// waiting behind it.
 #[tokio::test(start_paused = true)]
 async fn interrupt_with_cuts_short_a_turn_that_starts_just_before_it() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_secs(5)));
-    let rt = Runtime::builder()
-        .agent_arc(agent.clone())
-        .store_arc(store.clone())
-        .build()
-        .unwrap();
+    let (rt, agent, _) = recording(Duration::from_secs(5));
     let k = key("tara", "mailbox");
     within(rt.call(&k, "warm up")).await.unwrap();
     let slow = rt.call(&k, "slow");
@@ -237,13 +231,7 @@ async fn interrupt_with_cuts_short_a_turn_that_starts_just_before_it() {
 /// order they were sent.
 #[tokio::test(start_paused = true)]
 async fn interrupt_with_inputs_keep_their_order() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let agent = Arc::new(RecordingAgent::with_latency(Duration::from_secs(1)));
-    let rt = Runtime::builder()
-        .agent_arc(agent.clone())
-        .store_arc(store.clone())
-        .build()
-        .unwrap();
+    let (rt, agent, _) = recording(Duration::from_secs(1));
     let k = key("tara", "two-urgent");
     let calls = spawn_calls(&rt, &k, &["slow", "queued"], CallOptions::default());
     eventually("the first turn to start", || {
