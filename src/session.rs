@@ -286,3 +286,18 @@ pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error
         source: Arc::new(source),
     }
 }
+
+/// A session that cannot be loaded (corrupt, newer schema) can still be deleted: straight from
+/// the store, since no actor owns it. Answers the deletes among `msgs`; ignores the rest.
+pub(crate) async fn delete_unloadable(deps: &SessionDeps, key: &SessionKey, msgs: Vec<SessionMsg>) {
+    for msg in msgs {
+        if let SessionMsg::Stop(StopKind::Delete(reply)) = msg {
+            let result = deps
+                .store
+                .delete(key)
+                .await
+                .map_err(|err| Error::store(key, err));
+            let _ = reply.send(result);
+        }
+    }
+}

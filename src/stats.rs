@@ -19,9 +19,106 @@ pub(crate) struct Counters {
     pub peak_live: AtomicU64,
 }
 
+/// Something the registry did, recorded once: in [`Counters`] (for [`RuntimeStats`]) and in the
+/// `metrics` recorder (for `/metrics`), so that the two never disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotEvent {
+    /// A session's actor is up.
+    Activated,
+    /// A session could not be loaded.
+    ActivationFailed,
+    /// A session was asked to passivate.
+    Evicted(Eviction),
+    /// A session's actor ended.
+    Stopped,
+    /// A session's actor ended without being asked.
+    UnexpectedStop,
+    /// A message was refused.
+    Rejected(Rejection),
+    /// An interrupt reached a running turn.
+    Interrupted,
+    /// Slots held now.
+    Live(usize),
+    /// How many messages a turn found ahead of it in its session.
+    QueueDepth(usize),
+}
+
+/// Why a session was evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Eviction {
+    /// Idle past its TTL.
+    Idle,
+    /// Least recently used, to make room under the capacity.
+    Lru,
+}
+
+/// Why a message was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    /// The session's queue was full.
+    Overloaded,
+    /// The runtime was at capacity.
+    AtCapacity,
+    /// The runtime was draining.
+    Draining,
+}
+
 impl Counters {
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Records one event in the counters and in the `metrics` recorder.
+    pub fn record(&self, event: SlotEvent) {
+        let bump = |counter: &AtomicU64| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        };
+        match event {
+            SlotEvent::Activated => {
+                bump(&self.activations);
+                metrics::counter!("turnstile_activations_total").increment(1);
+            }
+            SlotEvent::ActivationFailed => bump(&self.activation_failures),
+            SlotEvent::Evicted(reason) => {
+                let label = match reason {
+                    Eviction::Idle => {
+                        bump(&self.evictions_idle);
+                        "idle"
+                    }
+                    Eviction::Lru => {
+                        bump(&self.evictions_lru);
+                        "lru"
+                    }
+                };
+                metrics::counter!("turnstile_evictions_total", "reason" => label).increment(1);
+            }
+            SlotEvent::Stopped => bump(&self.stops),
+            SlotEvent::UnexpectedStop => bump(&self.unexpected_stops),
+            SlotEvent::Rejected(reason) => {
+                let label = match reason {
+                    Rejection::Overloaded => {
+                        bump(&self.rejected_overloaded);
+                        "overloaded"
+                    }
+                    Rejection::AtCapacity => {
+                        bump(&self.rejected_capacity);
+                        "at_capacity"
+                    }
+                    Rejection::Draining => {
+                        bump(&self.rejected_draining);
+                        "draining"
+                    }
+                };
+                metrics::counter!("turnstile_rejections_total", "reason" => label).increment(1);
+            }
+            SlotEvent::Interrupted => {
+                bump(&self.interrupts);
+                metrics::counter!("turnstile_interrupts_total").increment(1);
+            }
+            SlotEvent::Live(live) => {
+                self.peak_live.fetch_max(live as u64, Ordering::Relaxed);
+                metrics::gauge!("turnstile_live_sessions").set(live as f64);
+            }
+            SlotEvent::QueueDepth(depth) => {
+                metrics::histogram!("turnstile_queue_depth").record(depth as f64);
+            }
+        }
     }
 
     pub fn snapshot(&self, live_sessions: usize, idle_timers: usize) -> RuntimeStats {

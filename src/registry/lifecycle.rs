@@ -6,10 +6,9 @@ use ractor::Actor;
 use tokio_util::sync::CancellationToken;
 
 use super::Registry;
-use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::{
-    activation_error, SessionActor, SessionArgs, SessionMsg, SessionShared, StopKind,
+    activation_error, delete_unloadable, SessionActor, SessionArgs, SessionShared,
 };
 
 /// Supervises one session for as long as it has a slot: spawns its actor (which loads the
@@ -38,8 +37,8 @@ pub(crate) async fn run_session(
             Err(err) => {
                 let error = activation_error(&key, err);
                 tracing::warn!(%key, %error, "activation failed");
-                let deletes = registry.activation_failed(&key, error);
-                delete_unloadable(&registry, &key, deletes).await;
+                let deletes = registry.activation_failed(&key, &error);
+                delete_unloadable(&registry.deps, &key, deletes).await;
                 return;
             }
         };
@@ -50,22 +49,6 @@ pub(crate) async fn run_session(
         match registry.stopped(&key) {
             Some(next) => shared = next,
             None => return,
-        }
-    }
-}
-
-/// A session that cannot be loaded (corrupt, newer schema) can still be deleted: straight from
-/// the store, since no actor owns it.
-async fn delete_unloadable(registry: &Registry, key: &SessionKey, deletes: Vec<SessionMsg>) {
-    for msg in deletes {
-        if let SessionMsg::Stop(StopKind::Delete(reply)) = msg {
-            let result = registry
-                .deps
-                .store
-                .delete(key)
-                .await
-                .map_err(|err| Error::store(key, err));
-            let _ = reply.send(result);
         }
     }
 }
