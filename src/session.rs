@@ -17,19 +17,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Attributes};
+use crate::call::{Outcome, OverlapPolicy};
 use crate::config::RuntimeConfig;
+use crate::context::Summarizer;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
 use crate::store::{Store, StoreError};
-use crate::summary::Summarizer;
-use crate::turn::{Outcome, OverlapPolicy};
 
 mod live;
-mod turn;
+mod queue;
+mod task;
 
 use live::Live;
-pub(crate) use turn::TaskResult;
+pub(crate) use task::TaskResult;
 
 /// What every session of one runtime shares.
 pub(crate) struct SessionDeps {
