@@ -283,6 +283,9 @@ mod tests {
         let full = MockLlmAgent::reply_for("hi", 0);
         assert!(reply.interrupted);
         assert!(!reply.text.is_empty() && full.starts_with(&reply.text) && reply.text != full);
-        assert_eq!(reply.usage, None, "usage is reported only by a finished turn");
+        assert_eq!(
+            reply.usage, None,
+            "usage is reported only by a finished turn"
+        );
     }
 }
