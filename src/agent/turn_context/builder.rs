@@ -44,13 +44,15 @@ use crate::state::{persistable, Event, ScopedState, StateDelta, Usage};
 pub struct TurnContextBuilder {
     key: SessionKey,
     inputs: Vec<String>,
-    history: Arc<Vec<Event>>,
+    // The optional parts stay `None` until given, so that the runtime, which gives them all on
+    // every turn, never allocates a default only to drop it.
+    history: Option<Arc<Vec<Event>>>,
     /// How many of the newest `history` events the agent sees; `None` means all of them.
     visible: Option<usize>,
     summary: Option<Arc<str>>,
-    state: Arc<ScopedState>,
-    attributes: Attributes,
-    cancel: CancellationToken,
+    state: Option<Arc<ScopedState>>,
+    attributes: Option<Attributes>,
+    cancel: Option<CancellationToken>,
     sinks: Vec<mpsc::Sender<String>>,
 }
 
@@ -61,12 +63,12 @@ impl TurnContext {
         TurnContextBuilder {
             key,
             inputs: Vec::new(),
-            history: Arc::default(),
+            history: None,
             visible: None,
             summary: None,
-            state: Arc::default(),
-            attributes: Attributes::default(),
-            cancel: CancellationToken::new(),
+            state: None,
+            attributes: None,
+            cancel: None,
             sinks: Vec::new(),
         }
     }
@@ -82,7 +84,7 @@ impl TurnContextBuilder {
 
     /// The context window before this turn, oldest first; the agent sees all of it.
     pub fn history(mut self, events: impl Into<Arc<Vec<Event>>>) -> Self {
-        self.history = events.into();
+        self.history = Some(events.into());
         self.visible = None;
         self
     }
@@ -95,19 +97,19 @@ impl TurnContextBuilder {
 
     /// Session, user and app state as the turn starts.
     pub fn state(mut self, state: impl Into<Arc<ScopedState>>) -> Self {
-        self.state = state.into();
+        self.state = Some(state.into());
         self
     }
 
     /// Per-call attributes.
     pub fn attributes(mut self, attributes: Attributes) -> Self {
-        self.attributes = attributes;
+        self.attributes = Some(attributes);
         self
     }
 
     /// The token that interrupts the turn; cancel it to see how the agent stops.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
+        self.cancel = Some(token);
         self
     }
 
@@ -128,19 +130,17 @@ impl TurnContextBuilder {
     /// The turn's context, and the recording of what the turn produces through it.
     pub fn build(self) -> (TurnContext, TurnRecording) {
         let recording = TurnRecording::default();
-        let visible = self
-            .visible
-            .unwrap_or(self.history.len())
-            .min(self.history.len());
+        let history = self.history.unwrap_or_default();
+        let visible = self.visible.unwrap_or(history.len()).min(history.len());
         let turn = TurnContext {
             key: self.key,
             inputs: self.inputs,
-            history: self.history,
+            history,
             visible,
             summary: self.summary,
-            state: self.state,
-            attributes: self.attributes,
-            cancel: self.cancel,
+            state: self.state.unwrap_or_default(),
+            attributes: self.attributes.unwrap_or_default(),
+            cancel: self.cancel.unwrap_or_default(),
             sinks: self.sinks,
             record: recording.record.clone(),
         };
