@@ -5,6 +5,13 @@
 //! the running turn, and the turn's result comes back as a [`SessionMsg::Finished`] message.
 //! Interrupts do not go through the mailbox at all: they reach the running turn through the
 //! [`SessionShared`] handle the registry holds next to the actor.
+//!
+//! # Layout
+//!
+//! - `queue`: the overlap policies, pure: what becomes of an arriving message, what runs next.
+//! - `task`: running one turn as a child task, and the events a turn writes.
+//! - `live`: the session's state and the actor's steps (start, finish, answer, stop), with
+//!   `live/persist` (apply, flush, backlog, reload) and `live/compaction`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
