@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::call::{CallOptions, Outcome, OverlapPolicy};
 use crate::error::Error;
 use crate::key::{KeyError, SessionKey};
 use crate::runtime::Runtime;
 use crate::stream::TurnStream;
-use crate::turn::{CallOptions, Outcome, OverlapPolicy};
 
 #[cfg(feature = "redis")]
 pub use pairing::RedisPairingStore;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::turn::OverlapPolicy;
+use crate::call::OverlapPolicy;
 
 /// Default most live sessions. At ~7 KB per idle session plus its window, 100k sessions is well
 /// under 2 GB: large enough that a single host rarely passivates a session it will need again

@@ -9,6 +9,13 @@ use crate::store::StoreError;
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What an agent or a summarizer may fail with: any error. It fails only that turn
+/// (`Error::AgentFailed`) or that compaction (which is tried again later).
+///
+/// It lives here, below both the agent and the context modules, so that neither imports the
+/// other for it.
+pub type AgentError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a call did not produce an [`crate::Outcome`].
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]

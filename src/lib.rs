@@ -6,6 +6,8 @@
 //! - [`state`]: the pure state model — events, scopes, the fold, schema versions.
 //! - [`store`]: the [`Store`] trait, its conformance suite, and the stores.
 //! - [`Agent`] and [`TurnContext`]: the user's logic for one turn.
+//! - [`context`]: what an agent sees — the context window, compaction's [`Summarizer`], the
+//!   `<memory-context>` block and templates.
 //! - [`Runtime`]: the facade — a registry of live sessions, one ractor actor each.
 //!
 //! Internally, `registry` maps keys to live sessions (activation, passivation, limits) and
@@ -15,8 +17,10 @@
 
 mod agent;
 mod atomic_file;
+mod call;
 mod channel;
 mod config;
+pub mod context;
 mod error;
 #[cfg(feature = "http")]
 mod http;
@@ -28,13 +32,12 @@ pub mod state;
 mod stats;
 pub mod store;
 mod stream;
-mod summary;
-mod template;
-mod turn;
 
 pub use agent::{
-    Agent, AgentError, Attributes, ContextMessage, EchoAgent, MockLlmAgent, Role, TurnContext,
+    Agent, AgentError, Attributes, EchoAgent, MockLlmAgent, TurnContext, TurnContextBuilder,
+    TurnRecording,
 };
+pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 #[cfg(feature = "redis")]
 pub use channel::RedisPairingStore;
 pub use channel::{
@@ -47,6 +50,10 @@ pub use channel::{
 pub use config::{
     RuntimeConfig, DEFAULT_CAPACITY, DEFAULT_IDLE_TTL, DEFAULT_MAX_CONCURRENT_TURNS,
     DEFAULT_MAX_QUEUE, DEFAULT_WINDOW, MAX_MESSAGE_BYTES, MAX_UNSAVED_EVENTS,
+};
+pub use context::{
+    memory_context, render, ContextMessage, ExtractiveSummarizer, MissingKey, Role, Summarizer,
+    TemplateError, DEFAULT_ITEMS_PER_SECTION, MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN,
 };
 pub use error::{Error, Result};
 #[cfg(feature = "http")]
@@ -62,9 +69,3 @@ pub use store::{FileStore, MemoryStore, Store, StoreError};
 #[cfg(feature = "redis")]
 pub use store::{RedisOptions, RedisStore};
 pub use stream::{StreamEvent, TurnStream};
-pub use summary::{
-    memory_context, ExtractiveSummarizer, Summarizer, DEFAULT_ITEMS_PER_SECTION,
-    MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN,
-};
-pub use template::{render, MissingKey, TemplateError};
-pub use turn::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};

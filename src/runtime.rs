@@ -8,7 +8,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
+use crate::call::{CallOptions, Outcome};
 use crate::config::RuntimeConfig;
+use crate::context::Summarizer;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::registry::{reaper, Registry};
@@ -17,8 +19,6 @@ use crate::state::{Event, InterruptReason, Seq, SessionRecord};
 use crate::stats::RuntimeStats;
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
-use crate::summary::Summarizer;
-use crate::turn::{CallOptions, Outcome};
 
 /// Chunks a streaming caller may fall behind by before the agent waits for it.
 const STREAM_BUFFER: usize = 64;

@@ -5,6 +5,13 @@
 //! the running turn, and the turn's result comes back as a [`SessionMsg::Finished`] message.
 //! Interrupts do not go through the mailbox at all: they reach the running turn through the
 //! [`SessionShared`] handle the registry holds next to the actor.
+//!
+//! # Layout
+//!
+//! - `queue`: the overlap policies, pure: what becomes of an arriving message, what runs next.
+//! - `task`: running one turn as a child task, and the events a turn writes.
+//! - `live`: the session's state and the actor's steps (start, finish, answer, stop), with
+//!   `live/persist` (apply, flush, backlog, reload) and `live/compaction`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,19 +24,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Attributes};
+use crate::call::{Outcome, OverlapPolicy};
 use crate::config::RuntimeConfig;
+use crate::context::Summarizer;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
 use crate::store::{Store, StoreError};
-use crate::summary::Summarizer;
-use crate::turn::{Outcome, OverlapPolicy};
 
 mod live;
-mod turn;
+mod queue;
+mod task;
 
 use live::Live;
-pub(crate) use turn::TaskResult;
+pub(crate) use task::TaskResult;
 
 /// What every session of one runtime shares.
 pub(crate) struct SessionDeps {

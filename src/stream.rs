@@ -8,9 +8,9 @@ use futures::Stream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::call::Outcome;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::turn::Outcome;
 
 /// One item of a [`TurnStream`].
 #[derive(Debug, Clone)]

@@ -21,11 +21,11 @@ use tokio::time::Instant;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::Gateway;
+use crate::call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 use crate::channel::{ChannelMessage, ChannelRoute};
 use crate::key::SessionKey;
 use crate::state::InterruptReason;
 use crate::stream::{StreamEvent, TurnStream};
-use crate::turn::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 
 /// Where a turn goes.
 pub(crate) enum Target {

@@ -13,8 +13,8 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use super::Gateway;
+use crate::call::OverlapPolicy;
 use crate::channel::ChannelMessage;
-use crate::turn::OverlapPolicy;
 
 /// `POST /v1/channels/{channel}/messages`.
 #[derive(Debug, Deserialize)]

@@ -12,11 +12,11 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use super::Gateway;
+use crate::call::{CallOptions, OverlapPolicy};
 use crate::key::{validate_id, KeyPart, SessionKey};
 use crate::session::SessionView;
 use crate::state::StateMap;
 use crate::store::{PageRequest, SessionMeta, MAX_PAGE};
-use crate::turn::{CallOptions, OverlapPolicy};
 
 /// `POST …/turns`.
 #[derive(Debug, Deserialize)]

@@ -1,27 +1,34 @@
-//! A live session's state and what the actor does with it.
+//! A live session's state, and how the actor carries out the queue's decisions: starting turns,
+//! recording finished ones, answering callers, stopping.
+//!
+//! Persistence (`persist`) and compaction (`compaction`) are the other two things done to this
+//! state, each in its own file.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::turn::{self, Slots, TaskResult, TurnWrite};
+use super::queue::{Admission, TurnQueue};
+use super::task::{self, Slots, TaskResult, TurnWrite};
 use super::{
     SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind, TurnControl,
     TurnFinished, TurnRequest,
 };
-use crate::agent::{TurnContext, TurnRecord};
+use crate::agent::{TurnContext, TurnRecording};
+use crate::call::{Outcome, OutcomeKind};
+use crate::context::Window;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{
     Author, Event, EventKind, InterruptReason, OutputStatus, ScopedState, Seq, SessionRecord,
 };
 use crate::store::StoreError;
-use crate::turn::{Outcome, OutcomeKind, OverlapPolicy};
+
+mod compaction;
+mod persist;
 
 /// Everything a live session holds. Owned by its actor; nothing else mutates it.
 pub(crate) struct Live {
@@ -34,34 +41,33 @@ pub(crate) struct Live {
     /// Session, user and app state as the agent sees it. Behind an `Arc` so that a turn gets a
     /// snapshot without copying; `Arc::make_mut` copies only if a turn still holds it.
     state: Arc<ScopedState>,
-    /// The newest events, between `window` and `2 × window` of them (trimmed in halves, so that
-    /// trimming is amortised O(1) per event).
-    window: Arc<Vec<Event>>,
+    /// The newest events, from which the agent's context window is drawn.
+    window: Window,
     /// Events applied in memory that the store has not acknowledged (it failed); written with the
     /// next successful save.
     unsaved: Vec<Event>,
-    /// Messages waiting for the running turn to end.
-    queue: VecDeque<TurnRequest>,
+    /// Decides what becomes of arriving messages (overlap policies) and what runs next; it
+    /// holds the waiting and superseded messages. Its `running` mirrors `running` here.
+    queue: TurnQueue<TurnRequest>,
     running: Option<Running>,
-    /// Messages superseded while the current turn runs; recorded and answered when it ends.
-    superseded: Vec<TurnRequest>,
     stopping: Option<StopKind>,
     next_turn_id: u64,
     /// The summary's text, shared with turns without copying.
     summary: Option<Arc<str>>,
     /// A compaction task is running (at most one per session).
     compacting: bool,
-    /// A turn that completed in place (see `turn::start`), waiting to be recorded.
+    /// A turn that completed in place (see `task::start`), waiting to be recorded.
     immediate: Option<TurnFinished>,
 }
 
 /// The turn in flight.
 struct Running {
+    /// Tells this turn's `Finished` report from a stale one.
     id: u64,
     requests: Vec<TurnRequest>,
     inputs: Vec<String>,
     control: Arc<TurnControl>,
-    record: Arc<Mutex<TurnRecord>>,
+    record: TurnRecording,
     started: Instant,
 }
 
@@ -85,17 +91,17 @@ impl Live {
             app: loaded.app_state,
         };
         shared.last_active.store(deps.stamp(), Ordering::Release);
+        let window = Window::new(loaded.events, deps.config.window);
         Ok(Self {
             key,
             deps,
             shared,
             record,
             state: Arc::new(state),
-            window: Arc::new(loaded.events),
+            window,
             unsaved: Vec::new(),
-            queue: VecDeque::new(),
+            queue: TurnQueue::default(),
             running: None,
-            superseded: Vec::new(),
             stopping: None,
             next_turn_id: 0,
             summary: None,
@@ -125,65 +131,25 @@ impl Live {
         summarised.max(self.record.cleared_through)
     }
 
-    fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty()
-    }
-
-    /// Whether a new turn must first retry saving the backlog (see [`Live::retry_backlog`]).
-    pub fn backlog_due(&self) -> bool {
-        self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS
-            && !self.busy()
-            && self.stopping.is_none()
-    }
-
-    /// Bounds what a failing store leaves in memory. Turns whose save failed stay unsaved (their
-    /// callers were told) and are written by the next successful save; past
-    /// [`crate::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that
-    /// save, and is refused with the store's error, without running its agent, if it fails
-    /// again. Returns the request when it may go on.
-    pub async fn retry_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
-        match self.flush().await {
-            Ok(()) => Some(request),
-            Err(error) => {
-                self.answer(request, Err(error));
-                None
-            }
-        }
-    }
-
-    /// Takes a caller's message: runs it, queues it, or answers it at once, by policy.
+    /// Takes a caller's message and carries out what the queue decides for it: run it, let it
+    /// wait (interrupting the running turn if its policy says so), or refuse it.
     pub fn admit(&mut self, request: TurnRequest, myself: &ActorRef<SessionMsg>) {
         if self.stopping.is_some() {
             // The registry stops routing before it sends `Stop`; this is a safety net only.
             self.answer(request, Err(Error::Draining));
             return;
         }
-        if !self.busy() {
-            self.start(vec![request], myself);
-            return;
-        }
-        match request.policy {
-            _ if request.front => {
-                // `interrupt_with` interrupted what ran when it was called; a turn that started
-                // since (it was already in the mailbox) is what the user now wants cut short.
-                if let Some(running) = &self.running {
-                    running.control.interrupt(InterruptReason::Requested);
+        let (policy, front) = (request.policy, request.front);
+        match self.queue.admit(request, policy, front) {
+            Admission::Start(request) => self.start(vec![request], myself),
+            Admission::Wait { interrupt } => {
+                if let (Some(reason), Some(running)) = (interrupt, &self.running) {
+                    running.control.interrupt(reason);
                 }
-                // Ahead of the queue, behind earlier `interrupt_with` inputs: they keep their order.
-                let at = self.queue.iter().take_while(|r| r.front).count();
-                self.queue.insert(at, request);
             }
-            OverlapPolicy::Queue | OverlapPolicy::Merge => self.queue.push_back(request),
-            OverlapPolicy::Reject => {
+            Admission::Reject(request) => {
                 let key = self.key.clone();
                 self.answer(request, Err(Error::Busy { key }));
-            }
-            OverlapPolicy::Latest => {
-                if let Some(running) = &self.running {
-                    running.control.interrupt(InterruptReason::Superseded);
-                }
-                self.superseded.extend(self.queue.drain(..));
-                self.queue.push_back(request);
             }
         }
     }
@@ -201,32 +167,15 @@ impl Live {
             _ => None,
         };
         if let Some(err) = refuse {
-            for request in std::mem::take(&mut self.queue) {
+            for request in self.queue.take_waiting() {
                 self.answer(request, Err(err.clone()));
             }
         }
-        if let Some(batch) = self.next_batch() {
+        if let Some(batch) = self.queue.next_batch() {
             self.start(batch, myself);
             return false;
         }
         self.stopping.is_some()
-    }
-
-    /// The next turn's messages: the head of the queue, plus every `Merge` message right behind a
-    /// `Merge` head.
-    fn next_batch(&mut self) -> Option<Vec<TurnRequest>> {
-        let first = self.queue.pop_front()?;
-        let mut batch = vec![first];
-        if batch[0].policy == OverlapPolicy::Merge {
-            while self
-                .queue
-                .front()
-                .is_some_and(|r| r.policy == OverlapPolicy::Merge && !r.front)
-            {
-                batch.extend(self.queue.pop_front());
-            }
-        }
-        Some(batch)
     }
 
     fn start(&mut self, mut requests: Vec<TurnRequest>, myself: &ActorRef<SessionMsg>) {
@@ -238,28 +187,24 @@ impl Live {
         };
         let control = Arc::new(TurnControl::with_token(token));
         *self.shared.current.lock() = Some(control.clone());
-        let record = Arc::new(Mutex::new(TurnRecord::default()));
         let inputs: Vec<String> = requests.iter().map(|r| r.input.clone()).collect();
         let deadline = last.deadline.or(self.deps.config.turn_deadline);
-        let ctx = TurnContext {
-            key: self.key.clone(),
-            inputs: inputs.clone(),
-            visible: self.visible_events(),
-            history: self.window.clone(),
-            summary: self
-                .record
-                .summary
-                .as_ref()
-                .map(|s| Arc::from(s.text.as_str())),
-            state: self.state.clone(),
-            attributes: last.attributes.clone(),
-            cancel: control.token.clone(),
-            sinks: requests
-                .iter_mut()
-                .filter_map(|r| r.stream.take())
-                .collect(),
-            record: record.clone(),
-        };
+        let mut builder = TurnContext::builder(self.key.clone())
+            .history(self.window.events().clone())
+            .visible(self.window.visible(self.covered_through()))
+            .state(self.state.clone())
+            .attributes(last.attributes.clone())
+            .cancellation(control.token.clone());
+        if let Some(summary) = &self.record.summary {
+            builder = builder.summary(summary.text.as_str());
+        }
+        for request in &mut requests {
+            builder = builder.input(request.input.clone());
+            if let Some(stream) = request.stream.take() {
+                builder = builder.stream(stream);
+            }
+        }
+        let (ctx, record) = builder.build();
         let slots = self.deps.turn_permits.as_ref().map(|permits| Slots {
             permits: permits.clone(),
             wait: self.deps.config.concurrency_wait,
@@ -268,7 +213,7 @@ impl Live {
         self.next_turn_id += 1;
         let span = tracing::info_span!("turn", key = %self.key, turn = id);
         let work = Box::pin(tracing::Instrument::instrument(
-            turn::execute(
+            task::execute(
                 self.deps.agent.clone(),
                 ctx,
                 control.clone(),
@@ -285,7 +230,7 @@ impl Live {
             record,
             started: Instant::now(),
         });
-        if let Some(result) = turn::start(work, myself, id) {
+        if let Some(result) = task::start(work, myself, id) {
             self.immediate = Some(TurnFinished {
                 turn_id: id,
                 result,
@@ -293,6 +238,7 @@ impl Live {
         }
     }
 
+    /// Whether a turn finished within its first poll and waits to be recorded.
     pub fn has_immediate(&self) -> bool {
         self.immediate.is_some()
     }
@@ -302,26 +248,13 @@ impl Live {
         self.immediate.take()
     }
 
-    /// How many of the window's newest events the agent sees: at most `window`, none that the
-    /// summary covers or that `clear_context` removed.
-    fn visible_events(&self) -> usize {
-        let covered = self.covered_through();
-        let uncovered = self
-            .window
-            .iter()
-            .rev()
-            .take_while(|e| e.seq > covered)
-            .count();
-        uncovered.min(self.deps.config.window)
-    }
-
     /// Records a finished turn, persists it, and answers its callers.
     pub async fn finish(&mut self, finished: TurnFinished) {
         let Some(running) = self.running.take_if(|r| r.id == finished.turn_id) else {
             return;
         };
         *self.shared.current.lock() = None;
-        let superseded = std::mem::take(&mut self.superseded);
+        let superseded = self.queue.turn_ended();
         if let Some(StopKind::Delete(_)) = self.stopping {
             let key = self.key.clone();
             for request in running.requests.into_iter().chain(superseded) {
@@ -329,7 +262,7 @@ impl Live {
             }
             return;
         }
-        let record = std::mem::take(&mut *running.record.lock());
+        let record = running.record.take();
         let (output, failure) = match finished.result {
             TaskResult::Completed(text) => (Some((text, OutputStatus::Final)), None),
             TaskResult::Interrupted => {
@@ -358,7 +291,7 @@ impl Live {
             duration_ms: u64::try_from(running.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             superseded: &superseded_inputs,
         };
-        let events = turn::turn_events(write, self.record.next_seq, now_ms());
+        let events = task::turn_events(write, self.record.next_seq, now_ms());
         let answers = answers_for(&running.requests, &events, failure);
         let first_superseded = events.len() - superseded.len();
         let superseded_seqs: Vec<u64> = events[first_superseded..].iter().map(|e| e.seq).collect();
@@ -386,90 +319,9 @@ impl Live {
             if self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS {
                 // The save just failed with a full backlog: what waits would run its agent only
                 // to grow it. A busy session never reaches `retry_backlog`, so refuse here.
-                for request in std::mem::take(&mut self.queue) {
+                for request in self.queue.take_waiting() {
                     self.answer(request, Err(err.clone()));
                 }
-            }
-        }
-    }
-
-    /// Applies events to the in-memory session and marks them unsaved.
-    fn apply(&mut self, events: Vec<Event>) {
-        if events.is_empty() {
-            return;
-        }
-        let state = Arc::make_mut(&mut self.state);
-        let window = Arc::make_mut(&mut self.window);
-        let mut summary_changed = false;
-        for event in &events {
-            self.record.apply(event);
-            if let Some(delta) = &event.state_delta {
-                state.apply(delta);
-            }
-            summary_changed |= matches!(
-                event.kind,
-                EventKind::Summary { .. } | EventKind::ContextCleared {}
-            );
-        }
-        window.extend(events.iter().cloned());
-        let limit = self.deps.config.window.max(1);
-        if window.len() >= 2 * limit {
-            window.drain(..window.len() - limit);
-        }
-        if summary_changed {
-            self.refresh_summary();
-        }
-        self.unsaved.extend(events);
-        self.shared.dirty.store(true, Ordering::Release);
-    }
-
-    /// Writes unsaved events to the store. On a conflict (another writer changed the session)
-    /// the session reloads from the store and the unsaved events are dropped: they were never
-    /// acknowledged.
-    async fn flush(&mut self) -> Result<(), Error> {
-        if self.unsaved.is_empty() {
-            return Ok(());
-        }
-        let store = self.deps.store.clone();
-        match store
-            .append(&self.key, self.record.version, &self.unsaved)
-            .await
-        {
-            Ok(version) => {
-                self.record.version = version;
-                // Dropped, not cleared: an idle session should not keep the buffer's capacity.
-                self.unsaved = Vec::new();
-                self.shared.dirty.store(false, Ordering::Release);
-                Ok(())
-            }
-            Err(err) => {
-                let conflict = matches!(err, StoreError::Conflict { .. });
-                let error = Error::store(&self.key, err);
-                tracing::warn!(key = %self.key, %error, "turn not persisted");
-                if conflict {
-                    self.reload().await;
-                }
-                Err(error)
-            }
-        }
-    }
-
-    async fn reload(&mut self) {
-        let args = SessionArgs {
-            key: self.key.clone(),
-            deps: self.deps.clone(),
-            shared: self.shared.clone(),
-        };
-        match Live::load(args).await {
-            Ok(fresh) => {
-                self.record = fresh.record;
-                self.state = fresh.state;
-                self.window = fresh.window;
-                self.unsaved.clear();
-                self.shared.dirty.store(false, Ordering::Release);
-            }
-            Err(err) => {
-                tracing::error!(key = %self.key, error = %err, "reload after a conflict failed");
             }
         }
     }
@@ -531,21 +383,6 @@ impl Live {
         }
     }
 
-    /// `post_stop`: one more attempt for anything still unsaved.
-    pub async fn final_flush(&mut self) {
-        if self.unsaved.is_empty() {
-            return;
-        }
-        if let Err(error) = self.flush().await {
-            tracing::error!(
-                key = %self.key,
-                unsaved = self.unsaved.len(),
-                %error,
-                "session stopped with events the store never acknowledged"
-            );
-        }
-    }
-
     /// Appends a `ContextCleared` event: the agent's window starts after it; state is kept.
     pub async fn clear_context(&mut self) -> Result<(), Error> {
         let event = Event::new(
@@ -558,79 +395,11 @@ impl Live {
         self.flush().await
     }
 
-    /// Starts a compaction when more than `compact_after` events are not covered by the summary:
-    /// a child task summarises everything older than the window (read back from the store, so
-    /// only persisted events are summarised) and reports with `Compacted`. Turns go on meanwhile.
-    pub fn maybe_compact(&mut self, myself: &ActorRef<SessionMsg>) {
-        let (Some(summarizer), Some(after)) =
-            (self.deps.summarizer.clone(), self.deps.config.compact_after)
-        else {
-            return;
-        };
-        if self.compacting || self.stopping.is_some() || !self.unsaved.is_empty() {
-            return;
-        }
-        let covered = self.covered_through();
-        let last = self.record.next_seq.saturating_sub(1);
-        let upto = last.saturating_sub(self.deps.config.window as Seq);
-        if last - covered <= after as Seq || upto <= covered {
-            return;
-        }
-        self.compacting = true;
-        let previous = self.summary.clone();
-        let (store, key, actor) = (self.deps.store.clone(), self.key.clone(), myself.clone());
-        tokio::spawn(async move {
-            let summary = async {
-                let limit = usize::try_from(upto - covered).unwrap_or(usize::MAX);
-                let span: Vec<Event> = store
-                    .read_events(&key, covered + 1, limit)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .filter(|e| !matches!(e.kind, EventKind::Summary { .. }))
-                    .collect();
-                summarizer
-                    .summarize(previous.as_deref(), &span)
-                    .await
-                    .map_err(|e| e.to_string())
-            }
-            .await;
-            let _ = actor.send_message(SessionMsg::Compacted {
-                through_seq: upto,
-                summary,
-            });
-        });
-    }
-
-    /// Records a finished compaction as a `Summary` event (events that arrived meanwhile are
-    /// after `through_seq`, so none is lost).
-    pub async fn compacted(&mut self, through_seq: Seq, summary: Result<String, String>) {
-        self.compacting = false;
-        let text = match summary {
-            Ok(text) => text,
-            Err(error) => {
-                tracing::warn!(key = %self.key, %error, "compaction failed; will retry");
-                return;
-            }
-        };
-        if through_seq <= self.covered_through() || self.stopping.is_some() {
-            return;
-        }
-        let event = Event::new(
-            self.record.next_seq,
-            Author::System,
-            now_ms(),
-            EventKind::Summary { text, through_seq },
-        );
-        self.apply(vec![event]);
-        let _ = self.flush().await;
-    }
-
     /// The session as it is in memory.
     pub fn view(&self) -> SessionView {
         SessionView {
             record: self.record.clone(),
-            events: self.window.to_vec(),
+            events: self.window.events().to_vec(),
             user_state: self.state.user.clone(),
             app_state: self.state.app.clone(),
             live: true,

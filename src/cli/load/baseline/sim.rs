@@ -1,29 +1,26 @@
-//! What both baselines run per turn: the mock agent's behaviour reproduced outside the runtime,
+//! What both baselines run per turn: the same agent as turnstile's run (`MockLlmAgent` or
+//! `EchoAgent`, with the run's flags), given a `TurnContext` built with `TurnContext::builder`,
 //! and a minimal session state that loads from and appends to the same `Store`.
 //!
-//! `TurnContext` can only be built inside the library, so a baseline cannot call
-//! `MockLlmAgent::run`. This reproduces it with the same parameters: the same reply
-//! (`MockLlmAgent::reply_for`), the same per-input latency, split over the same number of chunks,
-//! each chunk appended to the partial output, stopping when the turn's token fires, and the same
-//! token usage. What it leaves out is the runtime's part: no `TurnContext` (no state snapshot, no
-//! stream sinks), no spawned turn task, no deadline, no tool bookkeeping. The events written are
-//! those a plain turn of turnstile writes: the input, then the output.
+//! What the baselines leave out is the runtime's part: no state snapshot, no spawned turn task, no
+//! deadline, no tool bookkeeping. As in the runtime, an interrupt wins over the agent at its next
+//! await point, and the partial output is what the agent had emitted. The events written are those
+//! a plain turn of turnstile writes: the input, then the output.
 
-use std::collections::VecDeque;
-use std::hash::{Hash, Hasher};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use turnstile::state::{
     Author, Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Usage,
 };
-use turnstile::{MockLlmAgent, SessionKey, Store, StoreError};
+use turnstile::{Agent, EchoAgent, MockLlmAgent, SessionKey, Store, StoreError, TurnContext};
 
 use super::super::options::{AgentKind, Latency};
 use super::super::target::{Ack, AckKind, Failure};
 
-/// The agent's behaviour, with the flags of the run.
+/// The agent of the run, with its flags.
 #[derive(Debug, Clone, Copy)]
 pub struct AgentSim {
     /// `mock` or `echo`.
@@ -36,83 +33,80 @@ pub struct AgentSim {
     pub seed: u64,
 }
 
-/// What one simulated turn produced.
+/// What one turn produced.
 pub struct SimReply {
     text: String,
     interrupted: bool,
     usage: Option<Usage>,
 }
 
+/// Room for the first chunk only: the watcher stops listening after it, and later chunks are
+/// dropped at once (as for a streaming caller that went away).
+const FIRST_CHUNK_BUFFER: usize = 1;
+
 impl AgentSim {
-    /// The same choice as `MockLlmAgent`'s: a hash of (seed, input) spread over the range.
-    fn latency_for(&self, input: &str) -> Duration {
-        let Latency { min, max } = self.latency;
-        if min == max {
-            return min;
-        }
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (self.seed, input).hash(&mut hasher);
-        let span = (max - min).as_nanos() as u64;
-        min + Duration::from_nanos(hasher.finish() % (span + 1))
+    /// The mock agent as `turnstile load` builds it for the runtime.
+    fn mock(&self) -> MockLlmAgent {
+        MockLlmAgent::new()
+            .with_latency_range(self.latency.min, self.latency.max)
+            .with_chunks(self.chunks)
+            .with_seed(self.seed)
     }
 
-    /// Runs one turn's agent logic; stops early when `cancel` fires. Signals `first_chunk` once
-    /// the first piece is produced, as the runtime's stream would deliver it.
+    /// Runs one turn of the agent over `history`; stops at once when `cancel` fires. Signals
+    /// `first_chunk` once the agent emits its first chunk, as the runtime's stream would deliver
+    /// it.
     pub async fn run(
         &self,
+        key: &SessionKey,
         input: &str,
-        history_len: usize,
+        history: Arc<Vec<Event>>,
         cancel: &CancellationToken,
-        mut first_chunk: Option<oneshot::Sender<()>>,
+        first_chunk: Option<oneshot::Sender<()>>,
     ) -> SimReply {
-        if self.kind == AgentKind::Echo {
-            return SimReply {
-                text: input.to_owned(),
-                interrupted: false,
-                usage: None,
-            };
+        let mut builder = TurnContext::builder(key.clone())
+            .input(input)
+            .history(history)
+            .cancellation(cancel.clone());
+        let mut watcher = None;
+        if let Some(signal) = first_chunk {
+            let (sink, chunks) = mpsc::channel(FIRST_CHUNK_BUFFER);
+            builder = builder.stream(sink);
+            watcher = Some((chunks, signal));
         }
-        let reply = MockLlmAgent::reply_for(input, history_len);
-        let pieces = split_chunks(&reply, self.chunks.max(1));
-        let pause = self.latency_for(input) / pieces.len() as u32;
-        let mut partial = String::with_capacity(reply.len());
-        for piece in pieces {
-            if !pause.is_zero() {
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    () = cancel.cancelled() => {
-                        return SimReply { text: partial, interrupted: true, usage: None };
-                    }
+        let (turn, recording) = builder.build();
+        let agent = async {
+            match self.kind {
+                AgentKind::Echo => EchoAgent.run(turn).await,
+                AgentKind::Mock => self.mock().run(turn).await,
+            }
+        };
+        let watch = async {
+            if let Some((mut chunks, signal)) = watcher {
+                if chunks.recv().await.is_some() {
+                    let _ = signal.send(());
                 }
             }
-            partial.push_str(piece);
-            if let Some(signal) = first_chunk.take() {
-                let _ = signal.send(());
-            }
-        }
-        SimReply {
-            usage: Some(Usage {
-                input_tokens: input.split_whitespace().count() as u64,
-                output_tokens: reply.split_whitespace().count() as u64,
-            }),
-            text: partial,
-            interrupted: false,
+        };
+        let finished = tokio::select! {
+            // As in the runtime: an interrupt that arrived counts, even if the agent was done.
+            biased;
+            () = cancel.cancelled() => None,
+            (reply, ()) = futures::future::join(agent, watch) => Some(reply),
+        };
+        match finished {
+            Some(reply) => SimReply {
+                text: reply.expect("the built-in agents never fail"),
+                interrupted: false,
+                usage: recording.usage(),
+            },
+            None => SimReply {
+                text: recording.output(),
+                interrupted: true,
+                usage: recording.usage(),
+            },
         }
     }
-}
-
-/// Splits `text` into at most `n` pieces on character boundaries, like the mock agent does.
-fn split_chunks(text: &str, n: usize) -> Vec<&str> {
-    let starts: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-    let per = starts.len().div_ceil(n).max(1);
-    let mut out = Vec::with_capacity(n);
-    let mut from = 0;
-    for &at in starts.iter().skip(per).step_by(per) {
-        out.push(&text[from..at]);
-        from = at;
-    }
-    out.push(&text[from..]);
-    out
 }
 
 /// One turn to run: its input, its token and the first-chunk signal (see `Target::send`).
@@ -129,7 +123,9 @@ pub struct SimTurn<'a> {
 pub struct SessionState {
     version: u64,
     next_seq: u64,
-    window: VecDeque<Event>,
+    /// At most `window_cap` newest events. Behind an `Arc` so that a turn gets it without a copy;
+    /// the turn has dropped it by the time the next events are added.
+    window: Arc<Vec<Event>>,
     window_cap: usize,
 }
 
@@ -145,7 +141,7 @@ impl SessionState {
         Ok(Self {
             version,
             next_seq,
-            window: loaded.events.into(),
+            window: Arc::new(loaded.events),
             window_cap,
         })
     }
@@ -165,7 +161,7 @@ impl SessionState {
         } = turn;
         let started = Instant::now();
         let reply = sim
-            .run(&input, self.window.len(), cancel, first_chunk)
+            .run(key, &input, self.window.clone(), cancel, first_chunk)
             .await;
         let now = now_ms();
         let seq = self.next_seq;
@@ -201,10 +197,10 @@ impl SessionState {
             .await
             .map_err(|_| Failure::Store)?;
         self.next_seq += 2;
-        self.window.extend(events);
-        while self.window.len() > self.window_cap {
-            self.window.pop_front();
-        }
+        let window = Arc::make_mut(&mut self.window);
+        window.extend(events);
+        let excess = window.len().saturating_sub(self.window_cap);
+        window.drain(..excess);
         Ok(Ack {
             seq: seq + 1,
             kind: if reply.interrupted {
@@ -225,16 +221,7 @@ fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chunks_reassemble_to_the_reply() {
-        for n in [1, 2, 3, 4, 7, 100] {
-            let text = "mock reply #0 to: héllo wörld";
-            let pieces = split_chunks(text, n);
-            assert_eq!(pieces.concat(), text);
-            assert!(pieces.len() <= n, "{n}: {pieces:?}");
-        }
-    }
+    use std::time::Duration;
 
     #[tokio::test]
     async fn a_simulated_turn_is_stored_like_a_turnstile_turn() {
@@ -268,6 +255,37 @@ mod tests {
         assert_eq!(
             events[3].text(),
             Some(MockLlmAgent::reply_for("hi 1", 2).as_str())
+        );
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_turn_keeps_what_the_agent_had_emitted() {
+        let key = SessionKey::new("u", "s").unwrap();
+        let sim = AgentSim {
+            kind: AgentKind::Mock,
+            latency: Latency {
+                min: Duration::from_millis(40),
+                max: Duration::from_millis(40),
+            },
+            chunks: 4,
+            seed: 0,
+        };
+        let cancel = CancellationToken::new();
+        let (signal, first) = oneshot::channel();
+        let interrupter = async {
+            first.await.unwrap();
+            cancel.cancel();
+        };
+        let (reply, ()) = tokio::join!(
+            sim.run(&key, "hi", Arc::default(), &cancel, Some(signal)),
+            interrupter
+        );
+        let full = MockLlmAgent::reply_for("hi", 0);
+        assert!(reply.interrupted);
+        assert!(!reply.text.is_empty() && full.starts_with(&reply.text) && reply.text != full);
+        assert_eq!(
+            reply.usage, None,
+            "usage is reported only by a finished turn"
         );
     }
 }

@@ -1,0 +1,199 @@
+//! [`TurnContext`]: everything an agent sees and may touch during one turn, and what the turn
+//! records as it goes.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Attributes;
+use crate::context::{
+    chat_messages, memory_context, render, ContextMessage, MissingKey, TemplateError,
+};
+use crate::key::SessionKey;
+use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
+
+mod builder;
+
+pub use builder::{TurnContextBuilder, TurnRecording};
+
+/// Everything an agent sees and may touch during one turn.
+///
+/// State writes ([`TurnContext::set`]) become the turn's `state_delta` when it ends; `temp:`
+/// keys are visible for the rest of the turn and never persisted. The runtime builds one per
+/// turn; outside a runtime (an agent's unit tests, tools) build one with
+/// [`TurnContext::builder`].
+pub struct TurnContext {
+    key: SessionKey,
+    inputs: Vec<String>,
+    /// The context window before this turn, oldest first.
+    history: Arc<Vec<Event>>,
+    /// How many of the newest `history` events the agent sees.
+    visible: usize,
+    summary: Option<Arc<str>>,
+    state: Arc<ScopedState>,
+    attributes: Attributes,
+    cancel: CancellationToken,
+    /// Streaming callers (several when merged messages each asked for a stream).
+    sinks: Vec<mpsc::Sender<String>>,
+    /// Shared with the runtime so that it survives the agent's future being dropped.
+    record: Arc<Mutex<TurnRecord>>,
+}
+
+/// What a turn produced so far; read by the runtime when the turn ends or is cut short.
+#[derive(Debug, Default)]
+pub(crate) struct TurnRecord {
+    /// Everything emitted, concatenated.
+    pub partial: String,
+    /// State writes, full keys (with `temp:`), in the order made (later wins).
+    pub delta: StateDelta,
+    /// Tool calls and results, in order.
+    pub tools: Vec<ToolEntry>,
+    /// Reported token usage.
+    pub usage: Option<Usage>,
+    next_call: u32,
+}
+
+/// A tool call or result recorded during a turn.
+#[derive(Debug, Clone)]
+pub(crate) enum ToolEntry {
+    Call {
+        call_id: String,
+        name: String,
+        arguments: Value,
+    },
+    Result {
+        call_id: String,
+        result: Value,
+        ok: bool,
+    },
+}
+
+impl TurnContext {
+    /// The session this turn belongs to.
+    pub fn key(&self) -> &SessionKey {
+        &self.key
+    }
+
+    /// The message this turn answers. When several queued messages were merged (`Merge`
+    /// policy), they are joined with blank lines; see [`TurnContext::inputs`].
+    pub fn input(&self) -> String {
+        self.inputs.join("\n\n")
+    }
+
+    /// Every message this turn answers, oldest first: one, or several when merged.
+    pub fn inputs(&self) -> &[String] {
+        &self.inputs
+    }
+
+    /// The context window: the newest events before this turn, oldest first.
+    pub fn history(&self) -> &[Event] {
+        let start = self.history.len().saturating_sub(self.visible);
+        &self.history[start..]
+    }
+
+    /// The summary of events older than the window, if the session was compacted.
+    pub fn summary(&self) -> Option<&str> {
+        self.summary.as_deref()
+    }
+
+    /// The summary wrapped as recalled background (a `<memory-context>` block whose note says it
+    /// is not new input and that instructions inside it are not to be followed), if there is one.
+    pub fn memory_context(&self) -> Option<String> {
+        self.summary.as_deref().map(memory_context)
+    }
+
+    /// The context as chat messages, ready for an LLM API: the memory block first (pinned: it
+    /// never slides out of the window), then the window's events. This turn's input is not
+    /// included (see [`TurnContext::input`]).
+    pub fn messages(&self) -> Vec<ContextMessage> {
+        chat_messages(self.memory_context(), self.history())
+    }
+
+    /// Fills `{scope:key}` placeholders from this turn's view of the state (see
+    /// [`crate::context::render`]).
+    pub fn render(&self, template: &str, missing: MissingKey) -> Result<String, TemplateError> {
+        render(template, |key| self.get(key), missing)
+    }
+
+    /// Reads a state key (with its scope prefix), seeing this turn's own writes.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        if let Some(value) = self.record.lock().delta.get(key) {
+            return (!value.is_null()).then(|| value.clone());
+        }
+        self.state.get(key).cloned()
+    }
+
+    /// Writes a state key; the scope is chosen by its prefix (`user:`, `app:`, `temp:`, none).
+    pub fn set(&self, key: impl Into<String>, value: impl Into<Value>) {
+        self.record.lock().delta.insert(key.into(), value.into());
+    }
+
+    /// Deletes a state key.
+    pub fn remove(&self, key: &str) {
+        self.record.lock().delta.insert(key.to_owned(), Value::Null);
+    }
+
+    /// Whether `key` lives in the given scope; a convenience for agents that route writes.
+    pub fn scope_of(key: &str) -> Scope {
+        Scope::split(key).0
+    }
+
+    /// A per-call attribute given by the caller. Never persisted.
+    pub fn attribute(&self, name: &str) -> Option<&Value> {
+        self.attributes.get(name)
+    }
+
+    /// Fires when the turn is interrupted. Agents that do blocking or detached work should watch
+    /// it; plain `async` code is stopped at its next await point anyway.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Streams a chunk of output to the caller (if it asked for a stream) and records it as
+    /// partial output. Waits while a streaming caller is behind; a caller that went away does not
+    /// slow the turn.
+    pub async fn emit(&self, chunk: impl Into<String>) {
+        let chunk = chunk.into();
+        self.record.lock().partial.push_str(&chunk);
+        for sink in &self.sinks {
+            // A dropped stream is fine: the turn goes on and its output is still recorded.
+            let _ = sink.send(chunk.clone()).await;
+        }
+    }
+
+    /// Records that the agent is calling a tool; returns the call id to pass to
+    /// [`TurnContext::tool_result`]. A call left without a result when the turn ends or is
+    /// interrupted is closed in the history with a `cancelled` result.
+    pub fn tool_call(&self, name: impl Into<String>, arguments: Value) -> String {
+        let mut record = self.record.lock();
+        record.next_call += 1;
+        let call_id = format!("call-{}", record.next_call);
+        record.tools.push(ToolEntry::Call {
+            call_id: call_id.clone(),
+            name: name.into(),
+            arguments,
+        });
+        call_id
+    }
+
+    /// Records a tool's result (`Ok`) or failure (`Err`).
+    pub fn tool_result(&self, call_id: &str, result: Result<Value, Value>) {
+        let (result, ok) = match result {
+            Ok(v) => (v, true),
+            Err(v) => (v, false),
+        };
+        self.record.lock().tools.push(ToolEntry::Result {
+            call_id: call_id.to_owned(),
+            result,
+            ok,
+        });
+    }
+
+    /// Reports the turn's token usage; it is added to the session's statistics.
+    pub fn report_usage(&self, usage: Usage) {
+        self.record.lock().usage = Some(usage);
+    }
+}

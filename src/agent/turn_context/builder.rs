@@ -1,0 +1,265 @@
+//! Building a [`TurnContext`] by hand, so that an agent runs outside a runtime (unit tests of an
+//! agent, tools, benchmarks), and reading back what its turn produced.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{TurnContext, TurnRecord};
+use crate::agent::Attributes;
+use crate::key::SessionKey;
+use crate::state::{persistable, Event, ScopedState, StateDelta, Usage};
+
+/// Builds a [`TurnContext`]; start with [`TurnContext::builder`].
+///
+/// Everything but the key is optional: no input, an empty history, no summary, empty state, no
+/// attributes, a fresh cancellation token and no stream.
+///
+/// ```
+/// use turnstile::{Agent, MockLlmAgent, SessionKey, TurnContext};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let key = SessionKey::new("ada", "chat-1").unwrap();
+/// let (stream, mut chunks) = tokio::sync::mpsc::channel(16);
+/// let (turn, recording) = TurnContext::builder(key)
+///     .input("hello")
+///     .stream(stream)
+///     .build();
+/// let reply = MockLlmAgent::new().run(turn).await.unwrap();
+///
+/// let mut streamed = String::new();
+/// while let Some(chunk) = chunks.recv().await {
+///     streamed.push_str(&chunk);
+/// }
+/// assert_eq!(streamed, reply);
+/// assert_eq!(recording.output(), reply);
+/// assert!(recording.usage().is_some());
+/// # }
+/// ```
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct TurnContextBuilder {
+    key: SessionKey,
+    inputs: Vec<String>,
+    // The optional parts stay `None` until given, so that the runtime, which gives them all on
+    // every turn, never allocates a default only to drop it.
+    history: Option<Arc<Vec<Event>>>,
+    /// How many of the newest `history` events the agent sees; `None` means all of them.
+    visible: Option<usize>,
+    summary: Option<Arc<str>>,
+    state: Option<Arc<ScopedState>>,
+    attributes: Option<Attributes>,
+    cancel: Option<CancellationToken>,
+    sinks: Vec<mpsc::Sender<String>>,
+}
+
+impl TurnContext {
+    /// Starts building the context of one turn of session `key`, for running an agent outside a
+    /// runtime. The runtime builds its own; this is for tests and tools.
+    pub fn builder(key: SessionKey) -> TurnContextBuilder {
+        TurnContextBuilder {
+            key,
+            inputs: Vec::new(),
+            history: None,
+            visible: None,
+            summary: None,
+            state: None,
+            attributes: None,
+            cancel: None,
+            sinks: Vec::new(),
+        }
+    }
+}
+
+impl TurnContextBuilder {
+    /// Adds a message the turn answers. Called more than once, it builds a merged turn (as the
+    /// `Merge` policy does): [`TurnContext::inputs`] lists them, oldest first.
+    pub fn input(mut self, input: impl Into<String>) -> Self {
+        self.inputs.push(input.into());
+        self
+    }
+
+    /// The context window before this turn, oldest first; the agent sees all of it.
+    pub fn history(mut self, events: impl Into<Arc<Vec<Event>>>) -> Self {
+        self.history = Some(events.into());
+        self.visible = None;
+        self
+    }
+
+    /// The summary of older events, as compaction would have left it.
+    pub fn summary(mut self, summary: impl Into<Arc<str>>) -> Self {
+        self.summary = Some(summary.into());
+        self
+    }
+
+    /// Session, user and app state as the turn starts.
+    pub fn state(mut self, state: impl Into<Arc<ScopedState>>) -> Self {
+        self.state = Some(state.into());
+        self
+    }
+
+    /// Per-call attributes.
+    pub fn attributes(mut self, attributes: Attributes) -> Self {
+        self.attributes = Some(attributes);
+        self
+    }
+
+    /// The token that interrupts the turn; cancel it to see how the agent stops.
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Adds a stream that receives every chunk the agent emits. A full stream holds the agent
+    /// back (as a slow caller would); a closed one is skipped.
+    pub fn stream(mut self, sink: mpsc::Sender<String>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Shows the agent only the newest `visible` events of `history`: the runtime keeps more
+    /// events than its window, and hides those the summary covers.
+    pub(crate) fn visible(mut self, visible: usize) -> Self {
+        self.visible = Some(visible);
+        self
+    }
+
+    /// The turn's context, and the recording of what the turn produces through it.
+    pub fn build(self) -> (TurnContext, TurnRecording) {
+        let recording = TurnRecording::default();
+        let history = self.history.unwrap_or_default();
+        let visible = self.visible.unwrap_or(history.len()).min(history.len());
+        let turn = TurnContext {
+            key: self.key,
+            inputs: self.inputs,
+            history,
+            visible,
+            summary: self.summary,
+            state: self.state.unwrap_or_default(),
+            attributes: self.attributes.unwrap_or_default(),
+            cancel: self.cancel.unwrap_or_default(),
+            sinks: self.sinks,
+            record: recording.record.clone(),
+        };
+        (turn, recording)
+    }
+}
+
+/// What a turn produced through its [`TurnContext`]: the emitted output, state writes and
+/// reported usage. Readable while the turn runs and after it ended or was dropped, as the runtime
+/// reads it when a turn is cut short.
+#[derive(Debug, Clone, Default)]
+pub struct TurnRecording {
+    /// Shared with the turn's context.
+    record: Arc<Mutex<TurnRecord>>,
+}
+
+impl TurnRecording {
+    /// Every chunk emitted so far, concatenated: the partial output of an interrupted turn.
+    pub fn output(&self) -> String {
+        self.record.lock().partial.clone()
+    }
+
+    /// Every state write so far, full keys with their scope prefix (`temp:` keys included), the
+    /// later write of a key winning; a removed key maps to `null`.
+    pub fn delta(&self) -> StateDelta {
+        self.record.lock().delta.clone()
+    }
+
+    /// The part of [`TurnRecording::delta`] a session would persist: without `temp:` keys.
+    pub fn persisted_delta(&self) -> StateDelta {
+        persistable(self.delta())
+    }
+
+    /// The token usage the agent reported, if it did.
+    pub fn usage(&self) -> Option<Usage> {
+        self.record.lock().usage
+    }
+
+    /// Takes what the turn recorded, leaving it empty (the runtime, once the turn ended).
+    pub(crate) fn take(&self) -> TurnRecord {
+        std::mem::take(&mut *self.record.lock())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Author, EventKind, InputDisposition};
+    use serde_json::json;
+
+    fn key() -> SessionKey {
+        SessionKey::new("u", "s").unwrap()
+    }
+
+    fn input(seq: u64) -> Event {
+        Event::new(
+            seq,
+            Author::User,
+            0,
+            EventKind::UserInput {
+                text: format!("m{seq}"),
+                disposition: InputDisposition::Answered,
+            },
+        )
+    }
+
+    #[test]
+    fn a_built_context_shows_what_it_was_given() {
+        let mut state = ScopedState::default();
+        state.session.insert("topic".into(), json!("rust"));
+        let (turn, _) = TurnContext::builder(key())
+            .input("a")
+            .input("b")
+            .history(vec![input(1), input(2)])
+            .summary("earlier")
+            .state(state)
+            .build();
+        assert_eq!(turn.key(), &key());
+        assert_eq!(turn.inputs(), ["a", "b"]);
+        assert_eq!(turn.input(), "a\n\nb");
+        assert_eq!(turn.history().len(), 2);
+        assert_eq!(turn.summary(), Some("earlier"));
+        assert_eq!(turn.get("topic"), Some(json!("rust")));
+        assert_eq!(turn.messages().len(), 3, "memory block and two inputs");
+    }
+
+    #[test]
+    fn the_visible_count_hides_the_oldest_events() {
+        let (turn, _) = TurnContext::builder(key())
+            .history(vec![input(1), input(2), input(3)])
+            .visible(2)
+            .build();
+        let seqs: Vec<u64> = turn.history().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [2, 3]);
+    }
+
+    #[tokio::test]
+    async fn the_recording_returns_output_state_and_usage() {
+        let (stream, mut chunks) = mpsc::channel(4);
+        let (turn, recording) = TurnContext::builder(key()).stream(stream).build();
+        turn.emit("hel").await;
+        turn.emit("lo").await;
+        turn.set("user:name", "Ada");
+        turn.set("temp:scratch", 1);
+        turn.remove("gone");
+        turn.report_usage(Usage {
+            input_tokens: 1,
+            output_tokens: 2,
+        });
+        drop(turn);
+        assert_eq!(chunks.recv().await.as_deref(), Some("hel"));
+        assert_eq!(chunks.recv().await.as_deref(), Some("lo"));
+        assert_eq!(recording.output(), "hello");
+        let delta = recording.delta();
+        assert_eq!(delta.get("temp:scratch"), Some(&json!(1)));
+        assert_eq!(delta.get("gone"), Some(&serde_json::Value::Null));
+        let persisted = recording.persisted_delta();
+        assert_eq!(persisted.get("user:name"), Some(&json!("Ada")));
+        assert!(!persisted.contains_key("temp:scratch"));
+        assert_eq!(recording.usage().map(|u| u.output_tokens), Some(2));
+    }
+}

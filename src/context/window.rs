@@ -1,0 +1,164 @@
+//! The context window: which of a session's newest events its agent sees, and how they read as
+//! chat messages.
+
+use std::sync::Arc;
+
+use crate::state::{Event, EventKind, Seq};
+
+/// Who a [`ContextMessage`] speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Instructions and recalled background.
+    System,
+    /// The person.
+    User,
+    /// The agent.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+/// One message of the agent's context, as chat APIs take them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ContextMessage {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said.
+    pub content: String,
+}
+
+/// The newest events a live session holds for its agent's context.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Window {
+    /// Between `size` and `2 × size` of the newest events, oldest first: trimmed in halves, so
+    /// that trimming is amortised O(1) per event. Behind an `Arc` so that a turn gets a snapshot
+    /// without copying; `Arc::make_mut` copies only if a turn still holds it.
+    events: Arc<Vec<Event>>,
+    /// How many events the agent sees at most (the runtime's `window`).
+    size: usize,
+}
+
+impl Window {
+    /// A window of at most `size` visible events, starting from `events` (oldest first).
+    pub fn new(events: Vec<Event>, size: usize) -> Self {
+        Self {
+            events: Arc::new(events),
+            size,
+        }
+    }
+
+    /// The events held, oldest first, shared.
+    pub fn events(&self) -> &Arc<Vec<Event>> {
+        &self.events
+    }
+
+    /// Appends events, dropping the oldest half once twice the size is held.
+    pub fn extend(&mut self, events: &[Event]) {
+        let held = Arc::make_mut(&mut self.events);
+        held.extend_from_slice(events);
+        let limit = self.size.max(1);
+        if held.len() >= 2 * limit {
+            held.drain(..held.len() - limit);
+        }
+    }
+
+    /// How many of the newest events the agent sees: at most `size`, none at or before `covered`
+    /// (the last event the summary covers or `clear_context` removed).
+    pub fn visible(&self, covered: Seq) -> usize {
+        let uncovered = self
+            .events
+            .iter()
+            .rev()
+            .take_while(|e| e.seq > covered)
+            .count();
+        uncovered.min(self.size)
+    }
+}
+
+/// The context as chat messages: the memory block first (pinned: it never slides out of the
+/// window), then the events that speak (inputs, outputs, tool calls and results).
+pub(crate) fn chat_messages(memory: Option<String>, history: &[Event]) -> Vec<ContextMessage> {
+    let mut out = Vec::with_capacity(history.len() + 1);
+    if let Some(block) = memory {
+        out.push(ContextMessage {
+            role: Role::System,
+            content: block,
+        });
+    }
+    for event in history {
+        let (role, content) = match &event.kind {
+            EventKind::UserInput { text, .. } => (Role::User, text.clone()),
+            EventKind::AgentOutput { text, .. } => (Role::Assistant, text.clone()),
+            EventKind::ToolCall {
+                name, arguments, ..
+            } => (Role::Assistant, format!("[tool call] {name} {arguments}")),
+            EventKind::ToolResult { result, .. } => (Role::Tool, result.to_string()),
+            _ => continue,
+        };
+        out.push(ContextMessage { role, content });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Author, InputDisposition};
+
+    fn input(seq: Seq) -> Event {
+        Event::new(
+            seq,
+            Author::User,
+            0,
+            EventKind::UserInput {
+                text: format!("m{seq}"),
+                disposition: InputDisposition::Answered,
+            },
+        )
+    }
+
+    fn seqs(window: &Window) -> Vec<Seq> {
+        window.events().iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn the_window_holds_between_size_and_twice_size_events() {
+        let mut window = Window::new(Vec::new(), 3);
+        for seq in 1..=5 {
+            window.extend(&[input(seq)]);
+        }
+        assert_eq!(seqs(&window), vec![1, 2, 3, 4, 5]);
+        window.extend(&[input(6)]);
+        assert_eq!(seqs(&window), vec![4, 5, 6]);
+    }
+
+    #[test]
+    fn a_snapshot_held_by_a_turn_is_not_changed_by_later_events() {
+        let mut window = Window::new(vec![input(1)], 4);
+        let snapshot = window.events().clone();
+        window.extend(&[input(2)]);
+        assert_eq!(snapshot.len(), 1);
+        assert_eq!(seqs(&window), vec![1, 2]);
+    }
+
+    #[test]
+    fn covered_events_and_events_past_the_size_are_not_visible() {
+        let window = Window::new((1..=6).map(input).collect(), 4);
+        assert_eq!(window.visible(0), 4, "at most `size`");
+        assert_eq!(window.visible(4), 2, "none the summary covers");
+        assert_eq!(window.visible(6), 0);
+    }
+
+    #[test]
+    fn the_memory_block_comes_first_and_silent_events_are_left_out() {
+        let history = [
+            input(1),
+            Event::new(2, Author::System, 0, EventKind::ContextCleared {}),
+        ];
+        let messages = chat_messages(Some("recalled".into()), &history);
+        let roles: Vec<Role> = messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, vec![Role::System, Role::User]);
+        assert_eq!(messages[1].content, "m1");
+    }
+}

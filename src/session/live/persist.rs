@@ -1,0 +1,126 @@
+//! Persistence of a live session: applying events in memory, writing them to the store, the
+//! backlog of events a failing store left unsaved, and reloading after a conflict.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::Live;
+use crate::error::Error;
+use crate::session::{SessionArgs, TurnRequest};
+use crate::state::{Event, EventKind};
+use crate::store::StoreError;
+
+impl Live {
+    /// Whether a new turn must first retry saving the backlog (see [`Live::retry_backlog`]).
+    pub fn backlog_due(&self) -> bool {
+        self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS
+            && !self.queue.is_busy()
+            && self.stopping.is_none()
+    }
+
+    /// Bounds what a failing store leaves in memory. Turns whose save failed stay unsaved (their
+    /// callers were told) and are written by the next successful save; past
+    /// [`crate::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that
+    /// save, and is refused with the store's error, without running its agent, if it fails
+    /// again. Returns the request when it may go on.
+    pub async fn retry_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
+        match self.flush().await {
+            Ok(()) => Some(request),
+            Err(error) => {
+                self.answer(request, Err(error));
+                None
+            }
+        }
+    }
+
+    /// Applies events to the in-memory session and marks them unsaved.
+    pub(super) fn apply(&mut self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let state = Arc::make_mut(&mut self.state);
+        let mut summary_changed = false;
+        for event in &events {
+            self.record.apply(event);
+            if let Some(delta) = &event.state_delta {
+                state.apply(delta);
+            }
+            summary_changed |= matches!(
+                event.kind,
+                EventKind::Summary { .. } | EventKind::ContextCleared {}
+            );
+        }
+        self.window.extend(&events);
+        if summary_changed {
+            self.refresh_summary();
+        }
+        self.unsaved.extend(events);
+        self.shared.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes unsaved events to the store. On a conflict (another writer changed the session)
+    /// the session reloads from the store and the unsaved events are dropped: they were never
+    /// acknowledged.
+    pub(super) async fn flush(&mut self) -> Result<(), Error> {
+        if self.unsaved.is_empty() {
+            return Ok(());
+        }
+        let store = self.deps.store.clone();
+        match store
+            .append(&self.key, self.record.version, &self.unsaved)
+            .await
+        {
+            Ok(version) => {
+                self.record.version = version;
+                // Dropped, not cleared: an idle session should not keep the buffer's capacity.
+                self.unsaved = Vec::new();
+                self.shared.dirty.store(false, Ordering::Release);
+                Ok(())
+            }
+            Err(err) => {
+                let conflict = matches!(err, StoreError::Conflict { .. });
+                let error = Error::store(&self.key, err);
+                tracing::warn!(key = %self.key, %error, "turn not persisted");
+                if conflict {
+                    self.reload().await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    async fn reload(&mut self) {
+        let args = SessionArgs {
+            key: self.key.clone(),
+            deps: self.deps.clone(),
+            shared: self.shared.clone(),
+        };
+        match Live::load(args).await {
+            Ok(fresh) => {
+                self.record = fresh.record;
+                self.state = fresh.state;
+                self.window = fresh.window;
+                self.unsaved.clear();
+                self.shared.dirty.store(false, Ordering::Release);
+            }
+            Err(err) => {
+                tracing::error!(key = %self.key, error = %err, "reload after a conflict failed");
+            }
+        }
+    }
+
+    /// `post_stop`: one more attempt for anything still unsaved.
+    pub async fn final_flush(&mut self) {
+        if self.unsaved.is_empty() {
+            return;
+        }
+        if let Err(error) = self.flush().await {
+            tracing::error!(
+                key = %self.key,
+                unsaved = self.unsaved.len(),
+                %error,
+                "session stopped with events the store never acknowledged"
+            );
+        }
+    }
+}
