@@ -146,6 +146,15 @@ pub struct ChannelRouter {
     policy: OverlapPolicy,
 }
 
+impl std::fmt::Debug for ChannelRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelRouter")
+            .field("runtime", &self.runtime)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ChannelRouter {
     /// A router over `runtime` that resolves senders through `pairings`, with
     /// [`DEFAULT_CHANNEL_POLICY`].

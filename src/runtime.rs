@@ -34,6 +34,16 @@ pub struct Runtime {
     inner: Arc<RuntimeInner>,
 }
 
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("live_sessions", &self.live_sessions())
+            .field("draining", &self.is_draining())
+            .field("config", self.config())
+            .finish_non_exhaustive()
+    }
+}
+
 struct RuntimeInner {
     registry: Arc<Registry>,
     /// Stops the reaper when the runtime goes away.
@@ -74,6 +84,17 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     summarizer: Option<Arc<dyn Summarizer>>,
     config: RuntimeConfig,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("agent", &self.agent.is_some())
+            .field("store", &self.store.is_some())
+            .field("summarizer", &self.summarizer.is_some())
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 impl RuntimeBuilder {
