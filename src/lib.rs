@@ -18,6 +18,8 @@ mod atomic_file;
 mod channel;
 mod config;
 mod error;
+#[cfg(feature = "redis")]
+mod hex;
 #[cfg(feature = "http")]
 mod http;
 mod key;

@@ -14,7 +14,7 @@ pub mod conformance;
 mod file;
 mod memory;
 #[cfg(feature = "redis")]
-pub(crate) mod redis;
+mod redis;
 
 pub use file::FileStore;
 pub use memory::MemoryStore;

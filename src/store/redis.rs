@@ -4,7 +4,7 @@
 //! head, indexes, shared state) atomically. See `docs/stores.md` for the key layout.
 
 mod codec;
-pub(crate) mod keys;
+mod keys;
 mod options;
 
 use std::collections::HashMap;
