@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent_arg;
 mod load;
 #[cfg(feature = "http")]
 mod serve;

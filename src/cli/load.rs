@@ -12,6 +12,7 @@ mod fault;
 mod ledger;
 mod options;
 mod report;
+mod rss;
 mod target;
 mod verify;
 
@@ -33,7 +34,8 @@ use self::ack_log::AckLog;
 use self::driver::{drive, Interrupts, Plan, Shared};
 use self::ledger::MAX_LEDGER_TURNS;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
-use self::report::{rss_bytes, Figures, Measured, Report};
+use self::report::{Figures, Measured, Report};
+use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
 use self::verify::verify;
 use super::store_arg::StoreArg;

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use turnstile::{
     ServeError, Store, Tokens,
 };
 
+use super::agent_arg::AgentKind;
 use super::store_arg::StoreArg;
 
 /// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
@@ -77,23 +77,6 @@ pub struct ServeArgs {
     /// covered by the summary.
     #[arg(long)]
     compact_after: Option<usize>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum AgentKind {
-    Mock,
-    Echo,
-}
-
-impl FromStr for AgentKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mock" => Ok(Self::Mock),
-            "echo" => Ok(Self::Echo),
-            _ => Err(format!("unknown agent {s:?}; expected mock or echo")),
-        }
-    }
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
