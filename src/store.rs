@@ -10,13 +10,16 @@ use async_trait::async_trait;
 use crate::key::SessionKey;
 use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMap};
 
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 mod file;
+mod log;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 
 pub use file::FileStore;
+pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
 #[cfg(feature = "redis")]
 pub use redis::{RedisOptions, RedisStore};
