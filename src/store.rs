@@ -12,13 +12,17 @@ use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMa
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+mod faulty;
 mod file;
+mod forward;
 mod log;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 
+pub use faulty::FaultyStore;
 pub use file::FileStore;
+pub use forward::ForwardingStore;
 pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
 #[cfg(feature = "redis")]

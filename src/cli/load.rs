@@ -8,7 +8,6 @@
 mod ack_log;
 mod baseline;
 mod driver;
-mod fault;
 mod ledger;
 mod options;
 mod report;
@@ -25,6 +24,7 @@ use std::time::Duration;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use turnstile::store::FaultyStore;
 use turnstile::{
     Agent, EchoAgent, ExtractiveSummarizer, MockLlmAgent, OverlapPolicy, Runtime, SessionKey,
     Store, DEFAULT_WINDOW,
@@ -217,7 +217,9 @@ fn keys(args: &LoadArgs, design: &str, run_id: &str) -> Result<Arc<[SessionKey]>
 async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
     let opened = args.store.open().await?;
     let store = if args.fault_drop_one_append {
-        fault::DropOneAppend::wrap(opened.store.clone())
+        let faulty = FaultyStore::new(opened.store.clone());
+        faulty.drop_next_appends(1);
+        faulty
     } else {
         opened.store.clone()
     };
