@@ -9,7 +9,6 @@ mod load;
 #[cfg(feature = "http")]
 mod serve;
 mod sessions;
-mod store_arg;
 
 /// One actor per live conversation session, for chat and LLM-agent backends.
 #[derive(Debug, Parser)]

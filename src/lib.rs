@@ -37,6 +37,7 @@ mod turn;
 pub use agent::{
     Agent, AgentError, Attributes, ContextMessage, EchoAgent, MockLlmAgent, Role, TurnContext,
 };
+pub use channel::open_pairings;
 #[cfg(feature = "redis")]
 pub use channel::RedisPairingStore;
 pub use channel::{

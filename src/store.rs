@@ -17,16 +17,20 @@ mod file;
 mod forward;
 mod log;
 mod memory;
+mod open;
 #[cfg(feature = "redis")]
 mod redis;
+mod url;
 
 pub use faulty::FaultyStore;
 pub use file::FileStore;
 pub use forward::ForwardingStore;
 pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
+pub use open::{open_store, OpenStoreError, OpenedStore};
 #[cfg(feature = "redis")]
 pub use redis::{RedisOptions, RedisStore};
+pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};
 
 /// What a store hands back when a session is activated.
 #[derive(Debug, Clone, Default, PartialEq)]
