@@ -1,7 +1,11 @@
 //! Where sessions are persisted: the [`Store`] trait and its implementations.
 //!
 //! Stores know the state model only — never actors, the registry, agents or HTTP. Every
-//! implementation passes the same conformance suite ([`conformance`]).
+//! implementation passes the same conformance suite (`conformance`, with the `testing` feature).
+//!
+//! Around the trait: [`StoreUrl`] and [`open_store`] (which store a spelling such as `file:PATH`
+//! names, and opening it), [`read_log`] (a whole log, page by page), [`ForwardingStore`] (wrappers
+//! that override only what they change) and [`FaultyStore`] (fault injection).
 
 use std::time::Duration;
 

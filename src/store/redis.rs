@@ -4,7 +4,7 @@
 //! head, indexes, shared state) atomically. See `docs/stores.md` for the key layout.
 
 mod codec;
-mod keys;
+pub(crate) mod keys;
 mod options;
 
 use std::collections::HashMap;
