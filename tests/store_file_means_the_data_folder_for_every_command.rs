@@ -36,7 +36,10 @@ fn load_and_sessions_share_the_data_folder() {
     let report = run_json(&home, &load);
     assert_eq!(report["store"], format!("file:{}", home.display()));
     let run_id = report["run_id"].as_str().expect("a run id");
-    let listed = run_json(&home, &["sessions", "--store", "file", "list", "--user", "user0"]);
+    let listed = run_json(
+        &home,
+        &["sessions", "--store", "file", "list", "--user", "user0"],
+    );
     let keys: Vec<&str> = listed["sessions"]
         .as_array()
         .expect("sessions")
