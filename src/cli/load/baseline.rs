@@ -187,6 +187,21 @@ mod tests {
         load: LoadArgs,
     }
 
+    /// A baseline never shares turnstile's file store root (one process per root): it gets a
+    /// sibling of a named folder, or a temporary folder of its own that this process removes.
+    #[test]
+    fn baselines_get_a_store_of_the_same_kind_apart_from_turnstiles() {
+        let (store, temp) =
+            child_store(&StoreUrl::Folder("/srv/data".into()), BaselineKind::Ractor).unwrap();
+        assert_eq!(store, StoreUrl::Folder("/srv/data-ractor".into()));
+        assert!(temp.is_none());
+        let (store, temp) = child_store(&StoreUrl::TempFolder, BaselineKind::MutexGate).unwrap();
+        let temp = temp.expect("a temporary folder owned by the parent");
+        assert_eq!(store, StoreUrl::Folder(temp.path().to_path_buf()));
+        let (store, _) = child_store(&StoreUrl::Memory, BaselineKind::Ractor).unwrap();
+        assert_eq!(store, StoreUrl::Memory);
+    }
+
     /// The ack log is turnstile's own: a baseline process must not append its lines to it.
     #[test]
     fn baselines_get_the_workload_but_not_the_ack_log() {
