@@ -30,7 +30,8 @@ use crate::stream::TurnStream;
 #[cfg(feature = "redis")]
 pub use pairing::RedisPairingStore;
 pub use pairing::{
-    FilePairingStore, MemoryPairingStore, Pairing, PairingError, PairingStore, PAIRINGS_FILE,
+    open_pairings, FilePairingStore, MemoryPairingStore, Pairing, PairingError, PairingStore,
+    PAIRINGS_FILE,
 };
 pub use route::{
     channel_namespace, session_key as channel_session_key, unpaired_user, validate_channel,
