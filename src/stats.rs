@@ -65,7 +65,7 @@ pub(crate) enum Rejection {
 
 impl Counters {
     /// Records one event in the counters and in the `metrics` recorder.
-    pub fn record(&self, event: SlotEvent) {
+    pub(crate) fn record(&self, event: SlotEvent) {
         let bump = |counter: &AtomicU64| {
             counter.fetch_add(1, Ordering::Relaxed);
         };
@@ -121,7 +121,7 @@ impl Counters {
         }
     }
 
-    pub fn snapshot(&self, live_sessions: usize, idle_timers: usize) -> RuntimeStats {
+    pub(crate) fn snapshot(&self, live_sessions: usize, idle_timers: usize) -> RuntimeStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RuntimeStats {
             live_sessions,

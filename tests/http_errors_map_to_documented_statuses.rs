@@ -17,7 +17,7 @@ use support::http::*;
 use turnstile::state::{Event, Seq};
 use turnstile::store::FaultyStore;
 use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
-use turnstile::{EchoAgent, HttpConfig, MemoryStore, Runtime, SessionKey, Store, StoreError};
+use turnstile::{http::HttpConfig, EchoAgent, MemoryStore, Runtime, SessionKey, Store, StoreError};
 
 /// A gateway whose agent holds turns whose input starts with "hold" until released.
 fn gated(builder: turnstile::RuntimeBuilder, config: HttpConfig) -> (TestGateway, Arc<GateAgent>) {

@@ -104,7 +104,7 @@ async fn an_outage_keeps_a_bounded_backlog_and_runs_no_agent_past_it() {
     }
     let view = rt.state(&k).await.unwrap().unwrap();
     assert!(
-        view.unsaved <= turnstile::MAX_UNSAVED_EVENTS + 2,
+        view.unsaved <= turnstile::config::MAX_UNSAVED_EVENTS + 2,
         "{} events kept in memory",
         view.unsaved
     );
@@ -158,7 +158,7 @@ async fn an_outage_under_a_steady_queue_keeps_a_bounded_backlog() {
     }
     let view = rt.state(&k).await.unwrap().unwrap();
     assert!(
-        view.unsaved <= turnstile::MAX_UNSAVED_EVENTS + 2,
+        view.unsaved <= turnstile::config::MAX_UNSAVED_EVENTS + 2,
         "{} events kept in memory",
         view.unsaved
     );

@@ -26,8 +26,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile::store::{open_store, FaultyStore, StoreUrl};
 use turnstile::{
-    Agent, EchoAgent, ExtractiveSummarizer, MockLlmAgent, OverlapPolicy, Runtime, SessionKey,
-    Store, DEFAULT_WINDOW,
+    config::DEFAULT_WINDOW, context::ExtractiveSummarizer, Agent, EchoAgent, MockLlmAgent,
+    OverlapPolicy, Runtime, SessionKey, Store,
 };
 
 use self::ack_log::AckLog;

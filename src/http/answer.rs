@@ -31,7 +31,7 @@ use crate::stream::{StreamEvent, TurnStream};
 pub(crate) enum Target {
     /// A session named in the path, and the input.
     Session(SessionKey, String),
-    /// A channel message, routed by the gateway's [`crate::ChannelRouter`].
+    /// A channel message, routed by the gateway's [`crate::channel::ChannelRouter`].
     Channel(ChannelMessage),
 }
 
@@ -68,7 +68,7 @@ impl OutcomeBody {
     /// The body of `outcome`. For a channel message, `show_user` says whether the caller may
     /// see whom the sender is paired to: an admin, or that user's own token. Anyone else could
     /// otherwise post as a channel account to look its pairing up.
-    pub fn of(outcome: Outcome, route: Option<&ChannelRoute>, show_user: bool) -> Self {
+    pub(super) fn of(outcome: Outcome, route: Option<&ChannelRoute>, show_user: bool) -> Self {
         let reason = match outcome.kind {
             OutcomeKind::Interrupted(reason) => Some(reason),
             _ => None,

@@ -187,11 +187,11 @@ pub(crate) enum Caller {
 }
 
 impl Caller {
-    pub fn is_admin(&self) -> bool {
+    pub(super) fn is_admin(&self) -> bool {
         matches!(self, Self::Open | Self::Admin)
     }
 
-    pub fn require_admin(&self) -> Result<(), ApiError> {
+    pub(super) fn require_admin(&self) -> Result<(), ApiError> {
         if self.is_admin() {
             return Ok(());
         }
@@ -201,7 +201,7 @@ impl Caller {
     }
 
     /// Allows the admin and the user `user` itself.
-    pub fn require_user(&self, user: &str) -> Result<(), ApiError> {
+    pub(super) fn require_user(&self, user: &str) -> Result<(), ApiError> {
         match self {
             Self::User { id, .. } if id != user => Err(ApiError::Forbidden(
                 "this token reaches only its own user's sessions".into(),
@@ -211,7 +211,7 @@ impl Caller {
     }
 
     /// Allows the admin and user tokens that list `channel`.
-    pub fn require_channel(&self, channel: &str) -> Result<(), ApiError> {
+    pub(super) fn require_channel(&self, channel: &str) -> Result<(), ApiError> {
         match self {
             Self::User { channels, .. } if !channels.iter().any(|c| c == channel) => {
                 Err(ApiError::Forbidden(format!(

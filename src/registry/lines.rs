@@ -33,7 +33,7 @@ pub(super) struct Lines {
 
 impl Lines {
     /// The line of callers waiting for `key`, if any.
-    pub fn waiting(&self, key: &SessionKey) -> Option<Line> {
+    pub(super) fn waiting(&self, key: &SessionKey) -> Option<Line> {
         if self.map.is_empty() {
             return None;
         }
@@ -41,7 +41,7 @@ impl Lines {
     }
 
     /// Opens `key`'s line with the caller first in it.
-    pub fn open(&mut self, key: &SessionKey) -> OwnedMutexGuard<()> {
+    pub(super) fn open(&mut self, key: &SessionKey) -> OwnedMutexGuard<()> {
         let line = Line::default();
         let first = line
             .clone()
@@ -52,7 +52,7 @@ impl Lines {
     }
 
     /// Forgets `key`'s line once nobody waits in it any more.
-    pub fn leave(&mut self, key: &SessionKey) {
+    pub(super) fn leave(&mut self, key: &SessionKey) {
         if self
             .map
             .get(key)
@@ -63,12 +63,12 @@ impl Lines {
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
     #[cfg(test)]
-    pub fn contains(&self, key: &SessionKey) -> bool {
+    pub(super) fn contains(&self, key: &SessionKey) -> bool {
         self.map.contains_key(key)
     }
 }
@@ -107,7 +107,11 @@ impl Drop for InLine<'_> {
 impl Registry {
     /// Routes a message, waiting up to the configured `capacity_wait` for a free slot, behind
     /// any earlier callers of the same key.
-    pub async fn submit(self: &Arc<Self>, key: &SessionKey, msg: SessionMsg) -> Result<(), Error> {
+    pub(crate) async fn submit(
+        self: &Arc<Self>,
+        key: &SessionKey,
+        msg: SessionMsg,
+    ) -> Result<(), Error> {
         let wait = self.deps.config.capacity_wait;
         let deadline = Instant::now().checked_add(wait);
         let mut msg = msg;

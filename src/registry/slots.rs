@@ -182,7 +182,7 @@ pub(crate) struct Slots<A: Mailbox> {
 }
 
 impl<A: Mailbox> Slots<A> {
-    pub fn new(limits: Limits) -> Self {
+    pub(super) fn new(limits: Limits) -> Self {
         Self {
             limits,
             slots: LruCache::unbounded(),
@@ -193,26 +193,26 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// Slots held now (starting, live or stopping).
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.slots.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
 
     /// Idle deadlines armed (one per live session).
-    pub fn idle_timers(&self) -> usize {
+    pub(super) fn idle_timers(&self) -> usize {
         self.deadlines.len()
     }
 
-    pub fn is_draining(&self) -> bool {
+    pub(super) fn is_draining(&self) -> bool {
         self.draining
     }
 
     /// Routes one message. `behind`: others for this key wait for a free slot and the caller is
     /// not the first of them. `stamp`: now, as a [`SessionShared::last_active`] stamp.
-    pub fn route(
+    pub(super) fn route(
         &mut self,
         key: &SessionKey,
         msg: A::Msg,
@@ -359,7 +359,7 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// Interrupts a session's running turn without going through its mailbox.
-    pub fn interrupt(
+    pub(super) fn interrupt(
         &self,
         key: &SessionKey,
         reason: InterruptReason,
@@ -378,7 +378,7 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// Messages routed to a session and not answered yet (running, queued or held).
-    pub fn pending(&self, key: &SessionKey) -> usize {
+    pub(super) fn pending(&self, key: &SessionKey) -> usize {
         match self.slots.peek(key) {
             Some(Slot::Starting { shared, .. } | Slot::Live { shared, .. }) => {
                 shared.pending.load(Ordering::Acquire)
@@ -391,7 +391,7 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// The actor of a live session.
-    pub fn live_actor(&self, key: &SessionKey) -> Option<A> {
+    pub(super) fn live_actor(&self, key: &SessionKey) -> Option<A> {
         match self.slots.peek(key) {
             Some(Slot::Live { actor, .. }) => Some(actor.clone()),
             _ => None,
@@ -399,7 +399,7 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// Keys with a slot that belong to one user.
-    pub fn keys_of(&self, user_id: &str) -> Vec<SessionKey> {
+    pub(super) fn keys_of(&self, user_id: &str) -> Vec<SessionKey> {
         self.slots
             .iter()
             .filter(|(key, _)| key.user_id() == user_id)

@@ -79,7 +79,7 @@ fn now_ms() -> u64 {
 
 impl Live {
     /// Loads the session from the store (activation).
-    pub async fn load(args: SessionArgs) -> Result<Self, StoreError> {
+    pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
         let SessionArgs { key, deps, shared } = args;
         let loaded = deps.store.load(&key, deps.config.window).await?;
         let record = loaded
@@ -133,7 +133,7 @@ impl Live {
 
     /// Takes a caller's message and carries out what the queue decides for it: run it, let it
     /// wait (interrupting the running turn if its policy says so), or refuse it.
-    pub fn admit(&mut self, request: TurnRequest, myself: &ActorRef<SessionMsg>) {
+    pub(crate) fn admit(&mut self, request: TurnRequest, myself: &ActorRef<SessionMsg>) {
         if self.stopping.is_some() {
             // The registry stops routing before it sends `Stop`; this is a safety net only.
             self.answer(request, Err(Error::Draining));
@@ -155,7 +155,7 @@ impl Live {
     }
 
     /// Starts the next turn if the session is free; returns whether the actor should now stop.
-    pub fn advance(&mut self, myself: &ActorRef<SessionMsg>) -> bool {
+    pub(crate) fn advance(&mut self, myself: &ActorRef<SessionMsg>) -> bool {
         if self.running.is_some() {
             return false;
         }
@@ -239,17 +239,17 @@ impl Live {
     }
 
     /// Whether a turn finished within its first poll and waits to be recorded.
-    pub fn has_immediate(&self) -> bool {
+    pub(crate) fn has_immediate(&self) -> bool {
         self.immediate.is_some()
     }
 
     /// A turn that finished within its first poll, to be recorded before the next message.
-    pub fn take_immediate(&mut self) -> Option<TurnFinished> {
+    pub(crate) fn take_immediate(&mut self) -> Option<TurnFinished> {
         self.immediate.take()
     }
 
     /// Records a finished turn, persists it, and answers its callers.
-    pub async fn finish(&mut self, finished: TurnFinished) {
+    pub(crate) async fn finish(&mut self, finished: TurnFinished) {
         let Some(running) = self.running.take_if(|r| r.id == finished.turn_id) else {
             return;
         };
@@ -344,7 +344,7 @@ impl Live {
     }
 
     /// Takes a stop request from the registry.
-    pub fn begin_stop(&mut self, kind: StopKind) {
+    pub(crate) fn begin_stop(&mut self, kind: StopKind) {
         let reason = match &kind {
             StopKind::Passivate => None,
             StopKind::Shutdown => Some(InterruptReason::Shutdown),
@@ -364,7 +364,7 @@ impl Live {
     }
 
     /// The last step before the actor stops: delete, or flush what is unsaved.
-    pub async fn finish_stop(&mut self) {
+    pub(crate) async fn finish_stop(&mut self) {
         match self.stopping.take() {
             Some(StopKind::Delete(reply)) => {
                 self.unsaved.clear();
@@ -384,7 +384,7 @@ impl Live {
     }
 
     /// Appends a `ContextCleared` event: the agent's window starts after it; state is kept.
-    pub async fn clear_context(&mut self) -> Result<(), Error> {
+    pub(crate) async fn clear_context(&mut self) -> Result<(), Error> {
         let event = Event::new(
             self.record.next_seq,
             Author::System,
@@ -396,7 +396,7 @@ impl Live {
     }
 
     /// The session as it is in memory.
-    pub fn view(&self) -> SessionView {
+    pub(crate) fn view(&self) -> SessionView {
         SessionView {
             record: self.record.clone(),
             events: self.window.events().to_vec(),

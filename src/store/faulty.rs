@@ -144,6 +144,21 @@ impl ForwardingStore for FaultyStore {
     }
 }
 
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore")
+            .field(
+                "appends_attempted",
+                &self.appends_attempted.load(Ordering::SeqCst),
+            )
+            .field(
+                "appends_failed",
+                &self.appends_failed.load(Ordering::SeqCst),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

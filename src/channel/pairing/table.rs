@@ -20,13 +20,13 @@ pub(crate) struct PairingTable {
 }
 
 impl PairingTable {
-    pub fn get(&self, channel: &str, channel_user: &str) -> Option<&str> {
+    pub(crate) fn get(&self, channel: &str, channel_user: &str) -> Option<&str> {
         self.accounts
             .get(&(channel.to_owned(), channel_user.to_owned()))
             .map(String::as_str)
     }
 
-    pub fn put(&mut self, channel: &str, channel_user: &str, user: &str) -> Option<String> {
+    pub(crate) fn put(&mut self, channel: &str, channel_user: &str, user: &str) -> Option<String> {
         let account = (channel.to_owned(), channel_user.to_owned());
         let old = self.accounts.insert(account.clone(), user.to_owned());
         if let Some(old) = &old {
@@ -39,14 +39,14 @@ impl PairingTable {
         old
     }
 
-    pub fn remove(&mut self, channel: &str, channel_user: &str) -> Option<String> {
+    pub(crate) fn remove(&mut self, channel: &str, channel_user: &str) -> Option<String> {
         let account = (channel.to_owned(), channel_user.to_owned());
         let old = self.accounts.remove(&account)?;
         self.forget(&old, &account);
         Some(old)
     }
 
-    pub fn of_user(&self, user: &str) -> Vec<Pairing> {
+    pub(crate) fn of_user(&self, user: &str) -> Vec<Pairing> {
         self.users
             .get(user)
             .into_iter()
@@ -59,7 +59,7 @@ impl PairingTable {
             .collect()
     }
 
-    pub fn remove_user(&mut self, user: &str) -> u64 {
+    pub(crate) fn remove_user(&mut self, user: &str) -> u64 {
         let accounts = self.users.remove(user).unwrap_or_default();
         for account in &accounts {
             self.accounts.remove(account);
@@ -77,7 +77,7 @@ impl PairingTable {
     }
 
     /// The persisted form: the pairings in order, plus fields a newer writer added.
-    pub fn to_document(&self, extra: &Map<String, Value>) -> Document {
+    pub(crate) fn to_document(&self, extra: &Map<String, Value>) -> Document {
         Document {
             schema_version: PAIRINGS_SCHEMA_VERSION,
             pairings: self
@@ -95,7 +95,7 @@ impl PairingTable {
 
     /// Reads a persisted document. A newer schema or an account listed twice is refused, never
     /// silently repaired.
-    pub fn from_document(
+    pub(crate) fn from_document(
         document: Document,
         place: &str,
     ) -> Result<(Self, Map<String, Value>), PairingError> {

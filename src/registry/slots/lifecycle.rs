@@ -19,7 +19,13 @@ impl<A: Mailbox> Slots<A> {
     ///
     /// # Panics
     /// When `key` has no `Starting` slot: only the lifecycle task of a starting slot publishes.
-    pub fn publish(&mut self, key: &SessionKey, actor: A, now: Instant, fx: &mut Effects<A::Msg>) {
+    pub(crate) fn publish(
+        &mut self,
+        key: &SessionKey,
+        actor: A,
+        now: Instant,
+        fx: &mut Effects<A::Msg>,
+    ) {
         let Some(Slot::Starting { shared, held }) = self.slots.pop(key) else {
             unreachable!("only the lifecycle task of a Starting slot publishes");
         };
@@ -67,7 +73,7 @@ impl<A: Mailbox> Slots<A> {
     /// The actor could not be spawned (its session could not be loaded): everything held is
     /// answered with `error`, except deletes, which are returned (a session that cannot be
     /// loaded can still be deleted).
-    pub fn activation_failed(
+    pub(crate) fn activation_failed(
         &mut self,
         key: &SessionKey,
         error: &Error,
@@ -85,7 +91,7 @@ impl<A: Mailbox> Slots<A> {
 
     /// The actor's task ended (after its final flush). Returns the shared handle of the next
     /// activation when messages are waiting for one; the slot is then `Starting` again.
-    pub fn stopped(
+    pub(crate) fn stopped(
         &mut self,
         key: &SessionKey,
         fx: &mut Effects<A::Msg>,
@@ -154,7 +160,7 @@ impl<A: Mailbox> Slots<A> {
 
     /// Passivates every idle session whose deadline has passed; reschedules the others.
     /// Returns the next deadline.
-    pub fn reap(&mut self, now: Instant, fx: &mut Effects<A::Msg>) -> Option<Instant> {
+    pub(crate) fn reap(&mut self, now: Instant, fx: &mut Effects<A::Msg>) -> Option<Instant> {
         let ttl = self.limits.idle_ttl;
         while let Some((when, key)) = self.deadlines.first().cloned() {
             if when > now {

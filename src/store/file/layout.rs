@@ -158,12 +158,12 @@ pub(super) struct SessionPaths {
 
 impl SessionPaths {
     /// The paths of `key` under `root`.
-    pub fn of(root: &Path, key: &SessionKey) -> Self {
+    pub(super) fn of(root: &Path, key: &SessionKey) -> Self {
         Self::in_dir(sessions_dir(root, key.user_id()).join(encode_name(key.session_id())))
     }
 
     /// The paths of the session whose folder is `dir`.
-    pub fn in_dir(dir: PathBuf) -> Self {
+    pub(super) fn in_dir(dir: PathBuf) -> Self {
         Self {
             head: dir.join(HEAD_FILE),
             log: dir.join(LOG_FILE),
