@@ -85,10 +85,15 @@ impl Tokens {
         let mut by_digest = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
             let line = index + 1;
+            let bad = |reason: String| TokensError::Line { line, reason };
+            // A control character (other than the tab that separates words) is never part of a
+            // token a person meant to write: a pasted escape sequence or a stray NUL.
+            if raw.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(bad("the line holds a control character".into()));
+            }
             let content = strip_comment(raw);
             let mut words = content.split_whitespace();
             let Some(token) = words.next() else { continue };
-            let bad = |reason: String| TokensError::Line { line, reason };
             if token.len() < MIN_TOKEN_BYTES {
                 return Err(bad(format!(
                     "the token is shorter than {MIN_TOKEN_BYTES} bytes"
@@ -292,6 +297,8 @@ mod tests {
             (format!("{ALICE} user:a slack"), 1),
             (format!("{ALICE} user:channel:slack"), 1),
             (ALICE.to_owned(), 1),
+            (format!("{ADMIN}\u{1b}[0m admin"), 1),
+            (format!("# ok\n{ALICE}\0 user:alice"), 2),
         ] {
             let err = Tokens::parse(&text).unwrap_err();
             let message = err.to_string();
