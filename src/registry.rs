@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::{SessionDeps, SessionMsg, StopKind};
 use crate::state::InterruptReason;
-use crate::stats::{Counters, RuntimeStats};
+use crate::stats::RuntimeStats;
 
 mod lifecycle;
 mod lines;
@@ -41,7 +41,6 @@ use slots::{Class, Effects, Limits, Mailbox, Route, SlotMsg, Slots};
 pub(crate) struct Registry {
     inner: Mutex<Inner>,
     pub(crate) deps: Arc<SessionDeps>,
-    pub(crate) counters: Counters,
     /// Wakes the reaper when a deadline appears before the one it sleeps until.
     reaper_wake: Notify,
     /// Signalled (to all waiters) whenever a slot is released.
@@ -110,7 +109,6 @@ impl Registry {
                 lines: Lines::default(),
             }),
             deps,
-            counters: Counters::default(),
             reaper_wake: Notify::new(),
             slot_freed: Notify::new(),
         })
@@ -119,7 +117,7 @@ impl Registry {
     /// Carries out what a transition asked for. Called with the lock released.
     fn apply(self: &Arc<Self>, fx: Effects<SessionMsg>) {
         for event in fx.events {
-            self.counters.record(event);
+            self.deps.counters.record(event);
         }
         if let Some((key, shared)) = fx.spawn {
             let span = tracing::info_span!("session", key = %key);
@@ -152,7 +150,8 @@ impl Registry {
 
     pub(crate) fn stats(&self) -> RuntimeStats {
         let inner = self.inner.lock();
-        self.counters
+        self.deps
+            .counters
             .snapshot(inner.slots.len(), inner.slots.idle_timers())
     }
 

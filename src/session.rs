@@ -30,6 +30,7 @@ use crate::context::Summarizer;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
+use crate::stats::Counters;
 use crate::store::{Store, StoreError};
 
 mod live;
@@ -49,6 +50,8 @@ pub(crate) struct SessionDeps {
     pub turn_permits: Option<Arc<Semaphore>>,
     /// Zero point of [`SessionShared::last_active`].
     pub epoch: Instant,
+    /// The runtime's counters: the registry and every session record into the same ones.
+    pub counters: Counters,
 }
 
 impl SessionDeps {

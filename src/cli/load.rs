@@ -166,11 +166,13 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, String> {
             allowed * 100.0
         );
     }
-    Ok(if report.is_clean() && failed <= allowed && report.baselines_ran() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(
+        if report.is_clean() && failed <= allowed && report.baselines_ran() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        },
+    )
 }
 
 /// Refuses flag combinations that cannot mean anything, and runs too large to verify.

@@ -15,7 +15,7 @@ use super::{Registry, RouteError};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::SessionMsg;
-use crate::stats::{Rejection, SlotEvent};
+use crate::stats::{Rejection, RuntimeEvent};
 
 /// How often a call waiting for a free slot looks again (and so tries to evict a session that
 /// went idle meanwhile). Short beside a turn, long beside the cost of one look.
@@ -167,8 +167,9 @@ impl Registry {
 
     /// Counts and returns a refusal for lack of a free slot.
     fn at_capacity(&self) -> Error {
-        self.counters
-            .record(SlotEvent::Rejected(Rejection::AtCapacity));
+        self.deps
+            .counters
+            .record(RuntimeEvent::Rejected(Rejection::AtCapacity));
         Error::AtCapacity {
             capacity: self.deps.config.capacity,
         }

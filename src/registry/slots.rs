@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::SessionShared;
 use crate::state::InterruptReason;
-use crate::stats::{Eviction, Rejection, SlotEvent};
+use crate::stats::{Eviction, Rejection, RuntimeEvent};
 
 mod drain;
 mod lifecycle;
@@ -141,7 +141,7 @@ pub(crate) struct Effects<M> {
     /// A deadline sooner than the reaper's next one appeared.
     pub wake_reaper: bool,
     /// What happened, for counters and metrics.
-    pub events: SmallVec<[SlotEvent; 2]>,
+    pub events: SmallVec<[RuntimeEvent; 2]>,
 }
 
 impl<M> Default for Effects<M> {
@@ -157,7 +157,7 @@ impl<M> Default for Effects<M> {
 }
 
 impl<M> Effects<M> {
-    fn event(&mut self, event: SlotEvent) {
+    fn event(&mut self, event: RuntimeEvent) {
         self.events.push(event);
     }
 
@@ -222,7 +222,7 @@ impl<A: Mailbox> Slots<A> {
     ) -> Route<A::Msg> {
         let class = msg.class();
         if (self.draining && class == Class::Turn) || self.forced {
-            fx.event(SlotEvent::Rejected(Rejection::Draining));
+            fx.event(RuntimeEvent::Rejected(Rejection::Draining));
             return Route::Refused(Error::Draining);
         }
         if behind {
@@ -253,7 +253,7 @@ impl<A: Mailbox> Slots<A> {
                 held,
             },
         );
-        fx.event(SlotEvent::Live(self.slots.len()));
+        fx.event(RuntimeEvent::Live(self.slots.len()));
         fx.spawn = Some((key.clone(), shared));
         Route::Accepted
     }
@@ -275,14 +275,14 @@ impl<A: Mailbox> Slots<A> {
         if class == Class::Turn {
             let pending = shared.pending.load(Ordering::Acquire);
             if pending >= max_pending {
-                fx.event(SlotEvent::Rejected(Rejection::Overloaded));
+                fx.event(RuntimeEvent::Rejected(Rejection::Overloaded));
                 return Route::Refused(Error::Overloaded {
                     key: key.clone(),
                     queued: pending.saturating_sub(1),
                 });
             }
             let depth = shared.pending.fetch_add(1, Ordering::AcqRel);
-            fx.event(SlotEvent::QueueDepth(depth));
+            fx.event(RuntimeEvent::QueueDepth(depth));
             shared.last_active.store(stamp, Ordering::Release);
         }
         match slot {
@@ -353,7 +353,7 @@ impl<A: Mailbox> Slots<A> {
             .find(|(_, slot)| matches!(slot, Slot::Live { shared, .. } if shared.is_idle()))
             .map(|(key, _)| key.clone());
         if let Some(key) = victim {
-            fx.event(SlotEvent::Evicted(Eviction::Lru));
+            fx.event(RuntimeEvent::Evicted(Eviction::Lru));
             self.deliver(&key, A::Msg::passivate());
         }
     }
@@ -372,7 +372,7 @@ impl<A: Mailbox> Slots<A> {
             _ => false,
         };
         if hit {
-            fx.event(SlotEvent::Interrupted);
+            fx.event(RuntimeEvent::Interrupted);
         }
         hit
     }

@@ -13,6 +13,7 @@ use crate::config::RuntimeConfig;
 use crate::context::Summarizer;
 use crate::registry::{reaper, Registry};
 use crate::session::SessionDeps;
+use crate::stats::Counters;
 use crate::store::Store;
 
 /// The longest time setting accepted. Deadlines are instants (now + setting), which cannot
@@ -205,6 +206,7 @@ impl RuntimeBuilder {
                 .map(|n| Arc::new(Semaphore::new(n))),
             config,
             epoch: Instant::now(),
+            counters: Counters::default(),
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();

@@ -25,6 +25,7 @@ use crate::key::SessionKey;
 use crate::state::{
     Author, Event, EventKind, InterruptReason, OutputStatus, ScopedState, Seq, SessionRecord,
 };
+use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
 mod compaction;
@@ -332,7 +333,9 @@ impl Live {
         if let Err(err) = &answer {
             metrics::counter!("turnstile_turn_errors_total", "code" => err.code()).increment(1);
             if matches!(err, Error::Busy { .. }) {
-                metrics::counter!("turnstile_rejections_total", "reason" => "busy").increment(1);
+                self.deps
+                    .counters
+                    .record(RuntimeEvent::Rejected(Rejection::Busy));
             }
         }
         // The caller may have stopped waiting; the turn still counts as done.

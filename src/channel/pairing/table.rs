@@ -11,12 +11,22 @@ use super::{Pairing, PairingError};
 pub(crate) const PAIRINGS_SCHEMA_VERSION: u32 = 1;
 
 /// Accounts to users, and users to accounts. Both maps always agree.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub(crate) struct PairingTable {
     /// `(channel, channel_user)` → user. Ordered, so the persisted document is stable.
     accounts: BTreeMap<(String, String), String>,
     /// user → their accounts, so that a user's pairings are found without a scan.
     users: HashMap<String, BTreeSet<(String, String)>>,
+}
+
+/// Counts only: who is paired with whom is users' data, not for logs.
+impl std::fmt::Debug for PairingTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PairingTable")
+            .field("accounts", &self.accounts.len())
+            .field("users", &self.users.len())
+            .finish()
+    }
 }
 
 impl PairingTable {

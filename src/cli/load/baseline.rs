@@ -155,7 +155,7 @@ fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &StoreUr
         "load".into(),
         format!("--as-baseline={}", kind.as_str()),
         format!("--run-id={run_id}"),
-        format!("--store={store}"),
+        format!("--store={}", store.unredacted()),
         format!("--sessions={}", args.sessions),
         format!("--turns={}", args.turns),
         format!("--concurrency={}", args.concurrency),

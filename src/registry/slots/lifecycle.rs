@@ -12,7 +12,7 @@ use super::{answer_all, count_turns, ends_in_stop, Class, Effects, Mailbox, Slot
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::SessionShared;
-use crate::stats::{Eviction, SlotEvent};
+use crate::stats::{Eviction, RuntimeEvent};
 
 impl<A: Mailbox> Slots<A> {
     /// The session's actor is up: deliver what was held and mark it live.
@@ -43,7 +43,7 @@ impl<A: Mailbox> Slots<A> {
                 deadline,
             },
         );
-        fx.event(SlotEvent::Activated);
+        fx.event(RuntimeEvent::Activated);
         let mut held = held;
         while let Some(msg) = held.pop_front() {
             let stops = msg.class().stops();
@@ -83,8 +83,8 @@ impl<A: Mailbox> Slots<A> {
             Some(Slot::Starting { held, .. }) => held,
             _ => VecDeque::new(),
         };
-        fx.event(SlotEvent::ActivationFailed);
-        fx.event(SlotEvent::Live(self.slots.len()));
+        fx.event(RuntimeEvent::ActivationFailed);
+        fx.event(RuntimeEvent::Live(self.slots.len()));
         fx.slot_freed = true;
         answer_all(held, error, fx).into()
     }
@@ -96,7 +96,7 @@ impl<A: Mailbox> Slots<A> {
         key: &SessionKey,
         fx: &mut Effects<A::Msg>,
     ) -> Option<Arc<SessionShared>> {
-        fx.event(SlotEvent::Stopped);
+        fx.event(RuntimeEvent::Stopped);
         let next = match self.slots.peek_mut(key) {
             Some(Slot::Stopping { next, held, .. }) if !held.is_empty() => {
                 let next = next.clone();
@@ -106,7 +106,7 @@ impl<A: Mailbox> Slots<A> {
             Some(Slot::Live { deadline, .. }) => {
                 // Stopped without being asked: its mailbox is gone, and with it any waiting
                 // callers' replies (they see `SessionFailed`).
-                fx.event(SlotEvent::UnexpectedStop);
+                fx.event(RuntimeEvent::UnexpectedStop);
                 let deadline = *deadline;
                 self.deadlines.remove(&(deadline, key.clone()));
                 self.slots.pop(key);
@@ -117,7 +117,7 @@ impl<A: Mailbox> Slots<A> {
                 None
             }
         };
-        fx.event(SlotEvent::Live(self.slots.len()));
+        fx.event(RuntimeEvent::Live(self.slots.len()));
         if next.is_none() {
             fx.slot_freed = true;
         }
@@ -185,7 +185,7 @@ impl<A: Mailbox> Slots<A> {
             } else {
                 // Restore the entry so that `mark_stopping` finds and removes it consistently.
                 self.deadlines.insert((when, key.clone()));
-                fx.event(SlotEvent::Evicted(Eviction::Idle));
+                fx.event(RuntimeEvent::Evicted(Eviction::Idle));
                 self.deliver(&key, A::Msg::passivate());
                 continue;
             };
