@@ -125,6 +125,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Longest wait for a session's load on activation
+    /// ([`RuntimeConfig::activation_timeout`]).
+    pub fn with_activation_timeout(mut self, timeout: Duration) -> Self {
+        self.config.activation_timeout = timeout;
+        self
+    }
+
     /// Interrupt turns that run longer than this ([`RuntimeConfig::turn_deadline`]).
     pub fn with_turn_deadline(mut self, deadline: Duration) -> Self {
         self.config.turn_deadline = Some(deadline);
@@ -167,6 +174,11 @@ impl RuntimeBuilder {
                 "capacity must be at least 1".into(),
             ));
         }
+        if config.activation_timeout.is_zero() {
+            return Err(BuildError::InvalidConfig(
+                "activation_timeout must be positive".into(),
+            ));
+        }
         if config.idle_ttl.is_zero() {
             return Err(BuildError::InvalidConfig(
                 "idle_ttl must be positive".into(),
@@ -177,6 +189,7 @@ impl RuntimeBuilder {
             ("capacity_wait", Some(config.capacity_wait)),
             ("concurrency_wait", Some(config.concurrency_wait)),
             ("turn_deadline", config.turn_deadline),
+            ("activation_timeout", Some(config.activation_timeout)),
         ];
         for (name, value) in durations {
             if value.is_some_and(|d| d > LONGEST_SETTING) {

@@ -82,7 +82,16 @@ impl Live {
     /// Loads the session from the store (activation).
     pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
         let SessionArgs { key, deps, shared } = args;
-        let loaded = deps.store.load(&key, deps.config.window).await?;
+        let limit = deps.config.activation_timeout;
+        let loaded = tokio::time::timeout(limit, deps.store.load(&key, deps.config.window))
+            .await
+            .map_err(|_| StoreError::Unavailable {
+                backend: deps.store.name(),
+                detail: format!(
+                    "loading session {key} did not finish within {} ms (activation_timeout)",
+                    limit.as_millis()
+                ),
+            })??;
         let record = loaded
             .record
             .unwrap_or_else(|| SessionRecord::new(key.clone(), now_ms()));
