@@ -52,6 +52,9 @@ pub(crate) struct Live {
     queue: TurnQueue<TurnRequest>,
     running: Option<Running>,
     stopping: Option<StopKind>,
+    /// A delete found this session holding something that was never stored — a running or
+    /// waiting turn, unsaved events — so it deleted a session even if the store had none.
+    deleted_live: bool,
     next_turn_id: u64,
     /// The summary's text, shared with turns without copying.
     summary: Option<Arc<str>>,
@@ -113,6 +116,7 @@ impl Live {
             queue: TurnQueue::default(),
             running: None,
             stopping: None,
+            deleted_live: false,
             next_turn_id: 0,
             summary: None,
             compacting: false,
@@ -371,7 +375,13 @@ impl Live {
                 let _ = reply.send(Ok(false));
             }
             (Some(StopKind::Delete(_)), _) => {}
-            (_, kind) => self.stopping = Some(kind),
+            (_, kind) => {
+                if matches!(kind, StopKind::Delete(_)) {
+                    self.deleted_live =
+                        self.running.is_some() || self.queue.is_busy() || !self.unsaved.is_empty();
+                }
+                self.stopping = Some(kind);
+            }
         }
     }
 
@@ -386,6 +396,7 @@ impl Live {
                     .store
                     .delete(&self.key)
                     .await
+                    .map(|stored| stored || self.deleted_live)
                     .map_err(|err| Error::store(&self.key, err));
                 let _ = reply.send(result);
             }
