@@ -290,7 +290,10 @@ mod tests {
     #[tokio::test]
     async fn a_held_call_waits_for_its_release_and_loads_are_counted_per_key() {
         let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
-        let (a, b) = (SessionKey::new("u", "a").unwrap(), SessionKey::new("u", "b").unwrap());
+        let (a, b) = (
+            SessionKey::new("u", "a").unwrap(),
+            SessionKey::new("u", "b").unwrap(),
+        );
         faulty.fail_next_appends(1);
         faulty.hold_next(StoreCall::Append, 1);
         let store: Arc<dyn Store> = faulty.clone();
@@ -302,9 +305,15 @@ mod tests {
         });
         faulty.until_held(StoreCall::Append, 1).await;
         assert_eq!(faulty.held(StoreCall::Append), 1);
-        assert!(faulty.inner().load(&a, 4).await.unwrap().record.is_none(), "not written yet");
+        assert!(
+            faulty.inner().load(&a, 4).await.unwrap().record.is_none(),
+            "not written yet"
+        );
         assert_eq!(
-            store.append(&b, 0, &turn_events(1, "y", None)).await.unwrap(),
+            store
+                .append(&b, 0, &turn_events(1, "y", None))
+                .await
+                .unwrap(),
             1,
             "only the next call is held"
         );
