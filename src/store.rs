@@ -26,7 +26,7 @@ mod open;
 mod redis;
 mod url;
 
-pub use faulty::FaultyStore;
+pub use faulty::{FaultyStore, StoreCall};
 pub use file::FileStore;
 pub use forward::ForwardingStore;
 pub use log::{read_log, LOG_PAGE};

@@ -113,6 +113,12 @@ async fn an_outage_keeps_a_bounded_backlog_and_runs_no_agent_past_it() {
         ran < 50,
         "the agent ran {ran} turns against a store that was down"
     );
+    // Below the bound the turns ran and were kept (two events each, after "before"): the save
+    // is retried ahead of a turn only once the backlog is full.
+    assert!(
+        ran > turnstile::config::MAX_UNSAVED_EVENTS / 2,
+        "only {ran} turns ran before the backlog was full"
+    );
     faulty.fail_next_appends(0);
     rt.call(&k, "after").await.unwrap();
     let started = agent.started_inputs(&k);
