@@ -13,11 +13,15 @@ use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMa
 pub mod conformance;
 mod file;
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
 
 pub use file::FileStore;
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore, LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION};
 #[cfg(feature = "redis")]
 pub use redis::{RedisOptions, RedisStore};
 
@@ -164,6 +168,19 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The store's own layout (tables, folders) was set up by a newer turnstile; nothing was
+    /// read or changed. Upgrade turnstile, or point it at another database or schema.
+    #[error("{backend} store, {place}: layout version {found} is newer than this build supports ({supported}); upgrade turnstile to use it")]
+    NewerLayout {
+        /// Which backend.
+        backend: &'static str,
+        /// Where (a database schema, a folder).
+        place: String,
+        /// The layout version found.
+        found: u32,
+        /// The newest this build knows.
+        supported: u32,
+    },
     /// Another process holds the store's lock.
     #[error("the store at {path} is locked by another process ({detail})")]
     Locked {
@@ -184,7 +201,7 @@ pub enum StoreError {
 /// differs. A failed call leaves stored data as it was.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// A short name for logs and metrics (`"memory"`, `"file"`, `"redis"`).
+    /// A short name for logs and metrics (`"memory"`, `"file"`, `"redis"`, `"postgres"`).
     fn name(&self) -> &'static str;
 
     /// Loads a session's head and at most `window` of its newest events, with the user's and the

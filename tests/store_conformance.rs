@@ -7,6 +7,8 @@ use std::sync::Arc;
 use turnstile::store::{conformance, FileStore};
 use turnstile::{MemoryStore, Store};
 
+#[cfg(feature = "postgres")]
+use support::postgres::TestDatabase;
 #[cfg(feature = "redis")]
 use support::redis_server::RedisServer;
 
@@ -41,6 +43,19 @@ async fn redis_store_passes_the_conformance_suite() {
     conformance::run_all(|| {
         let server = server.clone();
         async move { Arc::new(server.store().await) as Arc<dyn Store> }
+    })
+    .await;
+}
+
+/// The PostgreSQL store keeps every promise of the `Store` trait, each check in a fresh schema
+/// of a database created for this run.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_passes_the_conformance_suite() {
+    let database = Arc::new(TestDatabase::create().await);
+    conformance::run_all(|| {
+        let database = database.clone();
+        async move { Arc::new(database.store().await) as Arc<dyn Store> }
     })
     .await;
 }

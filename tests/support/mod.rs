@@ -7,6 +7,8 @@ pub mod cli;
 pub mod faulty;
 pub mod harness;
 pub mod http;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod stores;
