@@ -145,20 +145,26 @@ impl Drop for TestDatabase {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_database_is_replaced_in_any_url() {
-        assert_eq!(
-            with_database("postgres://u@h:5/test", "x"),
-            "postgres://u@h:5/x"
+/// The backend pid of a connection to `database` that waits for a lock, once there is one
+/// (polled; fails the test after `TIMEOUT`).
+pub async fn blocked_backend(admin: &tokio_postgres::Client, database: &str) -> i32 {
+    let deadline = tokio::time::Instant::now() + super::harness::TIMEOUT;
+    loop {
+        let rows = admin
+            .query(
+                "SELECT pid FROM pg_stat_activity \
+                 WHERE datname = $1 AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                &[&database],
+            )
+            .await
+            .expect("read pg_stat_activity");
+        if let Some(row) = rows.first() {
+            return row.get(0);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no connection to {database} started waiting for a lock"
         );
-        assert_eq!(
-            with_database("postgres://u@h/test?sslmode=disable", "x"),
-            "postgres://u@h/x?sslmode=disable"
-        );
-        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }

@@ -16,6 +16,14 @@ pub(super) fn unavailable(detail: impl std::fmt::Display) -> StoreError {
 /// take effect, and a retry after reloading is the remedy.
 pub(super) fn pg_error(about: &str, e: tokio_postgres::Error) -> StoreError {
     let detail = match e.as_db_error() {
+        // Class 57P (operator intervention: shutdown, restart, terminated) and 08 (connection).
+        Some(db) if db.code().code().starts_with("57P") || db.code().code().starts_with("08") => {
+            format!(
+                "{about}: the server dropped the connection: {} ({}); the pool opens a new one",
+                db.message(),
+                db.code().code()
+            )
+        }
         Some(db) => format!("{about}: {} ({})", db.message(), db.code().code()),
         None if e.is_closed() => format!("{about}: the connection was closed ({e})"),
         None => format!("{about}: {e}"),
