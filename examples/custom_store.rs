@@ -1,8 +1,9 @@
 //! Implementing the `Store` trait: a small store over a `BTreeMap`, checked by the same
 //! conformance suite every built-in store passes.
 //!
-//! Run it with `cargo run --example custom_store`. `cargo test` runs the conformance suite on it
-//! too (the example is declared with `test = true` in `Cargo.toml`; see the test at the end).
+//! Run it with `cargo run --example custom_store --features testing` (the conformance suite comes
+//! with the `testing` feature). `cargo test --all-features` runs the suite on it too (the example
+//! is declared with `test = true` in `Cargo.toml`; see the test at the end).
 //!
 //! A real store would talk to a database; what matters is the contract each method documents:
 //! compare-and-set on the session's version, appends that continue the log, shared `user:` and

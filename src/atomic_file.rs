@@ -1,8 +1,9 @@
-//! Crash-safe replacement of small whole files, for data that is rewritten as one document
-//! (the pairing table). Blocking; run it on tokio's blocking pool.
+//! Crash-safe replacement of whole files: the one implementation of temp file + fsync + rename +
+//! folder fsync, used by the file session store (heads, shared state) and the file pairing store.
+//! Blocking; run it on tokio's blocking pool.
 //!
-//! The session store has its own copy of these steps (`store/file/fsio.rs`) tied to its error
-//! type; this one speaks `std::io` so that any module can wrap the error in its own.
+//! It speaks `std::io` and names the step that failed, so that each caller wraps the error in its
+//! own layer's type.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -20,20 +21,19 @@ use std::path::{Path, PathBuf};
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteFailed> {
     let tmp = temporary_beside(path);
     let staged = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
+        let mut file = File::create(&tmp).map_err(step("create", &tmp))?;
+        file.write_all(bytes).map_err(step("write", &tmp))?;
+        file.sync_all().map_err(step("fsync", &tmp))?;
+        fs::rename(&tmp, path).map_err(step("rename into place", path))
     })();
-    if let Err(source) = staged {
+    if let Err(failed) = staged {
         // Best effort: the temporary is never read, so leaving it behind only costs space.
         let _ = fs::remove_file(&tmp);
-        return Err(WriteFailed {
-            replaced: false,
-            source,
-        });
+        return Err(failed);
     }
     sync_parent(path).map_err(|source| WriteFailed {
+        op: "fsync folder",
+        path: path.to_path_buf(),
         replaced: true,
         source,
     })
@@ -42,10 +42,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteFailed>
 /// A failed [`write_atomic`].
 #[derive(Debug)]
 pub(crate) struct WriteFailed {
+    /// The step that failed: `create`, `write`, `fsync`, `rename into place` or `fsync folder`.
+    pub op: &'static str,
+    /// The file the step worked on (the temporary, or the target).
+    pub path: PathBuf,
     /// The file was renamed into place; only making the rename durable failed.
     pub replaced: bool,
     /// What failed.
     pub source: io::Error,
+}
+
+fn step(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> WriteFailed {
+    let path = path.to_path_buf();
+    move |source| WriteFailed {
+        op,
+        path,
+        replaced: false,
+        source,
+    }
 }
 
 /// Reads a whole file; `None` when it does not exist.
@@ -63,19 +77,25 @@ fn temporary_beside(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Makes the rename durable: a renamed entry survives a power cut only once its folder is synced.
+/// Makes the entries of `dir` (creations, renames, removals) durable: a renamed entry survives a
+/// power cut only once its folder is synced.
 #[cfg(unix)]
-fn sync_parent(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => File::open(parent)?.sync_all(),
-        _ => Ok(()),
-    }
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// Folders cannot be opened as files here; renames are durable by the platform's own rules.
 #[cfg(not(unix))]
-fn sync_parent(_path: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
+}
+
+/// Fsyncs the folder that holds `path` (nothing for a bare file name: the current folder).
+fn sync_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -98,7 +118,8 @@ mod tests {
     fn a_failed_write_leaves_the_old_content() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("missing-folder").join("doc.json");
-        assert!(write_atomic(&path, b"x").is_err());
+        let failed = write_atomic(&path, b"x").unwrap_err();
+        assert_eq!((failed.op, failed.replaced), ("create", false));
         assert_eq!(read_optional(&path).unwrap(), None);
     }
 }

@@ -30,7 +30,8 @@ use crate::stream::TurnStream;
 #[cfg(feature = "redis")]
 pub use pairing::RedisPairingStore;
 pub use pairing::{
-    FilePairingStore, MemoryPairingStore, Pairing, PairingError, PairingStore, PAIRINGS_FILE,
+    open_pairings, FilePairingStore, MemoryPairingStore, Pairing, PairingError, PairingStore,
+    PAIRINGS_FILE,
 };
 pub use route::{
     channel_namespace, session_key as channel_session_key, unpaired_user, validate_channel,
@@ -144,6 +145,15 @@ pub struct ChannelRouter {
     pairings: Arc<dyn PairingStore>,
     /// Used when a call's options name no policy.
     policy: OverlapPolicy,
+}
+
+impl std::fmt::Debug for ChannelRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChannelRouter")
+            .field("runtime", &self.runtime)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ChannelRouter {

@@ -4,11 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod agent_arg;
 mod load;
 #[cfg(feature = "http")]
 mod serve;
 mod sessions;
-mod store_arg;
 
 /// One actor per live conversation session, for chat and LLM-agent backends.
 #[derive(Debug, Parser)]

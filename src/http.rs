@@ -104,6 +104,16 @@ pub struct Gateway {
     config: Arc<HttpConfig>,
 }
 
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("channels", &self.channels)
+            .field("metrics", &self.metrics.is_some())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Gateway {
     /// A gateway over the router's runtime and pairing store, with no tokens (everything is
     /// allowed; [`Gateway::serve`] then listens on loopback only), no metrics and default limits.

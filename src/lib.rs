@@ -22,6 +22,8 @@ mod channel;
 mod config;
 pub mod context;
 mod error;
+#[cfg(feature = "redis")]
+mod hex;
 #[cfg(feature = "http")]
 mod http;
 mod key;
@@ -38,6 +40,7 @@ pub use agent::{
     TurnRecording,
 };
 pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
+pub use channel::open_pairings;
 #[cfg(feature = "redis")]
 pub use channel::RedisPairingStore;
 pub use channel::{

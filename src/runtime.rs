@@ -34,6 +34,16 @@ pub struct Runtime {
     inner: Arc<RuntimeInner>,
 }
 
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("live_sessions", &self.live_sessions())
+            .field("draining", &self.is_draining())
+            .field("config", self.config())
+            .finish_non_exhaustive()
+    }
+}
+
 struct RuntimeInner {
     registry: Arc<Registry>,
     /// Stops the reaper when the runtime goes away.
@@ -74,6 +84,17 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     summarizer: Option<Arc<dyn Summarizer>>,
     config: RuntimeConfig,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("agent", &self.agent.is_some())
+            .field("store", &self.store.is_some())
+            .field("summarizer", &self.summarizer.is_some())
+            .field("config", &self.config)
+            .finish()
+    }
 }
 
 impl RuntimeBuilder {
@@ -472,23 +493,16 @@ impl Runtime {
                 "at_seq {upto} is outside the source's log (1..={last})"
             )));
         }
-        let mut events = Vec::new();
-        while (events.len() as u64) < upto {
-            let from = events.len() as u64 + 1;
-            let want = usize::try_from(upto + 1 - from)
-                .unwrap_or(usize::MAX)
-                .min(FORK_PAGE);
-            let page = store
-                .read_events(source, from, want)
-                .await
-                .map_err(|err| Error::store(source, err))?;
-            if page.is_empty() {
-                return Err(Error::InvalidRequest(format!(
-                    "the store returned no events of {source} from {from}"
-                )));
-            }
-            events.extend(page.into_iter().map(fork_event));
+        let events = crate::store::read_log(store.as_ref(), source, upto, FORK_PAGE)
+            .await
+            .map_err(|err| Error::store(source, err))?;
+        if (events.len() as u64) < upto {
+            return Err(Error::InvalidRequest(format!(
+                "the store returned no events of {source} from {}",
+                events.len() + 1
+            )));
         }
+        let events: Vec<Event> = events.into_iter().map(fork_event).collect();
         match store.append(target, 0, &events).await {
             Ok(_) => Ok(events.len() as u64),
             Err(crate::store::StoreError::Conflict { .. }) => Err(Error::AlreadyExists {

@@ -1,7 +1,11 @@
 //! Where sessions are persisted: the [`Store`] trait and its implementations.
 //!
 //! Stores know the state model only — never actors, the registry, agents or HTTP. Every
-//! implementation passes the same conformance suite ([`conformance`]).
+//! implementation passes the same conformance suite (`conformance`, with the `testing` feature).
+//!
+//! Around the trait: [`StoreUrl`] and [`open_store`] (which store a spelling such as `file:PATH`
+//! names, and opening it), [`read_log`] (a whole log, page by page), [`ForwardingStore`] (wrappers
+//! that override only what they change) and [`FaultyStore`] (fault injection).
 
 use std::time::Duration;
 
@@ -10,20 +14,31 @@ use async_trait::async_trait;
 use crate::key::SessionKey;
 use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMap};
 
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+mod faulty;
 mod file;
+mod forward;
+mod log;
 mod memory;
+mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
-pub(crate) mod redis;
+mod redis;
+mod url;
 
+pub use faulty::FaultyStore;
 pub use file::FileStore;
+pub use forward::ForwardingStore;
+pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
+pub use open::{open_store, OpenStoreError, OpenedStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore, LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION};
 #[cfg(feature = "redis")]
 pub use redis::{RedisOptions, RedisStore};
+pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};
 
 /// What a store hands back when a session is activated.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -31,6 +31,15 @@ pub struct TurnStream {
     abandon: Option<CancellationToken>,
 }
 
+impl std::fmt::Debug for TurnStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnStream")
+            .field("key", &self.key)
+            .field("finished", &self.outcome.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
 impl TurnStream {
     pub(crate) fn new(
         key: SessionKey,

@@ -7,8 +7,8 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::faulty::FaultyStore;
 use support::harness::*;
+use turnstile::store::FaultyStore;
 use turnstile::{EchoAgent, Error, MemoryStore, Runtime, Store};
 
 fn runtime(store: Arc<dyn Store>) -> Runtime {

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::faulty::FaultyStore;
 use support::harness::*;
 use turnstile::state::InterruptReason;
+use turnstile::store::FaultyStore;
 use turnstile::{Error, MemoryStore, OutcomeKind, Runtime, Store};
 
 fn runtime(agent: Arc<GateAgent>, store: Arc<dyn Store>) -> Runtime {

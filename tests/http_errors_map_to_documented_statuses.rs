@@ -12,10 +12,10 @@ use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::json;
-use support::faulty::FaultyStore;
 use support::harness::*;
 use support::http::*;
 use turnstile::state::{Event, Seq};
+use turnstile::store::FaultyStore;
 use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
 use turnstile::{EchoAgent, HttpConfig, MemoryStore, Runtime, SessionKey, Store, StoreError};
 

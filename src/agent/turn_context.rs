@@ -42,6 +42,18 @@ pub struct TurnContext {
     record: Arc<Mutex<TurnRecord>>,
 }
 
+impl std::fmt::Debug for TurnContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnContext")
+            .field("key", &self.key)
+            .field("inputs", &self.inputs)
+            .field("history", &self.history.len())
+            .field("visible", &self.visible)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What a turn produced so far; read by the runtime when the turn ends or is cut short.
 #[derive(Debug, Default)]
 pub(crate) struct TurnRecord {

@@ -1,6 +1,7 @@
 //! The pairing store: which canonical user each channel account belongs to.
 
 mod file;
+mod open;
 #[cfg(feature = "redis")]
 mod redis;
 mod table;
@@ -12,6 +13,7 @@ use async_trait::async_trait;
 use parking_lot::RwLock;
 
 pub use file::{FilePairingStore, PAIRINGS_FILE};
+pub use open::open_pairings;
 #[cfg(feature = "redis")]
 pub use redis::RedisPairingStore;
 pub(crate) use table::PairingTable;

@@ -8,10 +8,10 @@
 mod ack_log;
 mod baseline;
 mod driver;
-mod fault;
 mod ledger;
 mod options;
 mod report;
+mod rss;
 mod target;
 mod verify;
 
@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use turnstile::store::{open_store, FaultyStore, StoreUrl};
 use turnstile::{
     Agent, EchoAgent, ExtractiveSummarizer, MockLlmAgent, OverlapPolicy, Runtime, SessionKey,
     Store, DEFAULT_WINDOW,
@@ -33,10 +34,10 @@ use self::ack_log::AckLog;
 use self::driver::{drive, Interrupts, Plan, Shared};
 use self::ledger::MAX_LEDGER_TURNS;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
-use self::report::{rss_bytes, Figures, Measured, Report};
+use self::report::{Figures, Measured, Report};
+use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
 use self::verify::verify;
-use super::store_arg::StoreArg;
 
 /// Users the sessions are spread over: enough that per-user listings stay small.
 const USERS: usize = 1_000;
@@ -74,9 +75,12 @@ pub struct LoadArgs {
     /// Chunks the mock agent streams per reply.
     #[arg(long, default_value_t = 4)]
     chunks: usize,
-    /// `memory`, `file` (a temporary folder), `file:PATH` or `redis://HOST:PORT`.
-    #[arg(long, default_value = "file")]
-    store: StoreArg,
+    /// `file:tmp` (the default: the file store in a fresh temporary folder, removed at exit; the
+    /// report names it), `file` (the data folder, as for `serve` and `sessions`: $TURNSTILE_HOME,
+    /// else $XDG_DATA_HOME/turnstile, else ~/.local/share/turnstile), `file:PATH`, `memory` or
+    /// `redis://HOST:PORT`.
+    #[arg(long, default_value = turnstile::store::TEMP_FOLDER_URL)]
+    store: StoreUrl,
     /// Overlap policy: queue, latest, reject or merge.
     #[arg(long, default_value = "queue")]
     policy: OverlapPolicy,
@@ -213,11 +217,13 @@ fn keys(args: &LoadArgs, design: &str, run_id: &str) -> Result<Arc<[SessionKey]>
 }
 
 async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
-    let opened = args.store.open().await?;
+    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
     let store = if args.fault_drop_one_append {
-        fault::DropOneAppend::wrap(opened.store.clone())
+        let faulty = FaultyStore::new(opened.store().clone());
+        faulty.drop_next_appends(1);
+        faulty
     } else {
-        opened.store.clone()
+        opened.store().clone()
     };
     let keys = keys(args, "load", run_id)?;
     let runtime = build_runtime(args, store.clone())?;
@@ -226,7 +232,7 @@ async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> 
         ordered: args.burst > 1,
     });
     let figures = measure(args, target, keys, store.as_ref(), "turnstile").await?;
-    Ok(report(args, run_id, opened.description.clone(), figures))
+    Ok(report(args, run_id, opened.describe(), figures))
 }
 
 /// Drives one design through the workload, finishes it, verifies the store and computes its

@@ -4,20 +4,18 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use turnstile::store::FileStore;
+use turnstile::store::{open_store, StoreUrl};
 use turnstile::{
-    Agent, ChannelRouter, EchoAgent, ExtractiveSummarizer, FilePairingStore, Gateway, HttpConfig,
-    MemoryPairingStore, MemoryStore, MockLlmAgent, OverlapPolicy, PairingStore, Runtime,
-    ServeError, Store, Tokens,
+    open_pairings, Agent, ChannelRouter, EchoAgent, ExtractiveSummarizer, Gateway, HttpConfig,
+    MockLlmAgent, OverlapPolicy, Runtime, ServeError, Store, Tokens,
 };
 
-use super::store_arg::StoreArg;
+use super::agent_arg::AgentKind;
 
 /// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
 const SECONDS_BUCKETS: [f64; 12] = [
@@ -34,11 +32,11 @@ pub struct ServeArgs {
     /// Address to listen on. Without tokens only a loopback address is accepted.
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
-    /// `file` (the default data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
-    /// ~/.local/share/turnstile), `file:PATH`, `memory` or `redis://HOST:PORT`. Pairings are kept
-    /// in the same place.
+    /// `file` (the data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
+    /// ~/.local/share/turnstile), `file:PATH`, `memory`, `redis://HOST:PORT` or `file:tmp` (a
+    /// temporary folder, removed at exit). Pairings are kept in the same place.
     #[arg(long, default_value = "file")]
-    store: StoreArg,
+    store: StoreUrl,
     /// The agent: `mock` (a mock LLM) or `echo`.
     #[arg(long, default_value = "mock")]
     agent: AgentKind,
@@ -79,23 +77,6 @@ pub struct ServeArgs {
     compact_after: Option<usize>,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum AgentKind {
-    Mock,
-    Echo,
-}
-
-impl FromStr for AgentKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mock" => Ok(Self::Mock),
-            "echo" => Ok(Self::Echo),
-            _ => Err(format!("unknown agent {s:?}; expected mock or echo")),
-        }
-    }
-}
-
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
 pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let tokens = match &args.tokens {
@@ -118,8 +99,9 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
         // Said before binding, so that an open API is never reachable even for an instant.
         return Err(ServeError::OpenOnNonLoopback { addr: args.addr }.to_string());
     }
-    let (store, pairings) = open_stores(&args.store).await?;
-    let runtime = build_runtime(&args, store)?;
+    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
+    let runtime = build_runtime(&args, opened.store().clone())?;
     let router =
         ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
     let config = HttpConfig {
@@ -163,43 +145,6 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
         Ok(duration) if !duration.is_zero() => Ok(duration),
         _ => Err(format!("{flag} must be a positive number of seconds")),
     }
-}
-
-/// Opens the session store and the pairing store that goes with it.
-async fn open_stores(arg: &StoreArg) -> Result<(Arc<dyn Store>, Arc<dyn PairingStore>), String> {
-    match arg {
-        StoreArg::Memory => Ok((
-            Arc::new(MemoryStore::new()),
-            Arc::new(MemoryPairingStore::new()),
-        )),
-        StoreArg::File(path) => {
-            let store = match path {
-                Some(path) => FileStore::open(path),
-                None => FileStore::open_default(),
-            }
-            .map_err(|e| e.to_string())?;
-            let pairings = FilePairingStore::open(&store).map_err(|e| e.to_string())?;
-            Ok((Arc::new(store), Arc::new(pairings)))
-        }
-        StoreArg::Redis(url) => open_redis(url).await,
-    }
-}
-
-#[cfg(feature = "redis")]
-async fn open_redis(url: &str) -> Result<(Arc<dyn Store>, Arc<dyn PairingStore>), String> {
-    let store = turnstile::store::RedisStore::connect(url, Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    // The session store's default prefix, so that both live side by side.
-    let pairings = turnstile::RedisPairingStore::connect(url, "turnstile")
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok((Arc::new(store), Arc::new(pairings)))
-}
-
-#[cfg(not(feature = "redis"))]
-async fn open_redis(_url: &str) -> Result<(Arc<dyn Store>, Arc<dyn PairingStore>), String> {
-    Err("this build has no Redis support (build with --features redis)".into())
 }
 
 fn build_runtime(args: &ServeArgs, store: Arc<dyn Store>) -> Result<Runtime, String> {

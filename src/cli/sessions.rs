@@ -11,24 +11,22 @@ mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use turnstile::store::{FileStore, GcPolicy, PageRequest, SessionMeta};
+use turnstile::store::{open_store, GcPolicy, PageRequest, SessionMeta, StoreUrl};
 use turnstile::{SessionKey, Store};
 
 use self::format::{clip, utc, HumanDuration};
-use super::store_arg::StoreArg;
 
 /// Options of `turnstile sessions`.
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
-    /// `file` (the default root: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
-    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT` or `memory`.
+    /// `file` (the data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
+    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT`, `memory` or `file:tmp`.
     #[arg(long, global = true, default_value = "file")]
-    store: StoreArg,
+    store: StoreUrl,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -96,8 +94,8 @@ enum SessionsCommand {
 
 /// Runs `turnstile sessions`.
 pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
-    let (store, _opened) = open(&args.store).await?;
-    let store = store.as_ref();
+    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    let store = opened.store().as_ref();
     let json = args.json;
     match args.command {
         SessionsCommand::List {
@@ -143,25 +141,6 @@ pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
         } => gc(store, max_sessions, max_age, json).await,
         SessionsCommand::Export { key, output } => export(store, &key, output).await,
         SessionsCommand::Import { file } => import(store, &file, json).await,
-    }
-}
-
-/// Opens the store; `file` means the default root here (for `load` it means a temporary one).
-async fn open(
-    arg: &StoreArg,
-) -> Result<(Arc<dyn Store>, Option<super::store_arg::OpenedStore>), String> {
-    match arg {
-        StoreArg::File(None) => {
-            let store = tokio::task::spawn_blocking(FileStore::open_default)
-                .await
-                .map_err(|e| format!("cannot open the default store: {e}"))?
-                .map_err(|e| e.to_string())?;
-            Ok((Arc::new(store), None))
-        }
-        other => {
-            let opened = other.open().await?;
-            Ok((opened.store.clone(), Some(opened)))
-        }
     }
 }
 

@@ -110,12 +110,17 @@ impl FileStore {
     /// Opens the store at the default root: `$TURNSTILE_HOME` if set, else
     /// `$XDG_DATA_HOME/turnstile`, else `$HOME/.local/share/turnstile`.
     pub fn open_default() -> Result<Self, StoreError> {
-        let root = layout::default_root(|name| std::env::var_os(name)).ok_or_else(|| {
+        Self::open(Self::default_root()?)
+    }
+
+    /// The default root (the data folder), without opening it: `$TURNSTILE_HOME` if set, else
+    /// `$XDG_DATA_HOME/turnstile`, else `$HOME/.local/share/turnstile`.
+    pub fn default_root() -> Result<PathBuf, StoreError> {
+        layout::default_root(|name| std::env::var_os(name)).ok_or_else(|| {
             StoreError::InvalidRequest(
                 "no store root: set TURNSTILE_HOME (or XDG_DATA_HOME or HOME)".to_owned(),
             )
-        })?;
-        Self::open(root)
+        })
     }
 
     /// The folder this store keeps its files in.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use turnstile::state::{Event, EventKind, InputDisposition, Seq};
-use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
+use turnstile::store::{ForwardingStore, LoadedSession};
 use turnstile::{
     Agent, AgentError, CallOptions, Outcome, Runtime, SessionKey, Store, StoreError, TurnContext,
 };
@@ -215,7 +215,10 @@ impl CountingStore {
 }
 
 #[async_trait]
-impl Store for CountingStore {
+impl ForwardingStore for CountingStore {
+    fn forward_to(&self) -> &dyn Store {
+        self.inner.as_ref()
+    }
     fn name(&self) -> &'static str {
         "counting"
     }
@@ -231,25 +234,5 @@ impl Store for CountingStore {
     ) -> Result<u64, StoreError> {
         self.appends.fetch_add(1, Ordering::SeqCst);
         self.inner.append(key, base, events).await
-    }
-    async fn read_events(
-        &self,
-        key: &SessionKey,
-        from: Seq,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        self.inner.read_events(key, from, limit).await
-    }
-    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
-        self.inner.delete(key).await
-    }
-    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
-        self.inner.list(user_id, page).await
-    }
-    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
-        self.inner.delete_user(user_id).await
-    }
-    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
-        self.inner.gc(policy, now_ms).await
     }
 }

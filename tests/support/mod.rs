@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 pub mod cli;
-pub mod faulty;
 pub mod harness;
 pub mod http;
 #[cfg(feature = "postgres")]

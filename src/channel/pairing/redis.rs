@@ -15,7 +15,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 
 use super::{Pairing, PairingError, PairingStore};
-use crate::store::redis::keys::{hex, unhex};
+use crate::hex;
 
 /// Bound on connecting, as for the session store: a caller learns quickly that Redis is down.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -24,7 +24,7 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest accepted key prefix, as for the session store.
 const MAX_PREFIX_BYTES: usize = 64;
 
-/// Hex-encodes a string inside a script, exactly as [`hex`] does.
+/// Hex-encodes a string inside a script, exactly as [`hex::encode`] does.
 const HEX_LUA: &str = r"
 local function hex(s)
   return (s:gsub('.', function(c) return string.format('%02x', string.byte(c)) end))
@@ -141,12 +141,12 @@ impl RedisPairingStore {
 
 /// The hash field of an account.
 fn field(channel: &str, channel_user: &str) -> String {
-    format!("{}:{}", hex(channel), hex(channel_user))
+    format!("{}:{}", hex::encode(channel), hex::encode(channel_user))
 }
 
 fn parse_field(field: &str) -> Option<(String, String)> {
     let (channel, channel_user) = field.split_once(':')?;
-    Some((unhex(channel)?, unhex(channel_user)?))
+    Some((hex::decode(channel)?, hex::decode(channel_user)?))
 }
 
 fn unavailable(detail: impl std::fmt::Display) -> PairingError {
@@ -218,7 +218,7 @@ impl PairingStore for RedisPairingStore {
     async fn of_user(&self, user: &str) -> Result<Vec<Pairing>, PairingError> {
         let mut conn = self.conn.clone();
         let members = redis::cmd("SMEMBERS")
-            .arg(format!("{}{}", self.user_prefix, hex(user)))
+            .arg(format!("{}{}", self.user_prefix, hex::encode(user)))
             .to_owned();
         let fields: Vec<String> = self.run(members.query_async(&mut conn)).await?;
         if fields.is_empty() {
@@ -246,7 +246,7 @@ impl PairingStore for RedisPairingStore {
         let mut conn = self.conn.clone();
         let mut call = self.remove_user.prepare_invoke();
         call.key(&self.hash)
-            .key(format!("{}{}", self.user_prefix, hex(user)))
+            .key(format!("{}{}", self.user_prefix, hex::encode(user)))
             .arg(user);
         self.run(call.invoke_async(&mut conn)).await
     }

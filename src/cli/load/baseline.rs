@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use turnstile::store::{open_store, FileStore, StoreUrl};
 use turnstile::DEFAULT_WINDOW;
 
 use self::bare_ractor::BareRactor;
@@ -25,12 +26,11 @@ use self::sim::AgentSim;
 use super::options::{BaselineKind, ProgressMode};
 use super::report::{BaselineFigures, Figures, Report};
 use super::{keys, measure, report, LoadArgs};
-use crate::cli::store_arg::StoreArg;
 
 /// Runs one baseline in this process (the child side of `--baseline`).
 pub async fn run_here(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Result<Report, String> {
-    let opened = args.store.open().await?;
-    let store = opened.store.clone();
+    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    let store = opened.store().clone();
     let sim = AgentSim {
         kind: args.agent,
         latency: args.latency,
@@ -49,7 +49,7 @@ pub async fn run_here(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Resu
             measure(args, target, keys, store.as_ref(), kind.as_str()).await?
         }
     };
-    Ok(report(args, run_id, opened.description.clone(), figures))
+    Ok(report(args, run_id, opened.describe(), figures))
 }
 
 /// Runs every requested baseline in its own process and collects their figures. A baseline that
@@ -111,28 +111,33 @@ async fn run_child(args: &LoadArgs, kind: BaselineKind, run_id: &str) -> Result<
     Ok(report.figures)
 }
 
-/// The same kind of store for the baseline: its own memory store, its own temporary folder (or a
-/// sibling `PATH-NAME` of a given folder: the file store allows one process per root), or the
-/// same Redis server (its keys are apart by their names).
+/// The same kind of store for the baseline: its own memory store, its own temporary folder
+/// (made here, so that it goes even if the child is killed), a sibling `PATH-NAME` of a given
+/// folder or of the data folder (the file store allows one process per root), or the same Redis
+/// server (its keys are apart by their names).
 fn child_store(
-    store: &StoreArg,
+    store: &StoreUrl,
     kind: BaselineKind,
-) -> Result<(String, Option<tempfile::TempDir>), String> {
+) -> Result<(StoreUrl, Option<tempfile::TempDir>), String> {
+    let sibling = |path: &std::path::Path| {
+        let mut sibling = path.as_os_str().to_owned();
+        sibling.push(format!("-{}", kind.as_str()));
+        StoreUrl::Folder(PathBuf::from(sibling))
+    };
     Ok(match store {
-        StoreArg::Memory => ("memory".to_owned(), None),
-        StoreArg::File(None) => {
+        StoreUrl::TempFolder => {
             let dir = tempfile::Builder::new()
                 .prefix(&format!("turnstile-load-{}-", kind.as_str()))
                 .tempdir()
                 .map_err(|e| format!("cannot create a temporary folder: {e}"))?;
-            (format!("file:{}", dir.path().display()), Some(dir))
+            (StoreUrl::Folder(dir.path().to_path_buf()), Some(dir))
         }
-        StoreArg::File(Some(path)) => {
-            let mut sibling = path.as_os_str().to_owned();
-            sibling.push(format!("-{}", kind.as_str()));
-            (format!("file:{}", PathBuf::from(sibling).display()), None)
+        StoreUrl::Folder(path) => (sibling(path), None),
+        StoreUrl::DataFolder => {
+            let root = FileStore::default_root().map_err(|e| e.to_string())?;
+            (sibling(&root), None)
         }
-        StoreArg::Redis(url) => (url.clone(), None),
+        other => (other.clone(), None),
     })
 }
 
@@ -140,7 +145,7 @@ fn child_store(
 /// compaction) mean nothing to a baseline and are left out. So is `--ack-log`: it records
 /// turnstile's acknowledgements only, and a baseline's lines (other keys, written by another
 /// process) would only blur what a crash test reads from it.
-fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &str) -> Vec<String> {
+fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &StoreUrl) -> Vec<String> {
     let progress = match args.progress {
         ProgressMode::Auto if std::io::IsTerminal::is_terminal(&std::io::stdout()) => "always",
         ProgressMode::Always => "always",
@@ -182,11 +187,26 @@ mod tests {
         load: LoadArgs,
     }
 
+    /// A baseline never shares turnstile's file store root (one process per root): it gets a
+    /// sibling of a named folder, or a temporary folder of its own that this process removes.
+    #[test]
+    fn baselines_get_a_store_of_the_same_kind_apart_from_turnstiles() {
+        let (store, temp) =
+            child_store(&StoreUrl::Folder("/srv/data".into()), BaselineKind::Ractor).unwrap();
+        assert_eq!(store, StoreUrl::Folder("/srv/data-ractor".into()));
+        assert!(temp.is_none());
+        let (store, temp) = child_store(&StoreUrl::TempFolder, BaselineKind::MutexGate).unwrap();
+        let temp = temp.expect("a temporary folder owned by the parent");
+        assert_eq!(store, StoreUrl::Folder(temp.path().to_path_buf()));
+        let (store, _) = child_store(&StoreUrl::Memory, BaselineKind::Ractor).unwrap();
+        assert_eq!(store, StoreUrl::Memory);
+    }
+
     /// The ack log is turnstile's own: a baseline process must not append its lines to it.
     #[test]
     fn baselines_get_the_workload_but_not_the_ack_log() {
         let cli = Cli::parse_from(["load", "--ack-log=/tmp/acks", "--burst=3", "--sessions=7"]);
-        let args = child_args(&cli.load, BaselineKind::Ractor, "r1", "memory");
+        let args = child_args(&cli.load, BaselineKind::Ractor, "r1", &StoreUrl::Memory);
         assert!(args.iter().all(|a| !a.contains("ack-log")), "{args:?}");
         for expected in [
             "--burst=3",

@@ -15,7 +15,7 @@ use turnstile::SessionKey;
 
 use super::ack_log::AckLog;
 use super::ledger::{input_text, Ledger};
-use super::report::rss_bytes;
+use super::rss::rss_bytes;
 use super::target::{Ack, Failure, Target};
 
 /// Latency histograms, shared by callers in stripes: one per caller would cost ~160 KB each

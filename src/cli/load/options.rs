@@ -4,35 +4,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Which agent answers the turns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentKind {
-    /// `MockLlmAgent`: latency, streamed chunks, token usage.
-    Mock,
-    /// `EchoAgent`: the input back, at once.
-    Echo,
-}
-
-impl FromStr for AgentKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mock" => Ok(Self::Mock),
-            "echo" => Ok(Self::Echo),
-            _ => Err(format!("unknown agent {s:?}; expected mock or echo")),
-        }
-    }
-}
-
-impl AgentKind {
-    /// The flag value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mock => "mock",
-            Self::Echo => "echo",
-        }
-    }
-}
+/// `--agent`, shared with `serve`.
+pub use crate::cli::agent_arg::AgentKind;
 
 /// Agent latency: fixed, or a uniform range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,10 +10,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use turnstile::state::{check_schema, Event, SessionRecord, SCHEMA_VERSION};
+use turnstile::store::{read_log, LOG_PAGE};
 use turnstile::{SessionKey, Store, StoreError};
-
-/// Events read per store call while exporting.
-const EXPORT_PAGE: usize = 1_000;
 
 /// The exported form of one session.
 #[derive(Debug, Serialize, Deserialize)]
@@ -35,17 +33,9 @@ pub async fn export(store: &dyn Store, key: &SessionKey) -> Result<Option<Export
         return Ok(None);
     };
     let want = record.next_seq.saturating_sub(1);
-    let mut events: Vec<Event> = Vec::new();
-    while (events.len() as u64) < want {
-        let page = store
-            .read_events(key, events.len() as u64 + 1, EXPORT_PAGE)
-            .await
-            .map_err(read_error)?;
-        if page.is_empty() {
-            break;
-        }
-        events.extend(page);
-    }
+    let events = read_log(store, key, want, LOG_PAGE)
+        .await
+        .map_err(read_error)?;
     if events.len() as u64 != want {
         return Err(format!(
             "{key} changed while it was exported (its head names {want} events, the log has {}); \

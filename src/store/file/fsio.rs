@@ -1,11 +1,13 @@
-//! Crash-safe file-system steps: atomic replacement, directory fsync, folder creation and
-//! removal. Blocking; callers run them on tokio's blocking pool.
+//! Crash-safe file-system steps of the file store: atomic replacement and folder fsync (through
+//! the crate's one [`atomic_file`] helper, with errors as [`StoreError`]s), folder creation and
+//! removal, file stamps. Blocking; callers run them on tokio's blocking pool.
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::atomic_file;
 use crate::store::StoreError;
 
 /// Wraps an I/O error with what was being done and where.
@@ -15,50 +17,22 @@ pub(super) fn io_error(op: &'static str, path: &Path) -> impl FnOnce(io::Error) 
 }
 
 /// Replaces `path` with `bytes` so that a crash leaves either the old or the new content, never a
-/// mix: write a temporary file, fsync it, rename it over `path`, fsync the folder.
+/// mix (see [`atomic_file::write_atomic`], the one implementation of these steps).
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = stage(path, bytes)?;
-    commit(&tmp, path)
-}
-
-/// The first half of [`write_atomic`]: writes and fsyncs the temporary file. Until [`commit`],
-/// `path` is untouched.
-///
-/// The temporary name is fixed per target: callers hold the lock that serialises writes of
-/// `path`, and a temporary left by a crash is simply overwritten next time.
-pub(super) fn stage(path: &Path, bytes: &[u8]) -> Result<PathBuf, StoreError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut file = File::create(&tmp).map_err(io_error("create", &tmp))?;
-    file.write_all(bytes).map_err(io_error("write", &tmp))?;
-    file.sync_all().map_err(io_error("fsync", &tmp))?;
-    Ok(tmp)
-}
-
-/// The second half of [`write_atomic`]: renames the staged file over `path` and fsyncs the
-/// folder. If this fails, `path` may hold either version.
-pub(super) fn commit(tmp: &Path, path: &Path) -> Result<(), StoreError> {
-    fs::rename(tmp, path).map_err(io_error("rename into place", path))?;
-    sync_parent(path)
+    atomic_file::write_atomic(path, bytes).map_err(|failed| StoreError::Io {
+        op: failed.op,
+        path: failed.path,
+        source: failed.source,
+    })
 }
 
 /// Makes the entries of `dir` (creations, renames, removals) durable.
-#[cfg(unix)]
 pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_error("fsync folder", dir))
-}
-
-/// Folders cannot be opened as files here; renames are durable by the platform's own rules.
-#[cfg(not(unix))]
-pub(super) fn sync_dir(_dir: &Path) -> Result<(), StoreError> {
-    Ok(())
+    atomic_file::sync_dir(dir).map_err(io_error("fsync folder", dir))
 }
 
 /// Fsyncs the folder that holds `path`.
-pub(super) fn sync_parent(path: &Path) -> Result<(), StoreError> {
+fn sync_parent(path: &Path) -> Result<(), StoreError> {
     match path.parent() {
         Some(parent) => sync_dir(parent),
         None => Ok(()),
@@ -112,11 +86,7 @@ pub(super) fn empty_trash(trash: &Path) -> Result<(), StoreError> {
 
 /// Reads a whole file; `None` when it does not exist.
 pub(super) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error("read", path)(e)),
-    }
+    atomic_file::read_optional(path).map_err(io_error("read", path))
 }
 
 /// One version of a file, told apart cheaply: a file replaced by rename gets a new inode, one

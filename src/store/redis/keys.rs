@@ -4,6 +4,7 @@
 //! Every key of one user sits behind the hash tag `{u<hex user>}` (anonymous sessions: `{a}`), so
 //! in a Cluster they would share a slot; only the application's state and the gc index are global.
 
+use crate::hex;
 use crate::key::SessionKey;
 use crate::store::StoreError;
 
@@ -41,7 +42,7 @@ impl Keys {
             "{}:{{{}}}:h:{}",
             self.prefix,
             user_tag(key.user_id()),
-            hex(key.session_id())
+            hex::encode(key.session_id())
         )
     }
 
@@ -51,7 +52,7 @@ impl Keys {
             "{}:{{{}}}:l:{}",
             self.prefix,
             user_tag(key.user_id()),
-            hex(key.session_id())
+            hex::encode(key.session_id())
         )
     }
 
@@ -78,17 +79,21 @@ impl Keys {
 
 /// The member naming `key` in the gc index.
 pub(super) fn gc_member(key: &SessionKey) -> String {
-    format!("{}:{}", user_tag(key.user_id()), hex(key.session_id()))
+    format!(
+        "{}:{}",
+        user_tag(key.user_id()),
+        hex::encode(key.session_id())
+    )
 }
 
 /// The key a gc member names; `None` for a member this layout never writes.
 pub(super) fn parse_gc_member(member: &str) -> Option<SessionKey> {
     let (user, session) = member.split_once(':')?;
-    let session = unhex(session)?;
+    let session = hex::decode(session)?;
     if user == "a" {
         return SessionKey::anonymous(session).ok();
     }
-    SessionKey::new(unhex(user.strip_prefix('u')?)?, session).ok()
+    SessionKey::new(hex::decode(user.strip_prefix('u')?)?, session).ok()
 }
 
 /// The hash-tag body of a user: `u` + hex, or `a` for anonymous sessions (never a hex string).
@@ -96,31 +101,8 @@ fn user_tag(user_id: &str) -> String {
     if user_id.is_empty() {
         "a".to_owned()
     } else {
-        format!("u{}", hex(user_id))
+        format!("u{}", hex::encode(user_id))
     }
-}
-
-/// `id` as lowercase hexadecimal: safe inside any key or field, whatever the id holds.
-pub(crate) fn hex(id: &str) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(id.len() * 2);
-    for byte in id.bytes() {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    out
-}
-
-/// The id [`hex`] encoded; `None` for text it cannot have produced.
-pub(crate) fn unhex(text: &str) -> Option<String> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes = (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]

@@ -39,6 +39,12 @@ impl RedisOptions {
         self
     }
 
+    /// The key prefix (default `turnstile`); other data kept beside the sessions, such as the
+    /// Redis pairing store's, goes under the same one.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Expires a session's head and log `ttl` after its last write (default: never).
     pub fn with_session_ttl(mut self, ttl: Duration) -> Self {
         self.session_ttl = Some(ttl);

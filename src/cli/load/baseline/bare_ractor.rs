@@ -203,81 +203,19 @@ impl Target for BareRactor {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
     use std::time::Duration;
 
-    use async_trait::async_trait;
-    use turnstile::state::{Event, Seq};
-    use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
-    use turnstile::{MemoryStore, StoreError};
+    use turnstile::store::FaultyStore;
+    use turnstile::MemoryStore;
 
     use super::super::super::options::{AgentKind, Latency};
     use super::*;
-
-    /// A memory store whose loads and appends fail while `broken` is set.
-    #[derive(Default)]
-    struct Breakable {
-        inner: MemoryStore,
-        broken: AtomicBool,
-    }
-
-    impl Breakable {
-        fn check(&self) -> Result<(), StoreError> {
-            if self.broken.load(Ordering::SeqCst) {
-                return Err(StoreError::Unavailable {
-                    backend: "test",
-                    detail: "broken on purpose".into(),
-                });
-            }
-            Ok(())
-        }
-    }
-
-    #[async_trait]
-    impl Store for Breakable {
-        fn name(&self) -> &'static str {
-            "breakable"
-        }
-        async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
-            self.check()?;
-            self.inner.load(key, window).await
-        }
-        async fn append(
-            &self,
-            key: &SessionKey,
-            base: u64,
-            events: &[Event],
-        ) -> Result<u64, StoreError> {
-            self.check()?;
-            self.inner.append(key, base, events).await
-        }
-        async fn read_events(
-            &self,
-            key: &SessionKey,
-            from: Seq,
-            limit: usize,
-        ) -> Result<Vec<Event>, StoreError> {
-            self.inner.read_events(key, from, limit).await
-        }
-        async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
-            self.inner.delete(key).await
-        }
-        async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
-            self.inner.list(user_id, page).await
-        }
-        async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
-            self.inner.delete_user(user_id).await
-        }
-        async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
-            self.inner.gc(policy, now_ms).await
-        }
-    }
 
     /// A turn whose append and reload both fail stops the session's actor; the session's next
     /// turn must get a new actor rather than a dead `ActorRef`.
     #[tokio::test]
     async fn a_session_whose_actor_stopped_gets_a_new_one() {
-        let store = Arc::new(Breakable::default());
+        let store = FaultyStore::new(Arc::new(MemoryStore::new()));
         let sim = AgentSim {
             kind: AgentKind::Mock,
             latency: Latency {
@@ -291,9 +229,10 @@ mod tests {
         let key = SessionKey::new("u", "s").unwrap();
         let first = design.send(&key, "a".into(), None).await.await;
         assert_eq!(first.map(|a| a.seq), Ok(2));
-        store.broken.store(true, Ordering::SeqCst);
+        // The append fails, then the reload after it.
+        store.fail_next_appends(1);
+        store.fail_next_loads(1);
         assert!(design.send(&key, "b".into(), None).await.await.is_err());
-        store.broken.store(false, Ordering::SeqCst);
         let third = design.send(&key, "c".into(), None).await.await;
         assert_eq!(third.map(|a| a.seq), Ok(4), "a new actor answers");
         assert_eq!(design.counters().activations, 2);

@@ -1,0 +1,149 @@
+//! Store wrappers without boilerplate: implement [`ForwardingStore`] (name the inner store, and
+//! override only the methods the wrapper changes) and the type is a [`Store`] that forwards every
+//! other call unchanged. Fault injection, counting and metering wrappers are written this way.
+
+use async_trait::async_trait;
+
+use super::{GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store, StoreError};
+use crate::key::SessionKey;
+use crate::state::{Event, Seq};
+
+/// A store that wraps another. Every method has a default that forwards to
+/// [`ForwardingStore::forward_to`]; a wrapper overrides the ones it changes, and gets [`Store`]
+/// (with the same contracts) through a blanket implementation.
+///
+/// Use the wrapper as a [`Store`] (an `Arc<dyn Store>`, or with only `Store` imported): with both
+/// traits in scope, calling `load` on the concrete type is ambiguous.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+///
+/// use async_trait::async_trait;
+/// use turnstile::store::{ForwardingStore, LoadedSession};
+/// use turnstile::{MemoryStore, SessionKey, Store, StoreError};
+///
+/// /// Counts loads; everything else goes straight through.
+/// struct CountLoads {
+///     inner: Arc<dyn Store>,
+///     loads: AtomicU64,
+/// }
+///
+/// #[async_trait]
+/// impl ForwardingStore for CountLoads {
+///     fn forward_to(&self) -> &dyn Store {
+///         self.inner.as_ref()
+///     }
+///
+///     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+///         self.loads.fetch_add(1, Ordering::Relaxed);
+///         self.forward_to().load(key, window).await
+///     }
+/// }
+///
+/// let store: Arc<dyn Store> = Arc::new(CountLoads {
+///     inner: Arc::new(MemoryStore::new()),
+///     loads: AtomicU64::new(0),
+/// });
+/// assert_eq!(store.name(), "memory");
+/// ```
+#[async_trait]
+pub trait ForwardingStore: Send + Sync + 'static {
+    /// The store calls are forwarded to.
+    fn forward_to(&self) -> &dyn Store;
+
+    /// See [`Store::name`]; the inner store's name unless overridden.
+    fn name(&self) -> &'static str {
+        self.forward_to().name()
+    }
+
+    /// See [`Store::load`].
+    async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        self.forward_to().load(key, window).await
+    }
+
+    /// See [`Store::append`].
+    async fn append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError> {
+        self.forward_to().append(key, base_version, events).await
+    }
+
+    /// See [`Store::read_events`].
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.forward_to().read_events(key, from, limit).await
+    }
+
+    /// See [`Store::delete`].
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        self.forward_to().delete(key).await
+    }
+
+    /// See [`Store::list`].
+    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+        self.forward_to().list(user_id, page).await
+    }
+
+    /// See [`Store::delete_user`].
+    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
+        self.forward_to().delete_user(user_id).await
+    }
+
+    /// See [`Store::gc`].
+    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
+        self.forward_to().gc(policy, now_ms).await
+    }
+}
+
+#[async_trait]
+impl<T: ForwardingStore> Store for T {
+    fn name(&self) -> &'static str {
+        ForwardingStore::name(self)
+    }
+
+    async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        ForwardingStore::load(self, key, window).await
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError> {
+        ForwardingStore::append(self, key, base_version, events).await
+    }
+
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        ForwardingStore::read_events(self, key, from, limit).await
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        ForwardingStore::delete(self, key).await
+    }
+
+    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+        ForwardingStore::list(self, user_id, page).await
+    }
+
+    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
+        ForwardingStore::delete_user(self, user_id).await
+    }
+
+    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
+        ForwardingStore::gc(self, policy, now_ms).await
+    }
+}

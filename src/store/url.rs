@@ -1,0 +1,168 @@
+//! [`StoreUrl`]: the one spelling of "which store" shared by every command (`--store`) and by
+//! applications that take a store from their configuration. Pure: parsing and printing only;
+//! [`open_store`](super::open_store) opens one.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The spelling of [`StoreUrl::TempFolder`]. A folder that happens to be named `tmp` is written
+/// `file:./tmp`.
+pub const TEMP_FOLDER_URL: &str = "file:tmp";
+
+/// What every accepted spelling looks like, for error messages and help texts.
+const EXPECTED: &str = "expected memory, file, file:PATH, file:tmp or redis://HOST:PORT";
+
+/// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp` or a `redis://`
+/// (or `rediss://`) URL. [`Display`](fmt::Display) prints the same spelling back, so a parsed
+/// value can be handed on (to a child process, a log line) and parsed again to the same value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreUrl {
+    /// `memory`: a [`MemoryStore`](super::MemoryStore); gone when the process exits.
+    Memory,
+    /// `file`: the JSON file store in the data folder — `$TURNSTILE_HOME`, else
+    /// `$XDG_DATA_HOME/turnstile`, else `~/.local/share/turnstile` (see
+    /// [`FileStore::default_root`](super::FileStore::default_root)).
+    DataFolder,
+    /// `file:PATH`: the JSON file store in that folder (created if missing).
+    Folder(PathBuf),
+    /// `file:tmp`: the JSON file store in a fresh temporary folder, removed when the opened store
+    /// is dropped. For trial runs and load tests that must leave nothing behind.
+    TempFolder,
+    /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`).
+    Redis(String),
+}
+
+/// A store spelling that is not one of the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreUrlError {
+    /// Not a spelling of any store.
+    #[error("unknown store {url:?}; {EXPECTED}")]
+    Unknown {
+        /// What was given.
+        url: String,
+    },
+    /// `file:` with nothing after it.
+    #[error("store {url:?} names no folder; write file:PATH, or file for the data folder")]
+    NoFolder {
+        /// What was given.
+        url: String,
+    },
+}
+
+impl StoreUrl {
+    /// Parses a store spelling; the error says which forms are accepted.
+    pub fn parse(text: &str) -> Result<Self, StoreUrlError> {
+        if text == "memory" {
+            return Ok(Self::Memory);
+        }
+        if text == "file" {
+            return Ok(Self::DataFolder);
+        }
+        if text == TEMP_FOLDER_URL {
+            return Ok(Self::TempFolder);
+        }
+        if let Some(path) = text.strip_prefix("file:") {
+            if path.is_empty() {
+                return Err(StoreUrlError::NoFolder { url: text.into() });
+            }
+            return Ok(Self::Folder(path.into()));
+        }
+        if text.starts_with("redis://") || text.starts_with("rediss://") {
+            return Ok(Self::Redis(text.to_owned()));
+        }
+        Err(StoreUrlError::Unknown { url: text.into() })
+    }
+
+    /// Whether this names a JSON file store (in any folder).
+    pub fn is_file(&self) -> bool {
+        matches!(self, Self::DataFolder | Self::Folder(_) | Self::TempFolder)
+    }
+}
+
+impl FromStr for StoreUrl {
+    type Err = StoreUrlError;
+
+    fn from_str(text: &str) -> Result<Self, StoreUrlError> {
+        Self::parse(text)
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory => f.write_str("memory"),
+            Self::DataFolder => f.write_str("file"),
+            // A folder named exactly `tmp` is printed so that it does not read as `file:tmp`.
+            Self::Folder(path) if path.as_os_str() == "tmp" => f.write_str("file:./tmp"),
+            Self::Folder(path) => write!(f, "file:{}", path.display()),
+            Self::TempFolder => f.write_str(TEMP_FOLDER_URL),
+            Self::Redis(url) => f.write_str(url),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_parses_and_prints_back_the_same() {
+        let cases = [
+            ("memory", StoreUrl::Memory),
+            ("file", StoreUrl::DataFolder),
+            ("file:tmp", StoreUrl::TempFolder),
+            ("file:./tmp", StoreUrl::Folder("./tmp".into())),
+            ("file:/var/lib/t", StoreUrl::Folder("/var/lib/t".into())),
+            (
+                "redis://127.0.0.1:6379",
+                StoreUrl::Redis("redis://127.0.0.1:6379".into()),
+            ),
+            ("rediss://h:1/2", StoreUrl::Redis("rediss://h:1/2".into())),
+        ];
+        for (text, url) in cases {
+            assert_eq!(StoreUrl::parse(text), Ok(url.clone()), "{text}");
+            assert_eq!(url.to_string(), text);
+            assert_eq!(url.to_string().parse::<StoreUrl>(), Ok(url));
+        }
+    }
+
+    #[test]
+    fn a_folder_named_tmp_never_prints_as_the_temporary_folder() {
+        let url = StoreUrl::Folder("tmp".into());
+        assert_eq!(url.to_string(), "file:./tmp");
+        assert_eq!(
+            url.to_string().parse::<StoreUrl>(),
+            Ok(StoreUrl::Folder("./tmp".into()))
+        );
+    }
+
+    #[test]
+    fn bad_spellings_say_what_is_accepted() {
+        let err = StoreUrl::parse("postgres://db").unwrap_err();
+        assert!(matches!(err, StoreUrlError::Unknown { .. }));
+        assert!(
+            err.to_string()
+                .contains("expected memory, file, file:PATH, file:tmp"),
+            "{err}"
+        );
+        for bad in ["", "Memory", "files", "redis:/x"] {
+            assert!(StoreUrl::parse(bad).is_err(), "{bad}");
+        }
+        let err = StoreUrl::parse("file:").unwrap_err();
+        assert_eq!(
+            err,
+            StoreUrlError::NoFolder {
+                url: "file:".into()
+            }
+        );
+    }
+
+    #[test]
+    fn only_the_file_forms_are_file_stores() {
+        assert!(StoreUrl::DataFolder.is_file() && StoreUrl::TempFolder.is_file());
+        assert!(!StoreUrl::Memory.is_file() && !StoreUrl::Redis("redis://x".into()).is_file());
+    }
+}
