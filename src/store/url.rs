@@ -11,10 +11,11 @@ use std::str::FromStr;
 pub const TEMP_FOLDER_URL: &str = "file:tmp";
 
 /// What every accepted spelling looks like, for error messages and help texts.
-const EXPECTED: &str = "expected memory, file, file:PATH, file:tmp or redis://HOST:PORT";
+const EXPECTED: &str =
+    "expected memory, file, file:PATH, file:tmp, redis://HOST:PORT or postgres://USER@HOST/DATABASE";
 
 /// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp` or a `redis://`
-/// (or `rediss://`) URL. [`Display`](fmt::Display) prints the same spelling back, so a parsed
+/// (or `rediss://`) URL, or a `postgres://` (or `postgresql://`) URL. [`Display`](fmt::Display) prints the same spelling back, so a parsed
 /// value can be handed on (to a child process, a log line) and parsed again to the same value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -32,6 +33,9 @@ pub enum StoreUrl {
     TempFolder,
     /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`).
     Redis(String),
+    /// `postgres://…` or `postgresql://…`: the PostgreSQL store at that URL (feature
+    /// `postgres`); `schema=NAME` and `pool_size=N` in its query are the store's own options.
+    Postgres(String),
 }
 
 /// A store spelling that is not one of the accepted forms.
@@ -73,6 +77,9 @@ impl StoreUrl {
         if text.starts_with("redis://") || text.starts_with("rediss://") {
             return Ok(Self::Redis(text.to_owned()));
         }
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return Ok(Self::Postgres(text.to_owned()));
+        }
         Err(StoreUrlError::Unknown { url: text.into() })
     }
 
@@ -99,7 +106,7 @@ impl fmt::Display for StoreUrl {
             Self::Folder(path) if path.as_os_str() == "tmp" => f.write_str("file:./tmp"),
             Self::Folder(path) => write!(f, "file:{}", path.display()),
             Self::TempFolder => f.write_str(TEMP_FOLDER_URL),
-            Self::Redis(url) => f.write_str(url),
+            Self::Redis(url) | Self::Postgres(url) => f.write_str(url),
         }
     }
 }
@@ -121,6 +128,11 @@ mod tests {
                 StoreUrl::Redis("redis://127.0.0.1:6379".into()),
             ),
             ("rediss://h:1/2", StoreUrl::Redis("rediss://h:1/2".into())),
+            (
+                "postgres://u@h/db?schema=s",
+                StoreUrl::Postgres("postgres://u@h/db?schema=s".into()),
+            ),
+            ("postgresql://h/d", StoreUrl::Postgres("postgresql://h/d".into())),
         ];
         for (text, url) in cases {
             assert_eq!(StoreUrl::parse(text), Ok(url.clone()), "{text}");
@@ -141,14 +153,14 @@ mod tests {
 
     #[test]
     fn bad_spellings_say_what_is_accepted() {
-        let err = StoreUrl::parse("postgres://db").unwrap_err();
+        let err = StoreUrl::parse("mysql://db").unwrap_err();
         assert!(matches!(err, StoreUrlError::Unknown { .. }));
         assert!(
             err.to_string()
                 .contains("expected memory, file, file:PATH, file:tmp"),
             "{err}"
         );
-        for bad in ["", "Memory", "files", "redis:/x"] {
+        for bad in ["", "Memory", "files", "redis:/x", "postgres:/x"] {
             assert!(StoreUrl::parse(bad).is_err(), "{bad}");
         }
         let err = StoreUrl::parse("file:").unwrap_err();
