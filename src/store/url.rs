@@ -132,7 +132,10 @@ mod tests {
                 "postgres://u@h/db?schema=s",
                 StoreUrl::Postgres("postgres://u@h/db?schema=s".into()),
             ),
-            ("postgresql://h/d", StoreUrl::Postgres("postgresql://h/d".into())),
+            (
+                "postgresql://h/d",
+                StoreUrl::Postgres("postgresql://h/d".into()),
+            ),
         ];
         for (text, url) in cases {
             assert_eq!(StoreUrl::parse(text), Ok(url.clone()), "{text}");
