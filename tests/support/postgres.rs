@@ -13,6 +13,9 @@ use turnstile::store::{PostgresOptions, PostgresStore};
 /// the user may connect to; databases are created beside it).
 pub const DEFAULT_SERVER: &str = "postgres://postgres@127.0.0.1:5432/test";
 
+/// Longest a test waits for the server to reach a state it set up.
+pub const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A database of its own for one test; dropped (with its connections) on drop.
 pub struct TestDatabase {
     /// The database's name: `turnstile_test_` and a random suffix.
@@ -146,9 +149,9 @@ impl Drop for TestDatabase {
 }
 
 /// The backend pid of a connection to `database` that waits for a lock, once there is one
-/// (polled; fails the test after `TIMEOUT`).
+/// (polled; fails the test after [`WAIT`]).
 pub async fn blocked_backend(admin: &tokio_postgres::Client, database: &str) -> i32 {
-    let deadline = tokio::time::Instant::now() + super::harness::TIMEOUT;
+    let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let rows = admin
             .query(
