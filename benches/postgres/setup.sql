@@ -18,7 +18,13 @@ CREATE TABLE ceiling.events (
     body       text NOT NULL,
     PRIMARY KEY (user_id, session_id, seq)
 );
+CREATE TABLE ceiling.user_state (user_id text COLLATE "C" PRIMARY KEY, state jsonb NOT NULL);
+CREATE TABLE ceiling.app_state (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    state jsonb NOT NULL
+);
+INSERT INTO ceiling.app_state (state) VALUES ('{}');
 INSERT INTO ceiling.heads
-SELECT 'user' || c, 's' || c, 1, 0, c, repeat('r', 600) FROM generate_series(0, 199) AS c;
+SELECT 'user' || c, 's' || c, 1, 0, c, repeat('r', 372) FROM generate_series(0, 199) AS c;
 INSERT INTO ceiling.events
-SELECT 'user' || c, 's' || c, 1, repeat('e', 300) FROM generate_series(0, 199) AS c;
+SELECT 'user' || c, 's' || c, 1, repeat('e', 188) FROM generate_series(0, 199) AS c;
