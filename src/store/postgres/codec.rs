@@ -26,7 +26,11 @@ pub(super) fn pg_error(about: &str, e: tokio_postgres::Error) -> StoreError {
         }
         Some(db) => format!("{about}: {} ({})", db.message(), db.code().code()),
         None if e.is_closed() => format!("{about}: the connection was closed ({e})"),
-        None => format!("{about}: {e}"),
+        // The driver's own message ("error connecting to server") leaves the cause to its source.
+        None => match std::error::Error::source(&e) {
+            Some(cause) => format!("{about}: {e}: {cause}"),
+            None => format!("{about}: {e}"),
+        },
     };
     unavailable(detail)
 }
