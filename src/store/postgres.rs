@@ -23,8 +23,8 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 
 use self::codec::{
-    bigint, corrupt, decode_events, decode_head, decode_state, pg_error, pool_error,
-    split_removals, unavailable, StoredHead,
+    bigint, connection_lost, corrupt, decode_events, decode_head, decode_state, pg_error,
+    pool_error, split_removals, unavailable, StoredHead,
 };
 pub use self::options::PostgresOptions;
 pub use self::schema::LAYOUT_VERSION;
@@ -137,30 +137,53 @@ impl PostgresStore {
             .unwrap_or_else(|_| Err(unavailable(format!("no answer within {:?}", self.deadline))))
     }
 
-    /// Runs one statement (prepared once per connection) and returns its rows.
+    /// Runs one statement (prepared once per connection) on a pooled connection. The outer
+    /// error is the pool's or the deadline's, the inner one the driver's.
+    async fn attempt(
+        &self,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, StoreError> {
+        self.run(|client| async move {
+            Ok(match client.prepare_cached(statement).await {
+                Ok(prepared) => client.query(&prepared, params).await,
+                Err(e) => Err(e),
+            })
+        })
+        .await
+    }
+
+    /// Runs one statement and returns its rows.
     async fn query(
         &self,
         about: &str,
         statement: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.run(|client| async move {
-            let prepared = client
-                .prepare_cached(statement)
-                .await
-                .map_err(|e| pg_error(about, e))?;
-            client
-                .query(&prepared, params)
-                .await
-                .map_err(|e| pg_error(about, e))
-        })
-        .await
+        self.attempt(statement, params)
+            .await?
+            .map_err(|e| pg_error(about, e))
+    }
+
+    /// Runs one read-only statement. One that met a lost connection (a pooled connection the
+    /// server dropped while it sat idle, noticed only on use) runs once more on another: a read
+    /// changes nothing, so running it again is safe. Writes are never retried here.
+    async fn read(
+        &self,
+        about: &str,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        match self.attempt(statement, params).await? {
+            Err(e) if connection_lost(&e) => self.query(about, statement, params).await,
+            rows => rows.map_err(|e| pg_error(about, e)),
+        }
     }
 
     /// The stored head of `key`, if any.
     async fn head(&self, key: &SessionKey) -> Result<Option<StoredHead>, StoreError> {
         let rows = self
-            .query(
+            .read(
                 &key.to_string(),
                 &self.sql.head,
                 &[&key.user_id(), &key.session_id()],
@@ -251,7 +274,7 @@ impl Store for PostgresStore {
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
         let window = bigint(window as u64);
         let rows = self
-            .query(
+            .read(
                 &key.to_string(),
                 &self.sql.load,
                 &[&key.user_id(), &key.session_id(), &window],
@@ -376,7 +399,7 @@ impl Store for PostgresStore {
             return Ok(Vec::new());
         }
         let rows = self
-            .query(
+            .read(
                 &key.to_string(),
                 &self.sql.read_events,
                 &[
@@ -410,7 +433,7 @@ impl Store for PostgresStore {
         let limit = bigint(page.limit as u64 + 1);
         let about = format!("user {user_id}");
         let rows = self
-            .query(&about, &self.sql.list, &[&user_id, &after, &limit])
+            .read(&about, &self.sql.list, &[&user_id, &after, &limit])
             .await?;
         let more = rows.len() > page.limit;
         let mut sessions = Vec::with_capacity(page.limit);

@@ -16,8 +16,7 @@ pub(super) fn unavailable(detail: impl std::fmt::Display) -> StoreError {
 /// take effect, and a retry after reloading is the remedy.
 pub(super) fn pg_error(about: &str, e: tokio_postgres::Error) -> StoreError {
     let detail = match e.as_db_error() {
-        // Class 57P (operator intervention: shutdown, restart, terminated) and 08 (connection).
-        Some(db) if db.code().code().starts_with("57P") || db.code().code().starts_with("08") => {
+        Some(db) if connection_lost(&e) => {
             format!(
                 "{about}: the server dropped the connection: {} ({}); the pool opens a new one",
                 db.message(),
@@ -33,6 +32,16 @@ pub(super) fn pg_error(about: &str, e: tokio_postgres::Error) -> StoreError {
         },
     };
     unavailable(detail)
+}
+
+/// Whether `e` means the connection is gone: closed under the client, or the server ending it
+/// (SQLSTATE class 57P: shutdown, restart, terminated; class 08: connection exceptions).
+pub(super) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.as_db_error().is_some_and(|db| {
+            let code = db.code().code();
+            code.starts_with("57P") || code.starts_with("08")
+        })
 }
 
 /// Maps a pool error (no connection within the timeout, or the connection attempt failed).

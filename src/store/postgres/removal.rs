@@ -117,7 +117,7 @@ impl PostgresStore {
             let cutoff = bigint(now_ms.saturating_sub(age));
             loop {
                 let rows = self
-                    .query("gc", &self.sql.gc_old, &[&cutoff, &BATCH])
+                    .read("gc", &self.sql.gc_old, &[&cutoff, &BATCH])
                     .await?;
                 // A batch that removes nothing (all updated since) ends the pass.
                 if rows.is_empty() || self.remove_chosen(&rows, &mut removed).await? == 0 {
@@ -127,14 +127,14 @@ impl PostgresStore {
         }
         if let Some(max) = policy.max_sessions {
             loop {
-                let rows = self.query("gc", &self.sql.count, &[]).await?;
+                let rows = self.read("gc", &self.sql.count, &[]).await?;
                 let count: i64 = rows.first().map_or(0, |r| r.get(0));
                 let excess = count.saturating_sub(bigint(max as u64));
                 if excess <= 0 {
                     break;
                 }
                 let rows = self
-                    .query("gc", &self.sql.gc_oldest, &[&excess.min(BATCH)])
+                    .read("gc", &self.sql.gc_oldest, &[&excess.min(BATCH)])
                     .await?;
                 if self.remove_chosen(&rows, &mut removed).await? == 0 {
                     break;
