@@ -234,7 +234,7 @@ async fn long_session() {
         .agent(EchoAgent)
         .store(turnstile::MemoryStore::new())
         .with_window(20)
-        .with_summarizer(turnstile::ExtractiveSummarizer::default(), 20)
+        .with_summarizer(turnstile::context::ExtractiveSummarizer::default(), 20)
         .build()
         .expect("runtime");
     let long = key(1);

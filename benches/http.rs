@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use turnstile::store::FileStore;
 use turnstile::{
-    ChannelRouter, EchoAgent, Gateway, MemoryPairingStore, MemoryStore, Runtime, SessionKey, Store,
+    channel::ChannelRouter, channel::MemoryPairingStore, http::Gateway, EchoAgent, MemoryStore,
+    Runtime, SessionKey, Store,
 };
 
 /// Distinct sessions; every one gets `turns / SESSIONS` turns.

@@ -16,8 +16,8 @@ use std::error::Error;
 use async_trait::async_trait;
 use turnstile::store::FileStore;
 use turnstile::{
-    Agent, AgentError, ChannelMessage, ChannelReply, ChannelRouter, FilePairingStore, Runtime,
-    TurnContext,
+    channel::ChannelMessage, channel::ChannelReply, channel::ChannelRouter,
+    channel::FilePairingStore, Agent, AgentError, Runtime, TurnContext,
 };
 
 /// Answers with who spoke (the canonical user from the turn's attributes), where, and how long

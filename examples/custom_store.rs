@@ -222,6 +222,12 @@ impl Store for BTreeStore {
 /// store; a broken property panics with its name.
 async fn check_conformance() {
     conformance::run_all(|| async { Arc::new(BTreeStore::default()) as Arc<dyn Store> }).await;
+    // One process holds this store, so its second handle is the same store.
+    conformance::run_two_handles(|| async {
+        let store: Arc<dyn Store> = Arc::new(BTreeStore::default());
+        (store.clone(), store)
+    })
+    .await;
 }
 
 #[tokio::main(flavor = "current_thread")]

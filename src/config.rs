@@ -36,6 +36,11 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// on I/O; set one to protect a rate-limited LLM backend.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: Option<usize> = None;
 
+/// Default longest wait for a session's load from the store when it is activated. A healthy
+/// store answers in milliseconds; a load that takes this long is a store that is down or stuck,
+/// and its callers are better told so (and free to retry) than held for ever.
+pub const DEFAULT_ACTIVATION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The runtime's settings. Build with [`crate::RuntimeBuilder`].
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -64,6 +69,10 @@ pub struct RuntimeConfig {
     pub compact_after: Option<usize>,
     /// Largest accepted input, in bytes.
     pub max_input_bytes: usize,
+    /// Longest wait for a session's load when it is activated. Past it the activation fails
+    /// (`Error::Activation` with a store that did not answer), its callers are answered, its
+    /// slot is freed, and the next call tries again.
+    pub activation_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -80,6 +89,7 @@ impl Default for RuntimeConfig {
             window: DEFAULT_WINDOW,
             compact_after: None,
             max_input_bytes: MAX_MESSAGE_BYTES,
+            activation_timeout: DEFAULT_ACTIVATION_TIMEOUT,
         }
     }
 }

@@ -34,9 +34,9 @@ use crate::channel::ChannelRouter;
 use crate::runtime::{DrainReport, Runtime};
 
 /// Default largest request body: twice the default input limit
-/// ([`crate::MAX_MESSAGE_BYTES`]), since JSON escaping can double a text's size. Larger bodies
+/// ([`crate::config::MAX_MESSAGE_BYTES`]), since JSON escaping can double a text's size. Larger bodies
 /// are answered 413 before they are read whole.
-pub const DEFAULT_BODY_LIMIT: usize = 2 * crate::MAX_MESSAGE_BYTES;
+pub const DEFAULT_BODY_LIMIT: usize = 2 * crate::config::MAX_MESSAGE_BYTES;
 
 /// Default time a request waits for its answer. A minute covers a long LLM reply; a caller
 /// that wants more streams (`Accept: text/event-stream`) or polls the session.

@@ -2,30 +2,49 @@
 //!
 //! # Layout
 //!
-//! - [`SessionKey`]: session keys and their validation.
-//! - [`state`]: the pure state model — events, scopes, the fold, schema versions.
-//! - [`store`]: the [`Store`] trait, its conformance suite, and the stores.
-//! - [`Agent`] and [`TurnContext`]: the user's logic for one turn.
-//! - [`context`]: what an agent sees — the context window, compaction's [`Summarizer`], the
-//!   `<memory-context>` block and templates.
-//! - [`Runtime`]: the facade — a registry of live sessions, one ractor actor each.
+//! The root exports what a first user needs: [`Runtime`] and its builder, [`SessionKey`],
+//! [`Agent`] and [`TurnContext`], [`CallOptions`] and [`Outcome`], [`Error`], and the stores.
+//! Everything else lives in a family of its own.
 //!
-//! Internally, `registry` maps keys to live sessions (activation, passivation, limits) and
-//! `session` holds the actor that owns one session's state.
+//! Public modules:
+//! - [`state`]: the pure state model — events, scopes, the fold, schema versions. No I/O.
+//! - [`store`]: the [`Store`] trait, the stores (memory, JSON files, Redis), the store opener
+//!   ([`store::StoreUrl`], [`store::open_store`]), store wrappers and, with the `testing` feature,
+//!   the conformance suite.
+//! - [`context`]: what an agent sees — the context window, compaction's summarizer, the
+//!   `<memory-context>` block and templates.
+//! - [`config`]: [`RuntimeConfig`] and the defaults and bounds it starts from, each with its reason.
+//! - [`channel`]: multi-channel bots — channel messages to sessions, pairing stores.
+//! - [`http`] (feature `http`): the HTTP gateway behind `turnstile serve`.
+//!
+//! Private modules, each one concern:
+//! - `key`: session keys and their validation (exported at the root).
+//! - `call`: what a caller passes ([`CallOptions`], [`OverlapPolicy`]) and gets ([`Outcome`]).
+//! - `agent`: the [`Agent`] trait, [`TurnContext`] and its builder, the built-in agents.
+//! - `stream`: [`TurnStream`], a streamed turn's chunks and outcome.
+//! - `runtime`: the facade and its builder; it only delegates.
+//! - `registry`: which sessions are live — a synchronous state machine (`registry/slots`) whose
+//!   decisions the registry carries out, capacity waiting lines, each session's lifecycle task
+//!   and the idle reaper.
+//! - `session`: the actor that owns one session's state — its overlap-policy queue, the running
+//!   turn, persistence and compaction.
+//! - `stats`: counters, recorded once for [`RuntimeStats`] and the `metrics` recorder.
+//! - `error`: the crate-level [`Error`].
+//! - `atomic_file`, `hex`: small helpers shared by the stores and the pairing stores.
 
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod agent;
 mod atomic_file;
 mod call;
-mod channel;
-mod config;
+pub mod channel;
+pub mod config;
 pub mod context;
 mod error;
 #[cfg(feature = "redis")]
 mod hex;
 #[cfg(feature = "http")]
-mod http;
+pub mod http;
 mod key;
 mod registry;
 mod runtime;
@@ -40,30 +59,8 @@ pub use agent::{
     TurnRecording,
 };
 pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
-pub use channel::open_pairings;
-#[cfg(feature = "redis")]
-pub use channel::RedisPairingStore;
-pub use channel::{
-    channel_namespace, channel_session_key, unpaired_user, validate_channel,
-    validate_channel_field, validate_user, ChannelError, ChannelField, ChannelMessage,
-    ChannelReply, ChannelRoute, ChannelRouter, FilePairingStore, MemoryPairingStore, Pairing,
-    PairingError, PairingStore, CHANNEL_SEPARATOR, CHANNEL_USER_PREFIX, DEFAULT_CHANNEL_POLICY,
-    MAX_CHANNEL_NAME_BYTES, PAIRINGS_FILE,
-};
-pub use config::{
-    RuntimeConfig, DEFAULT_CAPACITY, DEFAULT_IDLE_TTL, DEFAULT_MAX_CONCURRENT_TURNS,
-    DEFAULT_MAX_QUEUE, DEFAULT_WINDOW, MAX_MESSAGE_BYTES, MAX_UNSAVED_EVENTS,
-};
-pub use context::{
-    memory_context, render, ContextMessage, ExtractiveSummarizer, MissingKey, Role, Summarizer,
-    TemplateError, DEFAULT_ITEMS_PER_SECTION, MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN,
-};
+pub use config::RuntimeConfig;
 pub use error::{Error, Result};
-#[cfg(feature = "http")]
-pub use http::{
-    ApiError, Gateway, Grant, HttpConfig, ServeError, Tokens, TokensError, DEFAULT_BODY_LIMIT,
-    DEFAULT_CONNECTION_GRACE, DEFAULT_DRAIN_DEADLINE, DEFAULT_REQUEST_TIMEOUT, MIN_TOKEN_BYTES,
-};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
 pub use runtime::{BuildError, DrainReport, Runtime, RuntimeBuilder};
 pub use session::SessionView;

@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::{SessionDeps, SessionMsg, StopKind};
 use crate::state::InterruptReason;
-use crate::stats::{Counters, RuntimeStats};
+use crate::stats::RuntimeStats;
 
 mod lifecycle;
 mod lines;
@@ -41,7 +41,6 @@ use slots::{Class, Effects, Limits, Mailbox, Route, SlotMsg, Slots};
 pub(crate) struct Registry {
     inner: Mutex<Inner>,
     pub(crate) deps: Arc<SessionDeps>,
-    pub(crate) counters: Counters,
     /// Wakes the reaper when a deadline appears before the one it sleeps until.
     reaper_wake: Notify,
     /// Signalled (to all waiters) whenever a slot is released.
@@ -97,7 +96,7 @@ impl Mailbox for ActorRef<SessionMsg> {
 }
 
 impl Registry {
-    pub fn new(deps: Arc<SessionDeps>) -> Arc<Self> {
+    pub(crate) fn new(deps: Arc<SessionDeps>) -> Arc<Self> {
         let limits = Limits {
             capacity: deps.config.capacity,
             max_queue: deps.config.max_queue,
@@ -110,7 +109,6 @@ impl Registry {
                 lines: Lines::default(),
             }),
             deps,
-            counters: Counters::default(),
             reaper_wake: Notify::new(),
             slot_freed: Notify::new(),
         })
@@ -119,7 +117,7 @@ impl Registry {
     /// Carries out what a transition asked for. Called with the lock released.
     fn apply(self: &Arc<Self>, fx: Effects<SessionMsg>) {
         for event in fx.events {
-            self.counters.record(event);
+            self.deps.counters.record(event);
         }
         if let Some((key, shared)) = fx.spawn {
             let span = tracing::info_span!("session", key = %key);
@@ -150,19 +148,20 @@ impl Registry {
         }
     }
 
-    pub fn stats(&self) -> RuntimeStats {
+    pub(crate) fn stats(&self) -> RuntimeStats {
         let inner = self.inner.lock();
-        self.counters
+        self.deps
+            .counters
             .snapshot(inner.slots.len(), inner.slots.idle_timers())
     }
 
-    pub fn live_sessions(&self) -> usize {
+    pub(crate) fn live_sessions(&self) -> usize {
         self.inner.lock().slots.len()
     }
 
     /// Routes one message to its session (see the module docs). Never waits.
     /// `first_in_line`: the caller holds its key's line (see [`Registry::submit`]).
-    pub fn route(
+    pub(crate) fn route(
         self: &Arc<Self>,
         key: &SessionKey,
         msg: SessionMsg,
@@ -240,7 +239,7 @@ impl Registry {
     }
 
     /// Interrupts a session's running turn without going through its mailbox.
-    pub fn interrupt(self: &Arc<Self>, key: &SessionKey, reason: InterruptReason) -> bool {
+    pub(crate) fn interrupt(self: &Arc<Self>, key: &SessionKey, reason: InterruptReason) -> bool {
         let mut fx = Effects::default();
         let hit = self.inner.lock().slots.interrupt(key, reason, &mut fx);
         self.apply(fx);
@@ -248,17 +247,17 @@ impl Registry {
     }
 
     /// Messages routed to a session and not answered yet (running, queued or held).
-    pub fn pending(&self, key: &SessionKey) -> usize {
+    pub(crate) fn pending(&self, key: &SessionKey) -> usize {
         self.inner.lock().slots.pending(key)
     }
 
     /// The actor of a live session, for reads that must not activate it.
-    pub fn live_actor(&self, key: &SessionKey) -> Option<ActorRef<SessionMsg>> {
+    pub(crate) fn live_actor(&self, key: &SessionKey) -> Option<ActorRef<SessionMsg>> {
         self.inner.lock().slots.live_actor(key)
     }
 
     /// Keys of live sessions of one user.
-    pub fn live_keys_of(&self, user_id: &str) -> Vec<SessionKey> {
+    pub(crate) fn live_keys_of(&self, user_id: &str) -> Vec<SessionKey> {
         self.inner.lock().slots.keys_of(user_id)
     }
 
@@ -272,25 +271,25 @@ impl Registry {
     }
 
     /// Whether `begin_drain` was called.
-    pub fn is_draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.inner.lock().slots.is_draining()
     }
 
     /// Stops admitting turns and asks every session to passivate once its work is done.
-    pub fn begin_drain(&self) {
+    pub(crate) fn begin_drain(&self) {
         self.inner.lock().slots.begin_drain();
     }
 
     /// Interrupts every running turn (they persist `shutdown_interrupted`) and refuses whatever
     /// still waits.
-    pub fn force_shutdown(self: &Arc<Self>) {
+    pub(crate) fn force_shutdown(self: &Arc<Self>) {
         let mut fx = Effects::default();
         self.inner.lock().slots.force_shutdown(&mut fx);
         self.apply(fx);
     }
 
     /// Waits until no slot is left or `deadline` passes; returns whether none is left.
-    pub async fn wait_empty(&self, deadline: Instant) -> bool {
+    pub(crate) async fn wait_empty(&self, deadline: Instant) -> bool {
         loop {
             let freed = self.slot_freed.notified();
             tokio::pin!(freed);

@@ -3,22 +3,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Agent;
 use crate::call::{CallOptions, Outcome};
 use crate::config::RuntimeConfig;
-use crate::context::Summarizer;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::registry::{reaper, Registry};
-use crate::session::{SessionDeps, SessionMsg, SessionView, StopKind, TurnRequest};
+use crate::registry::Registry;
+use crate::session::{SessionMsg, SessionView, StopKind, TurnRequest};
 use crate::state::{Event, InterruptReason, Seq, SessionRecord};
 use crate::stats::RuntimeStats;
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
+
+mod builder;
+
+pub use builder::{BuildError, RuntimeBuilder};
 
 /// Chunks a streaming caller may fall behind by before the agent waits for it.
 const STREAM_BUFFER: usize = 64;
@@ -56,201 +58,6 @@ impl Drop for RuntimeInner {
     }
 }
 
-/// Why a runtime could not be built.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// No agent was given.
-    #[error("no agent: call RuntimeBuilder::agent")]
-    MissingAgent,
-    /// No store was given.
-    #[error(
-        "no store: call RuntimeBuilder::store (MemoryStore for tests, FileStore for one host)"
-    )]
-    MissingStore,
-    /// A setting is out of range.
-    #[error("invalid setting: {0}")]
-    InvalidConfig(String),
-    /// `build` ran outside a tokio runtime.
-    #[error("RuntimeBuilder::build must be called from within a tokio runtime")]
-    NoTokioRuntime,
-}
-
-/// Builds a [`Runtime`]. An agent and a store are required; everything else has a default
-/// (see [`RuntimeConfig`]).
-#[derive(Default)]
-pub struct RuntimeBuilder {
-    agent: Option<Arc<dyn Agent>>,
-    store: Option<Arc<dyn Store>>,
-    summarizer: Option<Arc<dyn Summarizer>>,
-    config: RuntimeConfig,
-}
-
-impl std::fmt::Debug for RuntimeBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RuntimeBuilder")
-            .field("agent", &self.agent.is_some())
-            .field("store", &self.store.is_some())
-            .field("summarizer", &self.summarizer.is_some())
-            .field("config", &self.config)
-            .finish()
-    }
-}
-
-impl RuntimeBuilder {
-    /// The agent that runs every turn.
-    pub fn agent(mut self, agent: impl Agent) -> Self {
-        self.agent = Some(Arc::new(agent));
-        self
-    }
-
-    /// The agent, already shared.
-    pub fn agent_arc(mut self, agent: Arc<dyn Agent>) -> Self {
-        self.agent = Some(agent);
-        self
-    }
-
-    /// Where sessions are persisted.
-    pub fn store(mut self, store: impl Store) -> Self {
-        self.store = Some(Arc::new(store));
-        self
-    }
-
-    /// The store, already shared.
-    pub fn store_arc(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// Replaces every setting at once.
-    pub fn config(mut self, config: RuntimeConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// Most live sessions ([`RuntimeConfig::capacity`]).
-    pub fn with_capacity(mut self, capacity: usize) -> Self {
-        self.config.capacity = capacity;
-        self
-    }
-
-    /// How long a call waits for a free slot at capacity ([`RuntimeConfig::capacity_wait`]).
-    pub fn with_capacity_wait(mut self, wait: Duration) -> Self {
-        self.config.capacity_wait = wait;
-        self
-    }
-
-    /// Idle time before passivation ([`RuntimeConfig::idle_ttl`]).
-    pub fn with_idle_ttl(mut self, ttl: Duration) -> Self {
-        self.config.idle_ttl = ttl;
-        self
-    }
-
-    /// Most waiting messages per session ([`RuntimeConfig::max_queue`]).
-    pub fn with_max_queue(mut self, max_queue: usize) -> Self {
-        self.config.max_queue = max_queue;
-        self
-    }
-
-    /// Most turns running at once ([`RuntimeConfig::max_concurrent_turns`]), waiting up to
-    /// `wait` for a slot.
-    pub fn with_max_concurrent_turns(mut self, limit: usize, wait: Duration) -> Self {
-        self.config.max_concurrent_turns = Some(limit);
-        self.config.concurrency_wait = wait;
-        self
-    }
-
-    /// Interrupt turns that run longer than this ([`RuntimeConfig::turn_deadline`]).
-    pub fn with_turn_deadline(mut self, deadline: Duration) -> Self {
-        self.config.turn_deadline = Some(deadline);
-        self
-    }
-
-    /// The default overlap policy ([`RuntimeConfig::default_policy`]).
-    pub fn with_policy(mut self, policy: crate::OverlapPolicy) -> Self {
-        self.config.default_policy = policy;
-        self
-    }
-
-    /// Events shown to the agent and kept in memory ([`RuntimeConfig::window`]).
-    pub fn with_window(mut self, window: usize) -> Self {
-        self.config.window = window;
-        self
-    }
-
-    /// Compacts sessions with `summarizer` once more than `compact_after` events are not covered
-    /// by their summary ([`RuntimeConfig::compact_after`]).
-    pub fn with_summarizer(mut self, summarizer: impl Summarizer, compact_after: usize) -> Self {
-        self.summarizer = Some(Arc::new(summarizer));
-        self.config.compact_after = Some(compact_after);
-        self
-    }
-
-    /// Largest accepted input ([`RuntimeConfig::max_input_bytes`]).
-    pub fn with_max_input_bytes(mut self, max: usize) -> Self {
-        self.config.max_input_bytes = max;
-        self
-    }
-
-    /// Builds the runtime and starts its idle reaper. Must run inside a tokio runtime.
-    pub fn build(self) -> Result<Runtime, BuildError> {
-        let agent = self.agent.ok_or(BuildError::MissingAgent)?;
-        let store = self.store.ok_or(BuildError::MissingStore)?;
-        let config = self.config;
-        if config.capacity == 0 {
-            return Err(BuildError::InvalidConfig(
-                "capacity must be at least 1".into(),
-            ));
-        }
-        if config.idle_ttl.is_zero() {
-            return Err(BuildError::InvalidConfig(
-                "idle_ttl must be positive".into(),
-            ));
-        }
-        let durations = [
-            ("idle_ttl", Some(config.idle_ttl)),
-            ("capacity_wait", Some(config.capacity_wait)),
-            ("concurrency_wait", Some(config.concurrency_wait)),
-            ("turn_deadline", config.turn_deadline),
-        ];
-        for (name, value) in durations {
-            if value.is_some_and(|d| d > LONGEST_SETTING) {
-                return Err(BuildError::InvalidConfig(format!(
-                    "{name} must be at most {} days",
-                    LONGEST_SETTING.as_secs() / 86_400
-                )));
-            }
-        }
-        if config.compact_after.is_some() && self.summarizer.is_none() {
-            return Err(BuildError::InvalidConfig(
-                "compact_after is set but no summarizer was given".into(),
-            ));
-        }
-        if config.max_concurrent_turns == Some(0) {
-            return Err(BuildError::InvalidConfig(
-                "max_concurrent_turns must be at least 1".into(),
-            ));
-        }
-        tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoTokioRuntime)?;
-        let deps = Arc::new(SessionDeps {
-            store,
-            agent,
-            summarizer: self.summarizer,
-            turn_permits: config
-                .max_concurrent_turns
-                .map(|n| Arc::new(Semaphore::new(n))),
-            config,
-            epoch: Instant::now(),
-        });
-        let registry = Registry::new(deps);
-        let shutdown = CancellationToken::new();
-        tokio::spawn(reaper(registry.clone(), shutdown.clone()));
-        Ok(Runtime {
-            inner: Arc::new(RuntimeInner { registry, shutdown }),
-        })
-    }
-}
-
 /// Events read per store call while forking.
 const FORK_PAGE: usize = 1_000;
 
@@ -275,11 +82,6 @@ pub struct DrainReport {
     /// Sessions still held when the call returned (their stores did not answer in time).
     pub left: usize,
 }
-
-/// The longest time setting accepted. Deadlines are instants (now + setting), which cannot
-/// reach past the clock's range: a setting meaning "never" would overflow them. A hundred years
-/// is "never" for any process.
-const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// How long [`Runtime::drain`] waits, after interrupting what is left at its deadline, for the
 /// interrupted turns to be persisted. Interrupts land at the next await point, so this only
@@ -579,38 +381,5 @@ impl Runtime {
     /// The runtime's counters.
     pub fn stats(&self) -> RuntimeStats {
         self.registry().stats()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{EchoAgent, MemoryStore};
-
-    fn builder() -> RuntimeBuilder {
-        Runtime::builder()
-            .agent(EchoAgent)
-            .store(MemoryStore::new())
-    }
-
-    #[tokio::test]
-    async fn settings_out_of_range_are_refused_with_their_name() {
-        let forever = Duration::MAX;
-        let cases = [
-            (builder().with_capacity(0), "capacity"),
-            (builder().with_idle_ttl(Duration::ZERO), "idle_ttl"),
-            (builder().with_idle_ttl(forever), "idle_ttl"),
-            (builder().with_capacity_wait(forever), "capacity_wait"),
-        ];
-        for (builder, name) in cases {
-            match builder.build() {
-                Err(BuildError::InvalidConfig(message)) => {
-                    assert!(message.starts_with(name), "{message}");
-                }
-                other => panic!("{name}: expected InvalidConfig, got {:?}", other.err()),
-            }
-        }
-        let long = LONGEST_SETTING;
-        assert!(builder().with_idle_ttl(long).build().is_ok());
     }
 }

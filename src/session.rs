@@ -30,6 +30,7 @@ use crate::context::Summarizer;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
+use crate::stats::Counters;
 use crate::store::{Store, StoreError};
 
 mod live;
@@ -49,11 +50,13 @@ pub(crate) struct SessionDeps {
     pub turn_permits: Option<Arc<Semaphore>>,
     /// Zero point of [`SessionShared::last_active`].
     pub epoch: Instant,
+    /// The runtime's counters: the registry and every session record into the same ones.
+    pub counters: Counters,
 }
 
 impl SessionDeps {
     /// Time since `epoch`, in nanoseconds, for lock-free activity stamps.
-    pub fn stamp(&self) -> u64 {
+    pub(crate) fn stamp(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
@@ -75,12 +78,12 @@ pub(crate) struct SessionShared {
 
 impl SessionShared {
     /// Whether the session may be passivated now: nothing running or queued, nothing unsaved.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.pending.load(Ordering::Acquire) == 0 && !self.dirty.load(Ordering::Acquire)
     }
 
     /// Interrupts the running turn, if any. Returns whether one was running.
-    pub fn interrupt(&self, reason: InterruptReason) -> bool {
+    pub(crate) fn interrupt(&self, reason: InterruptReason) -> bool {
         match self.current.lock().as_ref() {
             Some(control) => {
                 control.interrupt(reason);
@@ -100,19 +103,19 @@ pub(crate) struct TurnControl {
 }
 
 impl TurnControl {
-    pub fn with_token(token: CancellationToken) -> Self {
+    pub(crate) fn with_token(token: CancellationToken) -> Self {
         Self {
             token,
             reason: Mutex::new(None),
         }
     }
 
-    pub fn interrupt(&self, reason: InterruptReason) {
+    pub(crate) fn interrupt(&self, reason: InterruptReason) {
         self.reason.lock().get_or_insert(reason);
         self.token.cancel();
     }
 
-    pub fn reason(&self) -> InterruptReason {
+    pub(crate) fn reason(&self) -> InterruptReason {
         self.reason.lock().unwrap_or(InterruptReason::Requested)
     }
 }

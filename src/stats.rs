@@ -15,14 +15,15 @@ pub(crate) struct Counters {
     pub rejected_overloaded: AtomicU64,
     pub rejected_capacity: AtomicU64,
     pub rejected_draining: AtomicU64,
+    pub rejected_busy: AtomicU64,
     pub interrupts: AtomicU64,
     pub peak_live: AtomicU64,
 }
 
-/// Something the registry did, recorded once: in [`Counters`] (for [`RuntimeStats`]) and in the
+/// Something the runtime did, recorded once: in [`Counters`] (for [`RuntimeStats`]) and in the
 /// `metrics` recorder (for `/metrics`), so that the two never disagree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SlotEvent {
+pub(crate) enum RuntimeEvent {
     /// A session's actor is up.
     Activated,
     /// A session could not be loaded.
@@ -61,21 +62,23 @@ pub(crate) enum Rejection {
     AtCapacity,
     /// The runtime was draining.
     Draining,
+    /// The session was busy and the message asked for `Reject`.
+    Busy,
 }
 
 impl Counters {
     /// Records one event in the counters and in the `metrics` recorder.
-    pub fn record(&self, event: SlotEvent) {
+    pub(crate) fn record(&self, event: RuntimeEvent) {
         let bump = |counter: &AtomicU64| {
             counter.fetch_add(1, Ordering::Relaxed);
         };
         match event {
-            SlotEvent::Activated => {
+            RuntimeEvent::Activated => {
                 bump(&self.activations);
                 metrics::counter!("turnstile_activations_total").increment(1);
             }
-            SlotEvent::ActivationFailed => bump(&self.activation_failures),
-            SlotEvent::Evicted(reason) => {
+            RuntimeEvent::ActivationFailed => bump(&self.activation_failures),
+            RuntimeEvent::Evicted(reason) => {
                 let label = match reason {
                     Eviction::Idle => {
                         bump(&self.evictions_idle);
@@ -88,9 +91,9 @@ impl Counters {
                 };
                 metrics::counter!("turnstile_evictions_total", "reason" => label).increment(1);
             }
-            SlotEvent::Stopped => bump(&self.stops),
-            SlotEvent::UnexpectedStop => bump(&self.unexpected_stops),
-            SlotEvent::Rejected(reason) => {
+            RuntimeEvent::Stopped => bump(&self.stops),
+            RuntimeEvent::UnexpectedStop => bump(&self.unexpected_stops),
+            RuntimeEvent::Rejected(reason) => {
                 let label = match reason {
                     Rejection::Overloaded => {
                         bump(&self.rejected_overloaded);
@@ -104,24 +107,28 @@ impl Counters {
                         bump(&self.rejected_draining);
                         "draining"
                     }
+                    Rejection::Busy => {
+                        bump(&self.rejected_busy);
+                        "busy"
+                    }
                 };
                 metrics::counter!("turnstile_rejections_total", "reason" => label).increment(1);
             }
-            SlotEvent::Interrupted => {
+            RuntimeEvent::Interrupted => {
                 bump(&self.interrupts);
                 metrics::counter!("turnstile_interrupts_total").increment(1);
             }
-            SlotEvent::Live(live) => {
+            RuntimeEvent::Live(live) => {
                 self.peak_live.fetch_max(live as u64, Ordering::Relaxed);
                 metrics::gauge!("turnstile_live_sessions").set(live as f64);
             }
-            SlotEvent::QueueDepth(depth) => {
+            RuntimeEvent::QueueDepth(depth) => {
                 metrics::histogram!("turnstile_queue_depth").record(depth as f64);
             }
         }
     }
 
-    pub fn snapshot(&self, live_sessions: usize, idle_timers: usize) -> RuntimeStats {
+    pub(crate) fn snapshot(&self, live_sessions: usize, idle_timers: usize) -> RuntimeStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RuntimeStats {
             live_sessions,
@@ -136,6 +143,7 @@ impl Counters {
             rejected_overloaded: get(&self.rejected_overloaded),
             rejected_capacity: get(&self.rejected_capacity),
             rejected_draining: get(&self.rejected_draining),
+            rejected_busy: get(&self.rejected_busy),
             interrupts: get(&self.interrupts),
         }
     }
@@ -169,6 +177,8 @@ pub struct RuntimeStats {
     pub rejected_capacity: u64,
     /// Calls refused because the runtime was draining.
     pub rejected_draining: u64,
+    /// Messages answered `Busy` (the session was busy and the message asked for `Reject`).
+    pub rejected_busy: u64,
     /// Interrupts that reached a running turn.
     pub interrupts: u64,
 }

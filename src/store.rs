@@ -28,7 +28,7 @@ mod postgres;
 mod redis;
 mod url;
 
-pub use faulty::FaultyStore;
+pub use faulty::{FaultyStore, StoreCall};
 pub use file::FileStore;
 pub use forward::ForwardingStore;
 pub use log::{read_log, LOG_PAGE};
@@ -207,6 +207,37 @@ pub enum StoreError {
     /// The request itself is invalid (for example a bad cursor or page size).
     #[error("invalid store request: {0}")]
     InvalidRequest(String),
+}
+
+impl StoreError {
+    /// Whether the store failed because of its environment rather than a bug or bad data: the
+    /// backend is down or locked, or a file operation met a full disk, a read-only or failing
+    /// device, or missing permissions. Nothing was acknowledged, and the same request may
+    /// succeed once the environment is mended.
+    pub fn is_environmental(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } | Self::Locked { .. } => true,
+            Self::Io { source, .. } => io_is_environmental(source),
+            _ => false,
+        }
+    }
+}
+
+/// Whether an I/O error comes from the machine (disk full, read-only, failing device,
+/// permissions) rather than from what turnstile asked of it.
+fn io_is_environmental(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    /// EPERM, EIO, EACCES, ENOSPC, EROFS, EDQUOT (Linux numbers).
+    const CODES: [i32; 6] = [1, 5, 13, 28, 30, 122];
+    matches!(
+        error.kind(),
+        ErrorKind::PermissionDenied
+            | ErrorKind::ReadOnlyFilesystem
+            | ErrorKind::StorageFull
+            | ErrorKind::QuotaExceeded
+    ) || error
+        .raw_os_error()
+        .is_some_and(|code| CODES.contains(&code))
 }
 
 /// Persistence for sessions. Object-safe: the runtime holds an `Arc<dyn Store>`.

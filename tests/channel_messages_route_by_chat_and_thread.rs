@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use support::harness::*;
 use turnstile::state::{EventKind, InterruptReason};
 use turnstile::{
-    Agent, AgentError, CallOptions, ChannelMessage, ChannelRouter, MemoryPairingStore, MemoryStore,
-    OutcomeKind, OverlapPolicy, Runtime, Store, TurnContext,
+    channel::ChannelMessage, channel::ChannelRouter, channel::MemoryPairingStore, Agent,
+    AgentError, CallOptions, MemoryStore, OutcomeKind, OverlapPolicy, Runtime, Store, TurnContext,
 };
 
 /// Answers with who spoke (the canonical user from the turn's attributes) and what they said.
@@ -183,7 +183,7 @@ async fn a_newer_message_in_a_chat_supersedes_the_running_one_by_default() {
                 .await
         }
     });
-    let key = turnstile::channel_session_key("web", "room2", None).unwrap();
+    let key = turnstile::channel::channel_session_key("web", "room2", None).unwrap();
     eventually("the second waits", || queued.runtime().pending(&key) == 2).await;
     agent.gate.add_permits(1);
     assert_eq!(

@@ -13,8 +13,8 @@ use serde_json::json;
 use support::harness::*;
 use turnstile::state::SessionRecord;
 use turnstile::{
-    Agent, AgentError, Error, ExtractiveSummarizer, MemoryStore, Role, Runtime, Store, TurnContext,
-    MEMORY_CONTEXT_OPEN,
+    context::ExtractiveSummarizer, context::Role, context::MEMORY_CONTEXT_OPEN, Agent, AgentError,
+    Error, MemoryStore, Runtime, Store, TurnContext,
 };
 
 const WINDOW: usize = 20;

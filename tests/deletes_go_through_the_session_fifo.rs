@@ -1,6 +1,12 @@
-//! `delete` is ordered with the session's messages: what was sent before it is answered
-//! `Deleted` or finished, its data is removed, and what is sent after it starts a new, empty
-//! session whose bookkeeping is exact (it becomes idle and can be passivated).
+//! `delete` is ordered with the session's messages: the turn running when it arrives is
+//! interrupted and, like every message waiting before it, answered `Deleted`; its data is
+//! removed; and what is sent after it starts a new, empty session whose bookkeeping is exact (it
+//! becomes idle and can be passivated).
+//!
+//! The turn ahead of the delete is held open by `GateAgent`, so it is certainly running when the
+//! delete arrives (with an agent that answers at once it could finish first, and either answer
+//! would pass). Breakage caught (verified by hand): a delete that records the running turn as
+//! an interrupted turn and answers its caller `Ok` instead of `Deleted` (`session/live.rs`).
 
 mod support;
 
@@ -27,13 +33,30 @@ async fn messages_after_a_delete_start_a_fresh_session() {
     let k = key("del", "fifo");
     rt.call(&k, "old").await.unwrap();
     rt.shutdown().await;
-    let rt = runtime(store.clone());
-    // All three enter while the session is still activating.
-    let (before, deleted, after) =
-        tokio::join!(rt.call(&k, "before"), rt.delete(&k), rt.call(&k, "after"));
+    // "hold …" turns wait for a permit the test never gives.
+    let rt = Runtime::builder()
+        .agent(GateAgent::default())
+        .store_arc(store.clone())
+        .with_idle_ttl(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    // All four enter while the session is still activating, in this order.
+    let (running, waiting, deleted, after) = within(async {
+        tokio::join!(
+            rt.call(&k, "hold before"),
+            rt.call(&k, "hold waiting"),
+            rt.delete(&k),
+            rt.call(&k, "after"),
+        )
+    })
+    .await;
     assert!(
-        matches!(before, Err(Error::Deleted { .. })) || before.is_ok(),
-        "{before:?}"
+        matches!(running, Err(Error::Deleted { .. })),
+        "the running turn is interrupted and answered Deleted: {running:?}"
+    );
+    assert!(
+        matches!(waiting, Err(Error::Deleted { .. })),
+        "a waiting message is answered Deleted: {waiting:?}"
     );
     assert!(deleted.unwrap(), "the stored session existed");
     let after = after.unwrap();

@@ -18,7 +18,7 @@ use support::http::*;
 use support::stores::temp_file_store;
 use turnstile::state::{EventKind, OutputStatus};
 use turnstile::store::FileStore;
-use turnstile::{HttpConfig, Runtime, SessionKey, Store};
+use turnstile::{http::HttpConfig, Runtime, SessionKey, Store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_in_flight_completes_while_the_server_drains() {

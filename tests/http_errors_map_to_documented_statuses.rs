@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{header, Method, Request, StatusCode};
 use serde_json::json;
 use support::harness::*;
 use support::http::*;
 use turnstile::state::{Event, Seq};
 use turnstile::store::FaultyStore;
 use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
-use turnstile::{EchoAgent, HttpConfig, MemoryStore, Runtime, SessionKey, Store, StoreError};
+use turnstile::{http::HttpConfig, EchoAgent, MemoryStore, Runtime, SessionKey, Store, StoreError};
 
 /// A gateway whose agent holds turns whose input starts with "hold" until released.
 fn gated(builder: turnstile::RuntimeBuilder, config: HttpConfig) -> (TestGateway, Arc<GateAgent>) {
@@ -183,8 +183,49 @@ async fn a_busy_session_refusing_is_409() {
         .send(post("/v1/sessions/alice/s/turns", ALICE, body))
         .await;
     assert_eq!((status, code(&answer)), (StatusCode::CONFLICT, "busy"));
+    // The same as server-sent events: the refusal is known before any stream begins, so it is
+    // the same 409 JSON answer, not a 200 with an `error` event.
+    let mut sse = post(
+        "/v1/sessions/alice/s/turns",
+        ALICE,
+        json!({"input": "now", "policy": "reject"}),
+    );
+    sse.headers_mut().insert(
+        header::ACCEPT,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    let (status, headers, text) = gw.send_raw(sse).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{text}");
+    assert!(
+        headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"),
+        "{headers:?}"
+    );
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(code(&answer), "busy");
     agent.gate.add_permits(1);
     assert_eq!(within(held).await.unwrap().0, StatusCode::OK);
+    // Admitted under `reject` (the session is idle now), the turn streams as usual.
+    agent.gate.add_permits(1);
+    let mut sse = post(
+        "/v1/sessions/alice/s/turns",
+        ALICE,
+        json!({"input": "again", "policy": "reject"}),
+    );
+    sse.headers_mut().insert(
+        header::ACCEPT,
+        header::HeaderValue::from_static("text/event-stream"),
+    );
+    let (status, _, text) = within(gw.send_raw(sse)).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let events = parse_events(&text);
+    assert_eq!(
+        events.last().map(|(name, _)| name.as_str()),
+        Some("outcome"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use support::harness::*;
 use support::http::*;
-use turnstile::{HttpConfig, Runtime};
+use turnstile::{http::HttpConfig, Runtime};
 
 const CLIENTS: usize = 8;
 

@@ -9,7 +9,8 @@ use axum::http::{Method, StatusCode};
 use serde_json::json;
 use support::http::*;
 use turnstile::{
-    ChannelRouter, EchoAgent, Gateway, MemoryPairingStore, MemoryStore, Runtime, ServeError,
+    channel::ChannelRouter, channel::MemoryPairingStore, http::Gateway, http::ServeError,
+    EchoAgent, MemoryStore, Runtime,
 };
 
 #[tokio::test]

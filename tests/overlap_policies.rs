@@ -104,6 +104,11 @@ async fn reject_answers_busy_at_once() {
     .await;
     let refused = within(rt.call(&k, "me too")).await;
     assert!(matches!(refused, Err(Error::Busy { .. })), "{refused:?}");
+    assert_eq!(
+        rt.stats().rejected_busy,
+        1,
+        "counted where the metrics count it"
+    );
     // A per-call policy overrides the runtime's: this one waits its turn.
     let queued = tokio::spawn({
         let (rt, k) = (rt.clone(), k.clone());

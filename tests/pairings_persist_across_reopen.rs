@@ -7,7 +7,8 @@ mod support;
 use support::stores::temp_file_store;
 use turnstile::store::FileStore;
 use turnstile::{
-    FilePairingStore, MemoryPairingStore, Pairing, PairingError, PairingStore, PAIRINGS_FILE,
+    channel::FilePairingStore, channel::MemoryPairingStore, channel::Pairing,
+    channel::PairingError, channel::PairingStore, channel::PAIRINGS_FILE,
 };
 
 /// The contract every pairing store keeps.
@@ -143,7 +144,7 @@ async fn the_redis_pairing_store_keeps_the_contract_and_is_shared() {
     // Property: the Redis store keeps the contract, and a second connection (another process)
     // sees the same pairings.
     use std::sync::Arc;
-    use turnstile::RedisPairingStore;
+    use turnstile::channel::RedisPairingStore;
     let Some(server) = support::redis_server::RedisServer::start() else {
         return;
     };

@@ -104,7 +104,7 @@ async fn an_outage_keeps_a_bounded_backlog_and_runs_no_agent_past_it() {
     }
     let view = rt.state(&k).await.unwrap().unwrap();
     assert!(
-        view.unsaved <= turnstile::MAX_UNSAVED_EVENTS + 2,
+        view.unsaved <= turnstile::config::MAX_UNSAVED_EVENTS + 2,
         "{} events kept in memory",
         view.unsaved
     );
@@ -112,6 +112,12 @@ async fn an_outage_keeps_a_bounded_backlog_and_runs_no_agent_past_it() {
     assert!(
         ran < 50,
         "the agent ran {ran} turns against a store that was down"
+    );
+    // Below the bound the turns ran and were kept (two events each, after "before"): the save
+    // is retried ahead of a turn only once the backlog is full.
+    assert!(
+        ran > turnstile::config::MAX_UNSAVED_EVENTS / 2,
+        "only {ran} turns ran before the backlog was full"
     );
     faulty.fail_next_appends(0);
     rt.call(&k, "after").await.unwrap();
@@ -158,7 +164,7 @@ async fn an_outage_under_a_steady_queue_keeps_a_bounded_backlog() {
     }
     let view = rt.state(&k).await.unwrap().unwrap();
     assert!(
-        view.unsaved <= turnstile::MAX_UNSAVED_EVENTS + 2,
+        view.unsaved <= turnstile::config::MAX_UNSAVED_EVENTS + 2,
         "{} events kept in memory",
         view.unsaved
     );

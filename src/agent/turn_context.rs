@@ -46,7 +46,7 @@ impl std::fmt::Debug for TurnContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TurnContext")
             .field("key", &self.key)
-            .field("inputs", &self.inputs)
+            .field("inputs", &self.inputs.len())
             .field("history", &self.history.len())
             .field("visible", &self.visible)
             .field("cancelled", &self.cancel.is_cancelled())

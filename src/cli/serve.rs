@@ -1,5 +1,5 @@
 //! `turnstile serve`: the HTTP gateway. Parses options, opens the stores, builds the runtime and
-//! hands everything to [`turnstile::Gateway::serve`]; SIGTERM or Ctrl-C drains and exits.
+//! hands everything to [`turnstile::http::Gateway::serve`]; SIGTERM or Ctrl-C drains and exits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,8 +11,9 @@ use clap::Args;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use turnstile::store::{open_store, StoreUrl};
 use turnstile::{
-    open_pairings, Agent, ChannelRouter, EchoAgent, ExtractiveSummarizer, Gateway, HttpConfig,
-    MockLlmAgent, OverlapPolicy, Runtime, ServeError, Store, Tokens,
+    channel::open_pairings, channel::ChannelRouter, context::ExtractiveSummarizer, http::Gateway,
+    http::HttpConfig, http::ServeError, http::Tokens, Agent, EchoAgent, MockLlmAgent,
+    OverlapPolicy, Runtime, Store,
 };
 
 use super::agent_arg::AgentKind;
@@ -64,7 +65,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 25.0)]
     drain_timeout: f64,
     /// Largest request body, in bytes.
-    #[arg(long, default_value_t = turnstile::DEFAULT_BODY_LIMIT)]
+    #[arg(long, default_value_t = turnstile::http::DEFAULT_BODY_LIMIT)]
     body_limit: usize,
     /// Most live sessions (others are passivated, least recently used first).
     #[arg(long)]

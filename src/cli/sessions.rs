@@ -329,15 +329,33 @@ async fn export(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Reads at most [`transfer::MAX_IMPORT_BYTES`]; `None` when there is more.
+fn read_bounded(source: impl std::io::Read) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(source, transfer::MAX_IMPORT_BYTES + 1),
+        &mut buf,
+    )?;
+    Ok((buf.len() as u64 <= transfer::MAX_IMPORT_BYTES).then_some(buf))
+}
+
 async fn import(store: &dyn Store, file: &PathBuf, json: bool) -> Result<ExitCode, String> {
-    let bytes = if file.as_os_str() == "-" {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        buf
+    let (bytes, what) = if file.as_os_str() == "-" {
+        (read_bounded(std::io::stdin()), "stdin".to_owned())
     } else {
-        std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?
+        let opened = std::fs::File::open(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        (read_bounded(opened), file.display().to_string())
     };
+    let bytes = bytes
+        .map_err(|e| format!("cannot read {what}: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "refused, nothing was written: {what} is larger than {} MiB, more than an export \
+             document can be",
+                transfer::MAX_IMPORT_BYTES >> 20
+            )
+        })?;
     let doc = transfer::parse(&bytes)?;
     let events = transfer::import(store, &doc).await?;
     if json {

@@ -41,7 +41,7 @@ pub(crate) struct Window {
 
 impl Window {
     /// A window of at most `size` visible events, starting from `events` (oldest first).
-    pub fn new(events: Vec<Event>, size: usize) -> Self {
+    pub(crate) fn new(events: Vec<Event>, size: usize) -> Self {
         Self {
             events: Arc::new(events),
             size,
@@ -49,12 +49,12 @@ impl Window {
     }
 
     /// The events held, oldest first, shared.
-    pub fn events(&self) -> &Arc<Vec<Event>> {
+    pub(crate) fn events(&self) -> &Arc<Vec<Event>> {
         &self.events
     }
 
     /// Appends events, dropping the oldest half once twice the size is held.
-    pub fn extend(&mut self, events: &[Event]) {
+    pub(crate) fn extend(&mut self, events: &[Event]) {
         let held = Arc::make_mut(&mut self.events);
         held.extend_from_slice(events);
         let limit = self.size.max(1);
@@ -65,7 +65,7 @@ impl Window {
 
     /// How many of the newest events the agent sees: at most `size`, none at or before `covered`
     /// (the last event the summary covers or `clear_context` removed).
-    pub fn visible(&self, covered: Seq) -> usize {
+    pub(crate) fn visible(&self, covered: Seq) -> usize {
         let uncovered = self
             .events
             .iter()

@@ -31,7 +31,7 @@ use crate::stream::{StreamEvent, TurnStream};
 pub(crate) enum Target {
     /// A session named in the path, and the input.
     Session(SessionKey, String),
-    /// A channel message, routed by the gateway's [`crate::ChannelRouter`].
+    /// A channel message, routed by the gateway's [`crate::channel::ChannelRouter`].
     Channel(ChannelMessage),
 }
 
@@ -68,7 +68,7 @@ impl OutcomeBody {
     /// The body of `outcome`. For a channel message, `show_user` says whether the caller may
     /// see whom the sender is paired to: an admin, or that user's own token. Anyone else could
     /// otherwise post as a channel account to look its pairing up.
-    pub fn of(outcome: Outcome, route: Option<&ChannelRoute>, show_user: bool) -> Self {
+    pub(super) fn of(outcome: Outcome, route: Option<&ChannelRoute>, show_user: bool) -> Self {
         let reason = match outcome.kind {
             OutcomeKind::Interrupted(reason) => Some(reason),
             _ => None,
@@ -118,11 +118,23 @@ pub(crate) async fn answer(
         if args.cancel_on_timeout {
             options = options.with_cancel_on_drop();
         }
-        let (route, stream) = start_stream(gateway, target, options).await?;
+        let rejects = effective_policy(gateway, &target, args.policy) == OverlapPolicy::Reject;
+        let (route, mut stream) = start_stream(gateway, target, options).await?;
         let show_user = route.as_ref().is_some_and(shows_user);
         if events {
+            // Under `reject` the answer is `Busy` at once or the turn runs at once: its first
+            // event decides, so that a refusal is the documented 409 before any stream begins.
+            let first = if rejects {
+                match within(timeout, args.cancel_on_timeout, stream.next()).await? {
+                    Some(StreamEvent::Outcome(Err(error))) => return Err(error.into()),
+                    first => first,
+                }
+            } else {
+                None
+            };
             return Ok(event_stream(
                 stream,
+                first,
                 route,
                 show_user,
                 timeout,
@@ -153,6 +165,18 @@ pub(crate) async fn answer(
         }
     };
     Ok(Json(body).into_response())
+}
+
+/// The policy a message will meet: its own, else the channel router's or the runtime's default.
+fn effective_policy(
+    gateway: &Gateway,
+    target: &Target,
+    asked: Option<OverlapPolicy>,
+) -> OverlapPolicy {
+    asked.unwrap_or_else(|| match target {
+        Target::Session(..) => gateway.runtime().config().default_policy,
+        Target::Channel(_) => gateway.channels().policy(),
+    })
 }
 
 /// A turn's task panicked or was cancelled (the runtime catches agent panics, so this is a bug).
@@ -198,18 +222,22 @@ pub(crate) async fn within<T>(
 /// request set `cancel_on_timeout`).
 fn event_stream(
     stream: TurnStream,
+    first: Option<StreamEvent>,
     route: Option<ChannelRoute>,
     show_user: bool,
     timeout: Duration,
     cancel: bool,
 ) -> Response {
-    let events = futures::stream::unfold(Some((stream, route)), move |state| async move {
-        let (mut stream, route) = state?;
-        let next = tokio::time::timeout_at(Instant::now() + timeout, stream.next()).await;
+    let events = futures::stream::unfold(Some((stream, route, first)), move |state| async move {
+        let (mut stream, route, first) = state?;
+        let next = match first {
+            Some(event) => Ok(Some(event)),
+            None => tokio::time::timeout_at(Instant::now() + timeout, stream.next()).await,
+        };
         let (event, rest) = match next {
             Ok(Some(StreamEvent::Chunk(text))) => (
                 json_event("chunk", &json!({"text": text})),
-                Some((stream, route)),
+                Some((stream, route, None)),
             ),
             Ok(Some(StreamEvent::Outcome(Ok(outcome)))) => {
                 let body = OutcomeBody::of(outcome, route.as_ref(), show_user);

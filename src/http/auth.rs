@@ -60,9 +60,18 @@ pub enum TokensError {
 
 /// The configured bearer tokens. Empty means no authentication (loopback only; see
 /// [`super::Gateway::serve`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Tokens {
     by_digest: HashMap<[u8; 32], Grant>,
+}
+
+/// Counts only: a token's digest is as good as a token to an offline guesser of short ones.
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("tokens", &self.by_digest.len())
+            .finish()
+    }
 }
 
 impl Tokens {
@@ -85,10 +94,15 @@ impl Tokens {
         let mut by_digest = HashMap::new();
         for (index, raw) in text.lines().enumerate() {
             let line = index + 1;
+            let bad = |reason: String| TokensError::Line { line, reason };
+            // A control character (other than the tab that separates words) is never part of a
+            // token a person meant to write: a pasted escape sequence or a stray NUL.
+            if raw.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(bad("the line holds a control character".into()));
+            }
             let content = strip_comment(raw);
             let mut words = content.split_whitespace();
             let Some(token) = words.next() else { continue };
-            let bad = |reason: String| TokensError::Line { line, reason };
             if token.len() < MIN_TOKEN_BYTES {
                 return Err(bad(format!(
                     "the token is shorter than {MIN_TOKEN_BYTES} bytes"
@@ -187,11 +201,11 @@ pub(crate) enum Caller {
 }
 
 impl Caller {
-    pub fn is_admin(&self) -> bool {
+    pub(super) fn is_admin(&self) -> bool {
         matches!(self, Self::Open | Self::Admin)
     }
 
-    pub fn require_admin(&self) -> Result<(), ApiError> {
+    pub(super) fn require_admin(&self) -> Result<(), ApiError> {
         if self.is_admin() {
             return Ok(());
         }
@@ -201,7 +215,7 @@ impl Caller {
     }
 
     /// Allows the admin and the user `user` itself.
-    pub fn require_user(&self, user: &str) -> Result<(), ApiError> {
+    pub(super) fn require_user(&self, user: &str) -> Result<(), ApiError> {
         match self {
             Self::User { id, .. } if id != user => Err(ApiError::Forbidden(
                 "this token reaches only its own user's sessions".into(),
@@ -211,7 +225,7 @@ impl Caller {
     }
 
     /// Allows the admin and user tokens that list `channel`.
-    pub fn require_channel(&self, channel: &str) -> Result<(), ApiError> {
+    pub(super) fn require_channel(&self, channel: &str) -> Result<(), ApiError> {
         match self {
             Self::User { channels, .. } if !channels.iter().any(|c| c == channel) => {
                 Err(ApiError::Forbidden(format!(
@@ -292,6 +306,8 @@ mod tests {
             (format!("{ALICE} user:a slack"), 1),
             (format!("{ALICE} user:channel:slack"), 1),
             (ALICE.to_owned(), 1),
+            (format!("{ADMIN}\u{1b}[0m admin"), 1),
+            (format!("# ok\n{ALICE}\0 user:alice"), 2),
         ] {
             let err = Tokens::parse(&text).unwrap_err();
             let message = err.to_string();

@@ -1,5 +1,5 @@
 //! `/v1/channels/{channel}/messages` and `/v1/pairings/{channel}/{channel_user}`: thin layers
-//! over [`crate::ChannelRouter`].
+//! over [`crate::channel::ChannelRouter`].
 
 use axum::extract::State;
 use axum::http::HeaderMap;

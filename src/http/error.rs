@@ -193,6 +193,9 @@ fn store_class(error: &StoreError) -> Class {
         StoreError::Unavailable { .. } | StoreError::Locked { .. } => {
             (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
         }
+        StoreError::Io { .. } if error.is_environmental() => {
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
+        }
         StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict", true),
         _ => INTERNAL,
     }
@@ -212,8 +215,14 @@ impl ApiError {
     /// which the body leaves out.
     pub(crate) fn body(&self) -> serde_json::Value {
         let status = self.status();
-        if status.is_server_error() {
+        // Only a 500 is a bug; the other server errors are the service saying how it is (a store
+        // that is down, a drain, a slow model) and are logged below ERROR.
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(status = status.as_u16(), error = %self, "request failed");
+        } else if self.code() == "draining" {
+            tracing::debug!(status = status.as_u16(), error = %self, "request refused");
+        } else if status.is_server_error() {
+            tracing::warn!(status = status.as_u16(), error = %self, "request failed");
         }
         json!({"error": {"code": self.code(), "message": self.public_message()}})
     }
@@ -308,6 +317,39 @@ mod tests {
         });
         assert_eq!(agent.status(), StatusCode::BAD_GATEWAY);
         assert!(!agent.public_message().contains("sk-123"));
+    }
+
+    #[test]
+    fn store_io_errors_from_the_environment_are_503_and_bugs_stay_500() {
+        use std::io::{Error as IoError, ErrorKind};
+        let as_api = |source: IoError| {
+            ApiError::from(Error::Store {
+                key: key(),
+                source: Arc::new(StoreError::Io {
+                    op: "write",
+                    path: PathBuf::from("/data/s"),
+                    source,
+                }),
+            })
+        };
+        for source in [
+            IoError::from(ErrorKind::PermissionDenied),
+            IoError::from(ErrorKind::ReadOnlyFilesystem),
+            IoError::from(ErrorKind::StorageFull),
+            IoError::from_raw_os_error(5),  // EIO
+            IoError::from_raw_os_error(28), // ENOSPC
+            IoError::from_raw_os_error(30), // EROFS
+            IoError::from_raw_os_error(1),  // EPERM
+        ] {
+            let api = as_api(source);
+            assert_eq!(
+                (api.status(), api.code()),
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+                "{api}"
+            );
+        }
+        let bug = as_api(IoError::from(ErrorKind::InvalidData));
+        assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 
     #[test]

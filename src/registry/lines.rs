@@ -15,7 +15,7 @@ use super::{Registry, RouteError};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::SessionMsg;
-use crate::stats::{Rejection, SlotEvent};
+use crate::stats::{Rejection, RuntimeEvent};
 
 /// How often a call waiting for a free slot looks again (and so tries to evict a session that
 /// went idle meanwhile). Short beside a turn, long beside the cost of one look.
@@ -33,7 +33,7 @@ pub(super) struct Lines {
 
 impl Lines {
     /// The line of callers waiting for `key`, if any.
-    pub fn waiting(&self, key: &SessionKey) -> Option<Line> {
+    pub(super) fn waiting(&self, key: &SessionKey) -> Option<Line> {
         if self.map.is_empty() {
             return None;
         }
@@ -41,7 +41,7 @@ impl Lines {
     }
 
     /// Opens `key`'s line with the caller first in it.
-    pub fn open(&mut self, key: &SessionKey) -> OwnedMutexGuard<()> {
+    pub(super) fn open(&mut self, key: &SessionKey) -> OwnedMutexGuard<()> {
         let line = Line::default();
         let first = line
             .clone()
@@ -52,7 +52,7 @@ impl Lines {
     }
 
     /// Forgets `key`'s line once nobody waits in it any more.
-    pub fn leave(&mut self, key: &SessionKey) {
+    pub(super) fn leave(&mut self, key: &SessionKey) {
         if self
             .map
             .get(key)
@@ -63,12 +63,12 @@ impl Lines {
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
     #[cfg(test)]
-    pub fn contains(&self, key: &SessionKey) -> bool {
+    pub(super) fn contains(&self, key: &SessionKey) -> bool {
         self.map.contains_key(key)
     }
 }
@@ -107,7 +107,11 @@ impl Drop for InLine<'_> {
 impl Registry {
     /// Routes a message, waiting up to the configured `capacity_wait` for a free slot, behind
     /// any earlier callers of the same key.
-    pub async fn submit(self: &Arc<Self>, key: &SessionKey, msg: SessionMsg) -> Result<(), Error> {
+    pub(crate) async fn submit(
+        self: &Arc<Self>,
+        key: &SessionKey,
+        msg: SessionMsg,
+    ) -> Result<(), Error> {
         let wait = self.deps.config.capacity_wait;
         let deadline = Instant::now().checked_add(wait);
         let mut msg = msg;
@@ -163,8 +167,9 @@ impl Registry {
 
     /// Counts and returns a refusal for lack of a free slot.
     fn at_capacity(&self) -> Error {
-        self.counters
-            .record(SlotEvent::Rejected(Rejection::AtCapacity));
+        self.deps
+            .counters
+            .record(RuntimeEvent::Rejected(Rejection::AtCapacity));
         Error::AtCapacity {
             capacity: self.deps.config.capacity,
         }

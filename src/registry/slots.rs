@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::SessionShared;
 use crate::state::InterruptReason;
-use crate::stats::{Eviction, Rejection, SlotEvent};
+use crate::stats::{Eviction, Rejection, RuntimeEvent};
 
 mod drain;
 mod lifecycle;
@@ -141,7 +141,7 @@ pub(crate) struct Effects<M> {
     /// A deadline sooner than the reaper's next one appeared.
     pub wake_reaper: bool,
     /// What happened, for counters and metrics.
-    pub events: SmallVec<[SlotEvent; 2]>,
+    pub events: SmallVec<[RuntimeEvent; 2]>,
 }
 
 impl<M> Default for Effects<M> {
@@ -157,7 +157,7 @@ impl<M> Default for Effects<M> {
 }
 
 impl<M> Effects<M> {
-    fn event(&mut self, event: SlotEvent) {
+    fn event(&mut self, event: RuntimeEvent) {
         self.events.push(event);
     }
 
@@ -182,7 +182,7 @@ pub(crate) struct Slots<A: Mailbox> {
 }
 
 impl<A: Mailbox> Slots<A> {
-    pub fn new(limits: Limits) -> Self {
+    pub(super) fn new(limits: Limits) -> Self {
         Self {
             limits,
             slots: LruCache::unbounded(),
@@ -193,26 +193,26 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// Slots held now (starting, live or stopping).
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.slots.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
 
     /// Idle deadlines armed (one per live session).
-    pub fn idle_timers(&self) -> usize {
+    pub(super) fn idle_timers(&self) -> usize {
         self.deadlines.len()
     }
 
-    pub fn is_draining(&self) -> bool {
+    pub(super) fn is_draining(&self) -> bool {
         self.draining
     }
 
     /// Routes one message. `behind`: others for this key wait for a free slot and the caller is
     /// not the first of them. `stamp`: now, as a [`SessionShared::last_active`] stamp.
-    pub fn route(
+    pub(super) fn route(
         &mut self,
         key: &SessionKey,
         msg: A::Msg,
@@ -222,7 +222,7 @@ impl<A: Mailbox> Slots<A> {
     ) -> Route<A::Msg> {
         let class = msg.class();
         if (self.draining && class == Class::Turn) || self.forced {
-            fx.event(SlotEvent::Rejected(Rejection::Draining));
+            fx.event(RuntimeEvent::Rejected(Rejection::Draining));
             return Route::Refused(Error::Draining);
         }
         if behind {
@@ -253,7 +253,7 @@ impl<A: Mailbox> Slots<A> {
                 held,
             },
         );
-        fx.event(SlotEvent::Live(self.slots.len()));
+        fx.event(RuntimeEvent::Live(self.slots.len()));
         fx.spawn = Some((key.clone(), shared));
         Route::Accepted
     }
@@ -275,14 +275,14 @@ impl<A: Mailbox> Slots<A> {
         if class == Class::Turn {
             let pending = shared.pending.load(Ordering::Acquire);
             if pending >= max_pending {
-                fx.event(SlotEvent::Rejected(Rejection::Overloaded));
+                fx.event(RuntimeEvent::Rejected(Rejection::Overloaded));
                 return Route::Refused(Error::Overloaded {
                     key: key.clone(),
                     queued: pending.saturating_sub(1),
                 });
             }
             let depth = shared.pending.fetch_add(1, Ordering::AcqRel);
-            fx.event(SlotEvent::QueueDepth(depth));
+            fx.event(RuntimeEvent::QueueDepth(depth));
             shared.last_active.store(stamp, Ordering::Release);
         }
         match slot {
@@ -353,13 +353,13 @@ impl<A: Mailbox> Slots<A> {
             .find(|(_, slot)| matches!(slot, Slot::Live { shared, .. } if shared.is_idle()))
             .map(|(key, _)| key.clone());
         if let Some(key) = victim {
-            fx.event(SlotEvent::Evicted(Eviction::Lru));
+            fx.event(RuntimeEvent::Evicted(Eviction::Lru));
             self.deliver(&key, A::Msg::passivate());
         }
     }
 
     /// Interrupts a session's running turn without going through its mailbox.
-    pub fn interrupt(
+    pub(super) fn interrupt(
         &self,
         key: &SessionKey,
         reason: InterruptReason,
@@ -372,13 +372,13 @@ impl<A: Mailbox> Slots<A> {
             _ => false,
         };
         if hit {
-            fx.event(SlotEvent::Interrupted);
+            fx.event(RuntimeEvent::Interrupted);
         }
         hit
     }
 
     /// Messages routed to a session and not answered yet (running, queued or held).
-    pub fn pending(&self, key: &SessionKey) -> usize {
+    pub(super) fn pending(&self, key: &SessionKey) -> usize {
         match self.slots.peek(key) {
             Some(Slot::Starting { shared, .. } | Slot::Live { shared, .. }) => {
                 shared.pending.load(Ordering::Acquire)
@@ -391,7 +391,7 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// The actor of a live session.
-    pub fn live_actor(&self, key: &SessionKey) -> Option<A> {
+    pub(super) fn live_actor(&self, key: &SessionKey) -> Option<A> {
         match self.slots.peek(key) {
             Some(Slot::Live { actor, .. }) => Some(actor.clone()),
             _ => None,
@@ -399,7 +399,7 @@ impl<A: Mailbox> Slots<A> {
     }
 
     /// Keys with a slot that belong to one user.
-    pub fn keys_of(&self, user_id: &str) -> Vec<SessionKey> {
+    pub(super) fn keys_of(&self, user_id: &str) -> Vec<SessionKey> {
         self.slots
             .iter()
             .filter(|(key, _)| key.user_id() == user_id)

@@ -25,6 +25,7 @@ use crate::key::SessionKey;
 use crate::state::{
     Author, Event, EventKind, InterruptReason, OutputStatus, ScopedState, Seq, SessionRecord,
 };
+use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
 mod compaction;
@@ -51,6 +52,9 @@ pub(crate) struct Live {
     queue: TurnQueue<TurnRequest>,
     running: Option<Running>,
     stopping: Option<StopKind>,
+    /// A delete found this session holding something that was never stored — a running or
+    /// waiting turn, unsaved events — so it deleted a session even if the store had none.
+    deleted_live: bool,
     next_turn_id: u64,
     /// The summary's text, shared with turns without copying.
     summary: Option<Arc<str>>,
@@ -79,9 +83,18 @@ fn now_ms() -> u64 {
 
 impl Live {
     /// Loads the session from the store (activation).
-    pub async fn load(args: SessionArgs) -> Result<Self, StoreError> {
+    pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
         let SessionArgs { key, deps, shared } = args;
-        let loaded = deps.store.load(&key, deps.config.window).await?;
+        let limit = deps.config.activation_timeout;
+        let loaded = tokio::time::timeout(limit, deps.store.load(&key, deps.config.window))
+            .await
+            .map_err(|_| StoreError::Unavailable {
+                backend: deps.store.name(),
+                detail: format!(
+                    "loading session {key} did not finish within {} ms (activation_timeout)",
+                    limit.as_millis()
+                ),
+            })??;
         let record = loaded
             .record
             .unwrap_or_else(|| SessionRecord::new(key.clone(), now_ms()));
@@ -103,6 +116,7 @@ impl Live {
             queue: TurnQueue::default(),
             running: None,
             stopping: None,
+            deleted_live: false,
             next_turn_id: 0,
             summary: None,
             compacting: false,
@@ -133,7 +147,7 @@ impl Live {
 
     /// Takes a caller's message and carries out what the queue decides for it: run it, let it
     /// wait (interrupting the running turn if its policy says so), or refuse it.
-    pub fn admit(&mut self, request: TurnRequest, myself: &ActorRef<SessionMsg>) {
+    pub(crate) fn admit(&mut self, request: TurnRequest, myself: &ActorRef<SessionMsg>) {
         if self.stopping.is_some() {
             // The registry stops routing before it sends `Stop`; this is a safety net only.
             self.answer(request, Err(Error::Draining));
@@ -155,7 +169,7 @@ impl Live {
     }
 
     /// Starts the next turn if the session is free; returns whether the actor should now stop.
-    pub fn advance(&mut self, myself: &ActorRef<SessionMsg>) -> bool {
+    pub(crate) fn advance(&mut self, myself: &ActorRef<SessionMsg>) -> bool {
         if self.running.is_some() {
             return false;
         }
@@ -239,17 +253,17 @@ impl Live {
     }
 
     /// Whether a turn finished within its first poll and waits to be recorded.
-    pub fn has_immediate(&self) -> bool {
+    pub(crate) fn has_immediate(&self) -> bool {
         self.immediate.is_some()
     }
 
     /// A turn that finished within its first poll, to be recorded before the next message.
-    pub fn take_immediate(&mut self) -> Option<TurnFinished> {
+    pub(crate) fn take_immediate(&mut self) -> Option<TurnFinished> {
         self.immediate.take()
     }
 
     /// Records a finished turn, persists it, and answers its callers.
-    pub async fn finish(&mut self, finished: TurnFinished) {
+    pub(crate) async fn finish(&mut self, finished: TurnFinished) {
         let Some(running) = self.running.take_if(|r| r.id == finished.turn_id) else {
             return;
         };
@@ -332,7 +346,9 @@ impl Live {
         if let Err(err) = &answer {
             metrics::counter!("turnstile_turn_errors_total", "code" => err.code()).increment(1);
             if matches!(err, Error::Busy { .. }) {
-                metrics::counter!("turnstile_rejections_total", "reason" => "busy").increment(1);
+                self.deps
+                    .counters
+                    .record(RuntimeEvent::Rejected(Rejection::Busy));
             }
         }
         // The caller may have stopped waiting; the turn still counts as done.
@@ -344,7 +360,7 @@ impl Live {
     }
 
     /// Takes a stop request from the registry.
-    pub fn begin_stop(&mut self, kind: StopKind) {
+    pub(crate) fn begin_stop(&mut self, kind: StopKind) {
         let reason = match &kind {
             StopKind::Passivate => None,
             StopKind::Shutdown => Some(InterruptReason::Shutdown),
@@ -359,12 +375,18 @@ impl Live {
                 let _ = reply.send(Ok(false));
             }
             (Some(StopKind::Delete(_)), _) => {}
-            (_, kind) => self.stopping = Some(kind),
+            (_, kind) => {
+                if matches!(kind, StopKind::Delete(_)) {
+                    self.deleted_live =
+                        self.running.is_some() || self.queue.is_busy() || !self.unsaved.is_empty();
+                }
+                self.stopping = Some(kind);
+            }
         }
     }
 
     /// The last step before the actor stops: delete, or flush what is unsaved.
-    pub async fn finish_stop(&mut self) {
+    pub(crate) async fn finish_stop(&mut self) {
         match self.stopping.take() {
             Some(StopKind::Delete(reply)) => {
                 self.unsaved.clear();
@@ -374,6 +396,7 @@ impl Live {
                     .store
                     .delete(&self.key)
                     .await
+                    .map(|stored| stored || self.deleted_live)
                     .map_err(|err| Error::store(&self.key, err));
                 let _ = reply.send(result);
             }
@@ -384,7 +407,7 @@ impl Live {
     }
 
     /// Appends a `ContextCleared` event: the agent's window starts after it; state is kept.
-    pub async fn clear_context(&mut self) -> Result<(), Error> {
+    pub(crate) async fn clear_context(&mut self) -> Result<(), Error> {
         let event = Event::new(
             self.record.next_seq,
             Author::System,
@@ -396,7 +419,7 @@ impl Live {
     }
 
     /// The session as it is in memory.
-    pub fn view(&self) -> SessionView {
+    pub(crate) fn view(&self) -> SessionView {
         SessionView {
             record: self.record.clone(),
             events: self.window.events().to_vec(),

@@ -63,13 +63,13 @@ impl<T> Default for TurnQueue<T> {
 
 impl<T> TurnQueue<T> {
     /// Whether a turn runs or messages wait: an arriving message then meets its policy.
-    pub fn is_busy(&self) -> bool {
+    pub(super) fn is_busy(&self) -> bool {
         self.running || !self.waiting.is_empty()
     }
 
     /// Decides what becomes of an arriving message. `policy` is the arriving message's own
     /// policy; `front` marks `interrupt_with`, which overrides it.
-    pub fn admit(&mut self, message: T, policy: OverlapPolicy, front: bool) -> Admission<T> {
+    pub(super) fn admit(&mut self, message: T, policy: OverlapPolicy, front: bool) -> Admission<T> {
         if !self.is_busy() {
             self.running = true;
             return Admission::Start(message);
@@ -111,7 +111,7 @@ impl<T> TurnQueue<T> {
     /// The next turn's messages, when no turn runs: the head of the queue, plus every `Merge`
     /// message right behind a `Merge` head (an `interrupt_with` message is never merged into
     /// it). The queue then counts the turn as running.
-    pub fn next_batch(&mut self) -> Option<Vec<T>> {
+    pub(super) fn next_batch(&mut self) -> Option<Vec<T>> {
         if self.running {
             return None;
         }
@@ -132,14 +132,14 @@ impl<T> TurnQueue<T> {
 
     /// The running turn ended. Returns the messages it superseded, to be recorded after it and
     /// answered `Superseded`.
-    pub fn turn_ended(&mut self) -> Vec<T> {
+    pub(super) fn turn_ended(&mut self) -> Vec<T> {
         self.running = false;
         std::mem::take(&mut self.superseded)
     }
 
     /// Takes every waiting message out, to be refused (the session stops, or its store fails).
     /// Superseded messages stay: they are answered with the running turn.
-    pub fn take_waiting(&mut self) -> Vec<T> {
+    pub(super) fn take_waiting(&mut self) -> Vec<T> {
         self.waiting.drain(..).map(|w| w.message).collect()
     }
 }

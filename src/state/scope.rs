@@ -84,7 +84,7 @@ impl ScopedState {
 }
 
 /// Sets `key` to `value` in `map`, or removes it when `value` is `null`.
-pub fn set_or_remove(map: &mut StateMap, key: &str, value: &Value) {
+pub(super) fn set_or_remove(map: &mut StateMap, key: &str, value: &Value) {
     if value.is_null() {
         map.remove(key);
     } else {

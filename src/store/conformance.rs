@@ -9,6 +9,11 @@
 //! # }
 //! ```
 //!
+//! Stores that several processes share are also run through [`run_two_handles`], whose checks
+//! write through one handle while another holds an older view of the session: that is how a
+//! stale write gets past any shortcut a handle takes on its own (a cached head, say) and reaches
+//! the store's own atomic compare-and-set.
+//!
 //! Each check panics with a message naming the property that broke.
 
 use std::future::Future;
@@ -41,6 +46,33 @@ where
     read_events_pages_through_the_log(make().await).await;
     text_and_unknown_fields_round_trip_exactly(make().await).await;
     null_deletes_shared_keys(make().await).await;
+}
+
+/// Runs every check that needs two handles on one store's data, each against a fresh, empty
+/// store from `make`. The two handles should be what two processes would hold (two connections,
+/// each with its own caches); a store that one process at most may open passes the same handle
+/// twice.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use std::sync::Arc;
+/// use turnstile::{MemoryStore, Store};
+/// turnstile::store::conformance::run_two_handles(|| async {
+///     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+///     (store.clone(), store)
+/// })
+/// .await;
+/// # }
+/// ```
+pub async fn run_two_handles<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = (Arc<dyn Store>, Arc<dyn Store>)>,
+{
+    let (a, b) = make().await;
+    a_write_based_on_a_version_another_handle_replaced_is_refused(a, b).await;
+    let (a, b) = make().await;
+    racing_writers_on_two_handles_let_exactly_one_win(a, b).await;
 }
 
 fn key(user: &str, session: &str) -> SessionKey {
@@ -466,4 +498,79 @@ pub async fn null_deletes_shared_keys(store: Arc<dyn Store>) {
     assert_eq!(loaded.user_state.get("a"), None);
     assert_eq!(loaded.user_state.get("b"), Some(&json!(2)));
     assert_eq!(loaded.app_state.get("nully"), None);
+}
+
+/// A handle that last saw version 1 writes after another handle wrote version 2: the write
+/// passes whatever the first handle checks on its own (it knows version 1 as current) and must be
+/// refused by the store's atomic compare-and-set, leaving no trace.
+pub async fn a_write_based_on_a_version_another_handle_replaced_is_refused(
+    a: Arc<dyn Store>,
+    b: Arc<dyn Store>,
+) {
+    let k = key("two-handles", "stale");
+    let v1 = fill(a.as_ref(), &k, 1).await;
+    let seen = b
+        .load(&k, 10)
+        .await
+        .expect("load through the second handle");
+    assert_eq!(seen.record.expect("head").version, v1);
+    let v2 = a
+        .append(&k, v1, &turn_events(3, "from a", None))
+        .await
+        .expect("append through the first handle");
+    let stale = b.append(&k, v1, &turn_events(3, "from b", None)).await;
+    match stale {
+        Err(StoreError::Conflict {
+            expected, found, ..
+        }) => assert_eq!((expected, found), (v1, v2)),
+        other => panic!("a write based on a replaced version must be a Conflict, got {other:?}"),
+    }
+    for store in [&a, &b] {
+        let loaded = store.load(&k, 10).await.expect("load");
+        assert_eq!(loaded.record.expect("head").version, v2);
+        let texts: Vec<_> = loaded.events.iter().filter_map(|e| e.text()).collect();
+        assert_eq!(
+            texts,
+            ["m0", "re: m0", "from a", "re: from a"],
+            "no trace of b"
+        );
+    }
+    let fresh = b.load(&k, 10).await.expect("reload").record.expect("head");
+    b.append(&k, fresh.version, &turn_events(5, "after reload", None))
+        .await
+        .expect("after a reload the write goes through");
+}
+
+/// Writers on two handles that all start from one version: exactly one wins, whichever handle
+/// it wrote through.
+pub async fn racing_writers_on_two_handles_let_exactly_one_win(
+    a: Arc<dyn Store>,
+    b: Arc<dyn Store>,
+) {
+    let k = key("two-handles", "race");
+    let v1 = fill(a.as_ref(), &k, 1).await;
+    b.load(&k, 10)
+        .await
+        .expect("the second handle sees version 1");
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let k = k.clone();
+            tokio::spawn(async move {
+                let events = turn_events(3, &format!("writer {i}"), None);
+                store.append(&k, v1, &events).await
+            })
+        })
+        .collect();
+    let mut wins = 0;
+    for writer in writers {
+        match writer.await.expect("writer task") {
+            Ok(_) => wins += 1,
+            Err(StoreError::Conflict { .. }) => {}
+            Err(other) => panic!("a losing writer must see a Conflict, got {other:?}"),
+        }
+    }
+    assert_eq!(wins, 1, "exactly one writer wins");
+    let loaded = a.load(&k, 100).await.expect("load");
+    assert_eq!(loaded.events.len(), 4, "the winner's events, once");
 }

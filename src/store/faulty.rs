@@ -2,12 +2,14 @@
 //! [`ForwardingStore`]: crash and failure tests use it, and so does `turnstile load`'s planted
 //! fault (`--fault-drop-one-append`), which checks that the verification pass notices a lost turn.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
+use tokio::sync::{watch, Semaphore};
 
 use super::{ForwardingStore, LoadedSession, Store, StoreError};
 use crate::key::SessionKey;
@@ -16,7 +18,9 @@ use crate::state::Event;
 /// Wraps a store and injects faults on command: the next N appends or loads fail with
 /// [`StoreError::Unavailable`] without reaching the inner store; the next N appends are
 /// acknowledged without being written (a broken store that loses data); appends and loads can be
-/// delayed. Everything else passes through. Nothing is injected until asked.
+/// delayed; the next N loads, appends or deletes can be held at a gate until the test lets them
+/// through ([`FaultyStore::hold_next`]). Everything else passes through. Nothing is injected until
+/// asked. It also counts loads per session ([`FaultyStore::loads_of`]).
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
     failing_appends: AtomicUsize,
@@ -26,6 +30,63 @@ pub struct FaultyStore {
     load_delay: Mutex<Option<Duration>>,
     appends_attempted: AtomicUsize,
     appends_failed: AtomicUsize,
+    /// Loads asked for, per session: what ordering tests look at ("no load before …").
+    loads: Mutex<HashMap<SessionKey, usize>>,
+    /// One gate per kind of call that can be held, indexed by [`StoreCall`].
+    gates: [Gate; 3],
+}
+
+/// A kind of store call that [`FaultyStore::hold_next`] can hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreCall {
+    /// [`Store::load`].
+    Load,
+    /// [`Store::append`].
+    Append,
+    /// [`Store::delete`].
+    Delete,
+}
+
+/// Holds calls of one kind until they are released.
+struct Gate {
+    /// Calls still to be held (a countdown, like the other faults).
+    to_hold: AtomicUsize,
+    /// One permit lets one held call through; released permits wait for calls not there yet.
+    permits: Semaphore,
+    /// Calls waiting at the gate now; watched by [`FaultyStore::until_held`].
+    waiting: watch::Sender<usize>,
+}
+
+impl Gate {
+    fn new() -> Self {
+        Self {
+            to_hold: AtomicUsize::new(0),
+            permits: Semaphore::new(0),
+            waiting: watch::Sender::new(0),
+        }
+    }
+
+    /// Waits for a permit if this call is one of those to hold.
+    async fn pass(&self) {
+        if !take_one(&self.to_hold) {
+            return;
+        }
+        // Counted while waiting, also if the caller gives up (its future is dropped).
+        struct Waiting<'a>(&'a watch::Sender<usize>);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.send_modify(|n| *n -= 1);
+            }
+        }
+        self.waiting.send_modify(|n| *n += 1);
+        let _waiting = Waiting(&self.waiting);
+        self.permits
+            .acquire()
+            .await
+            .expect("the gate's semaphore is never closed")
+            .forget();
+    }
 }
 
 impl FaultyStore {
@@ -40,7 +101,42 @@ impl FaultyStore {
             load_delay: Mutex::new(None),
             appends_attempted: AtomicUsize::new(0),
             appends_failed: AtomicUsize::new(0),
+            loads: Mutex::new(HashMap::new()),
+            gates: [Gate::new(), Gate::new(), Gate::new()],
         })
+    }
+
+    fn gate(&self, kind: StoreCall) -> &Gate {
+        &self.gates[kind as usize]
+    }
+
+    /// Holds the next `n` calls of `kind` at a gate, each until [`FaultyStore::release`] lets it
+    /// through. Only calls that would reach the inner store are held: a call failed or dropped
+    /// by another fault is not, and a delay comes before the gate.
+    pub fn hold_next(&self, kind: StoreCall, n: usize) {
+        self.gate(kind).to_hold.store(n, Ordering::SeqCst);
+    }
+
+    /// Lets one held call of `kind` through — or, when none waits, the next one to be held.
+    pub fn release(&self, kind: StoreCall) {
+        self.gate(kind).permits.add_permits(1);
+    }
+
+    /// Calls of `kind` waiting at the gate now.
+    pub fn held(&self, kind: StoreCall) -> usize {
+        *self.gate(kind).waiting.borrow()
+    }
+
+    /// Waits until at least `n` calls of `kind` wait at the gate.
+    pub async fn until_held(&self, kind: StoreCall, n: usize) {
+        let mut waiting = self.gate(kind).waiting.subscribe();
+        // The sender lives as long as `self`, so the wait cannot fail.
+        let _ = waiting.wait_for(|held| *held >= n).await;
+    }
+
+    /// Loads of `key` asked for so far (failed and held ones included).
+    pub fn loads_of(&self, key: &SessionKey) -> usize {
+        self.loads.lock().get(key).copied().unwrap_or(0)
     }
 
     /// Makes the next `n` appends fail with [`StoreError::Unavailable`], writing nothing.
@@ -111,6 +207,7 @@ impl ForwardingStore for FaultyStore {
     }
 
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        *self.loads.lock().entry(key.clone()).or_default() += 1;
         let delay = *self.load_delay.lock();
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
@@ -118,6 +215,7 @@ impl ForwardingStore for FaultyStore {
         if take_one(&self.failing_loads) {
             return Err(injected("load"));
         }
+        self.gate(StoreCall::Load).pass().await;
         self.inner.load(key, window).await
     }
 
@@ -140,7 +238,28 @@ impl ForwardingStore for FaultyStore {
             tracing::warn!(%key, "fault injection: acknowledging an append without writing it");
             return Ok(base_version + 1);
         }
+        self.gate(StoreCall::Append).pass().await;
         self.inner.append(key, base_version, events).await
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        self.gate(StoreCall::Delete).pass().await;
+        self.inner.delete(key).await
+    }
+}
+
+impl std::fmt::Debug for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultyStore")
+            .field(
+                "appends_attempted",
+                &self.appends_attempted.load(Ordering::SeqCst),
+            )
+            .field(
+                "appends_failed",
+                &self.appends_failed.load(Ordering::SeqCst),
+            )
+            .finish_non_exhaustive()
     }
 }
 
@@ -181,5 +300,49 @@ mod tests {
             (3, 1)
         );
         assert_eq!(store.name(), "faulty");
+    }
+
+    #[tokio::test]
+    async fn a_held_call_waits_for_its_release_and_loads_are_counted_per_key() {
+        let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+        let (a, b) = (
+            SessionKey::new("u", "a").unwrap(),
+            SessionKey::new("u", "b").unwrap(),
+        );
+        faulty.fail_next_appends(1);
+        faulty.hold_next(StoreCall::Append, 1);
+        let store: Arc<dyn Store> = faulty.clone();
+        let failed = store.append(&a, 0, &turn_events(1, "x", None)).await;
+        assert!(failed.is_err(), "a failed call is not held");
+        let held = tokio::spawn({
+            let (store, a) = (store.clone(), a.clone());
+            async move { store.append(&a, 0, &turn_events(1, "x", None)).await }
+        });
+        faulty.until_held(StoreCall::Append, 1).await;
+        assert_eq!(faulty.held(StoreCall::Append), 1);
+        assert!(
+            faulty.inner().load(&a, 4).await.unwrap().record.is_none(),
+            "not written yet"
+        );
+        assert_eq!(
+            store
+                .append(&b, 0, &turn_events(1, "y", None))
+                .await
+                .unwrap(),
+            1,
+            "only the next call is held"
+        );
+        faulty.release(StoreCall::Append);
+        assert_eq!(held.await.unwrap().unwrap(), 1);
+        assert_eq!(faulty.held(StoreCall::Append), 0);
+
+        // A release ahead of the call lets it through at once.
+        faulty.hold_next(StoreCall::Delete, 1);
+        faulty.release(StoreCall::Delete);
+        assert!(store.delete(&b).await.unwrap());
+
+        store.load(&a, 1).await.unwrap();
+        store.load(&a, 1).await.unwrap();
+        assert_eq!((faulty.loads_of(&a), faulty.loads_of(&b)), (2, 0));
     }
 }

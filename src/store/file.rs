@@ -61,8 +61,8 @@ pub struct FileStore {
 struct Inner {
     /// The store's folder.
     root: PathBuf,
-    /// Holds the root's lock for as long as the store lives; dropping it releases the lock.
-    _lock: File,
+    /// Holds the root's locks for as long as the store lives; dropping them releases them.
+    _lock: RootLock,
     /// See [`USER_GATES`].
     user_gates: Box<[Arc<RwLock<()>>]>,
     /// See [`SESSION_LOCKS`]. Owned guards travel into the blocking task, so a caller that stops
@@ -136,9 +136,48 @@ impl FileStore {
     }
 }
 
-/// Takes the root's lock file, writing our process id into it so that a refused opener can say
-/// who holds it.
-fn lock_root(root: &Path) -> Result<File, StoreError> {
+/// The two locks that make a root one process's: on the folder itself, which no clean-up of
+/// "stale lock files" can delete from under a running process, and on the lock file, which
+/// holds the holder's process id for the message a refused opener gives.
+#[derive(Debug)]
+struct RootLock {
+    _folder: File,
+    _file: File,
+}
+
+/// Takes the root's locks (see [`RootLock`]): the lock file (whose refusal names the holder),
+/// then the folder, which still refuses a second process when the lock file was deleted. Our
+/// process id is written only once both are held.
+fn lock_root(root: &Path) -> Result<RootLock, StoreError> {
+    let mut file = lock_file(root)?;
+    let folder = File::open(root).map_err(fsio::io_error("open", root))?;
+    match folder.try_lock() {
+        Ok(()) => {
+            let path = root.join(LOCK_FILE);
+            file.set_len(0)
+                .and_then(|()| write!(file, "{}", std::process::id()))
+                .map_err(fsio::io_error("write", &path))?;
+            Ok(RootLock {
+                _folder: folder,
+                _file: file,
+            })
+        }
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: root.to_owned(),
+            detail: "held by another open store (its lock file was removed; the folder's own \
+                     lock still holds)"
+                .to_owned(),
+        }),
+        Err(TryLockError::Error(source)) => Err(StoreError::Io {
+            op: "lock",
+            path: root.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Takes the root's lock file; a refusal says which process holds it (as the file records).
+fn lock_file(root: &Path) -> Result<File, StoreError> {
     let path = root.join(LOCK_FILE);
     let mut file = OpenOptions::new()
         .read(true)
@@ -171,9 +210,6 @@ fn lock_root(root: &Path) -> Result<File, StoreError> {
             })
         }
     }
-    file.set_len(0)
-        .and_then(|()| write!(file, "{}", std::process::id()))
-        .map_err(fsio::io_error("write", &path))?;
     Ok(file)
 }
 
@@ -209,16 +245,13 @@ impl Inner {
             let user_id = key.user_id();
             let _guard = self.user_state_locks[stripe(&user_id, USER_STATE_LOCKS)].lock();
             let what = format!("user {user_id}");
-            shared::update(
-                &self.user_file(user_id),
-                key,
-                &what,
-                Some(user_id),
-                &delta.user,
-            )?;
+            let path = self.user_file(user_id);
+            layout::refuse_links(&self.root, &path)?;
+            shared::update(&path, key, &what, Some(user_id), &delta.user)?;
         }
         if !delta.app.is_empty() {
             let _guard = self.app_state_lock.lock();
+            layout::refuse_links(&self.root, &self.root.join(APP_FILE))?;
             shared::update(
                 &self.root.join(APP_FILE),
                 key,
@@ -291,6 +324,8 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
+            layout::refuse_links(&inner.root, &paths.log)?;
+            layout::refuse_links(&inner.root, &paths.head)?;
             let current = inner.cache.current(&paths, &key, true)?;
             let prepared = match session::prepare(&key, &current, base_version, &events) {
                 Ok(prepared) => prepared,

@@ -14,10 +14,12 @@ pub const TEMP_FOLDER_URL: &str = "file:tmp";
 const EXPECTED: &str =
     "expected memory, file, file:PATH, file:tmp, redis://HOST:PORT or postgres://USER@HOST/DATABASE";
 
-/// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp` or a `redis://`
-/// (or `rediss://`) URL, or a `postgres://` (or `postgresql://`) URL. [`Display`](fmt::Display) prints the same spelling back, so a parsed
-/// value can be handed on (to a child process, a log line) and parsed again to the same value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp`, a `redis://` (or
+/// `rediss://`) URL, or a `postgres://` (or `postgresql://`) URL. [`Display`](fmt::Display) and
+/// `Debug` print the same spelling back with any password replaced by `***`, so that errors,
+/// reports and logs never carry it; [`StoreUrl::unredacted`] gives the whole spelling, to hand to
+/// a process that must open the same store.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreUrl {
     /// `memory`: a [`MemoryStore`](super::MemoryStore); gone when the process exits.
@@ -106,14 +108,61 @@ impl fmt::Display for StoreUrl {
             Self::Folder(path) if path.as_os_str() == "tmp" => f.write_str("file:./tmp"),
             Self::Folder(path) => write!(f, "file:{}", path.display()),
             Self::TempFolder => f.write_str(TEMP_FOLDER_URL),
-            Self::Redis(url) | Self::Postgres(url) => f.write_str(url),
+            Self::Redis(url) | Self::Postgres(url) => f.write_str(&redact(url)),
         }
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
+impl StoreUrl {
+    /// The spelling with its password, if any: parses back to the same value. For handing to a
+    /// process that must open the same store; never for a log line or a report.
+    pub fn unredacted(&self) -> String {
+        match self {
+            Self::Redis(url) | Self::Postgres(url) => url.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// `scheme://user:password@host…` with the password replaced by `***`; anything else unchanged.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A password never reaches an error, a report or a log line; the child process still gets
+    /// it.
+    #[test]
+    fn passwords_are_redacted_in_display_and_debug_only() {
+        let url = StoreUrl::parse("redis://app:s3cret@127.0.0.1:6379/2").unwrap();
+        assert_eq!(url.to_string(), "redis://app:***@127.0.0.1:6379/2");
+        assert!(!format!("{url:?}").contains("s3cret"));
+        assert_eq!(url.unredacted(), "redis://app:s3cret@127.0.0.1:6379/2");
+        assert_eq!(StoreUrl::parse(&url.unredacted()).unwrap(), url);
+        let plain = StoreUrl::parse("redis://127.0.0.1:6379").unwrap();
+        assert_eq!(plain.to_string(), "redis://127.0.0.1:6379");
+        let user_only = StoreUrl::parse("rediss://app@h:1").unwrap();
+        assert_eq!(user_only.to_string(), "rediss://app@h:1");
+    }
 
     #[test]
     fn every_form_parses_and_prints_back_the_same() {

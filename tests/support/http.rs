@@ -12,8 +12,8 @@ use axum::Router;
 use serde_json::Value;
 use tower::ServiceExt;
 use turnstile::{
-    Agent, ChannelRouter, Gateway, HttpConfig, MemoryPairingStore, MemoryStore, PairingStore,
-    Runtime, RuntimeBuilder, Store, Tokens,
+    channel::ChannelRouter, channel::MemoryPairingStore, channel::PairingStore, http::Gateway,
+    http::HttpConfig, http::Tokens, Agent, MemoryStore, Runtime, RuntimeBuilder, Store,
 };
 
 /// An admin token.
@@ -172,7 +172,9 @@ pub struct Served {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<Result<turnstile::DrainReport, turnstile::ServeError>>>,
+    task: Option<
+        tokio::task::JoinHandle<Result<turnstile::DrainReport, turnstile::http::ServeError>>,
+    >,
 }
 
 impl Served {

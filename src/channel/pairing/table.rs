@@ -11,7 +11,7 @@ use super::{Pairing, PairingError};
 pub(crate) const PAIRINGS_SCHEMA_VERSION: u32 = 1;
 
 /// Accounts to users, and users to accounts. Both maps always agree.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub(crate) struct PairingTable {
     /// `(channel, channel_user)` → user. Ordered, so the persisted document is stable.
     accounts: BTreeMap<(String, String), String>,
@@ -19,14 +19,24 @@ pub(crate) struct PairingTable {
     users: HashMap<String, BTreeSet<(String, String)>>,
 }
 
+/// Counts only: who is paired with whom is users' data, not for logs.
+impl std::fmt::Debug for PairingTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PairingTable")
+            .field("accounts", &self.accounts.len())
+            .field("users", &self.users.len())
+            .finish()
+    }
+}
+
 impl PairingTable {
-    pub fn get(&self, channel: &str, channel_user: &str) -> Option<&str> {
+    pub(crate) fn get(&self, channel: &str, channel_user: &str) -> Option<&str> {
         self.accounts
             .get(&(channel.to_owned(), channel_user.to_owned()))
             .map(String::as_str)
     }
 
-    pub fn put(&mut self, channel: &str, channel_user: &str, user: &str) -> Option<String> {
+    pub(crate) fn put(&mut self, channel: &str, channel_user: &str, user: &str) -> Option<String> {
         let account = (channel.to_owned(), channel_user.to_owned());
         let old = self.accounts.insert(account.clone(), user.to_owned());
         if let Some(old) = &old {
@@ -39,14 +49,14 @@ impl PairingTable {
         old
     }
 
-    pub fn remove(&mut self, channel: &str, channel_user: &str) -> Option<String> {
+    pub(crate) fn remove(&mut self, channel: &str, channel_user: &str) -> Option<String> {
         let account = (channel.to_owned(), channel_user.to_owned());
         let old = self.accounts.remove(&account)?;
         self.forget(&old, &account);
         Some(old)
     }
 
-    pub fn of_user(&self, user: &str) -> Vec<Pairing> {
+    pub(crate) fn of_user(&self, user: &str) -> Vec<Pairing> {
         self.users
             .get(user)
             .into_iter()
@@ -59,7 +69,7 @@ impl PairingTable {
             .collect()
     }
 
-    pub fn remove_user(&mut self, user: &str) -> u64 {
+    pub(crate) fn remove_user(&mut self, user: &str) -> u64 {
         let accounts = self.users.remove(user).unwrap_or_default();
         for account in &accounts {
             self.accounts.remove(account);
@@ -77,7 +87,7 @@ impl PairingTable {
     }
 
     /// The persisted form: the pairings in order, plus fields a newer writer added.
-    pub fn to_document(&self, extra: &Map<String, Value>) -> Document {
+    pub(crate) fn to_document(&self, extra: &Map<String, Value>) -> Document {
         Document {
             schema_version: PAIRINGS_SCHEMA_VERSION,
             pairings: self
@@ -95,7 +105,7 @@ impl PairingTable {
 
     /// Reads a persisted document. A newer schema or an account listed twice is refused, never
     /// silently repaired.
-    pub fn from_document(
+    pub(crate) fn from_document(
         document: Document,
         place: &str,
     ) -> Result<(Self, Map<String, Value>), PairingError> {

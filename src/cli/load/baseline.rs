@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use turnstile::config::DEFAULT_WINDOW;
 use turnstile::store::{open_store, FileStore, StoreUrl};
-use turnstile::DEFAULT_WINDOW;
 
 use self::bare_ractor::BareRactor;
 use self::mutex_gate::MutexGate;
@@ -155,7 +155,7 @@ fn child_args(args: &LoadArgs, kind: BaselineKind, run_id: &str, store: &StoreUr
         "load".into(),
         format!("--as-baseline={}", kind.as_str()),
         format!("--run-id={run_id}"),
-        format!("--store={store}"),
+        format!("--store={}", store.unredacted()),
         format!("--sessions={}", args.sessions),
         format!("--turns={}", args.turns),
         format!("--concurrency={}", args.concurrency),

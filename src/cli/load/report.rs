@@ -161,6 +161,17 @@ impl Figures {
         }
     }
 
+    /// The share of answered turns (0 to 1) that failed, not counting `Busy` answers: under
+    /// `reject` they are the policy's promise, not a failure.
+    pub fn failed_share(&self) -> f64 {
+        let failed = self.turns_failed - self.failures_by_reason.busy.min(self.turns_failed);
+        let answered = self.turns_ok + self.turns_failed;
+        if answered == 0 {
+            return 0.0;
+        }
+        failed as f64 / answered as f64
+    }
+
     /// Nothing lost, duplicated, reordered, misanswered or stored after `Busy`.
     pub fn is_clean(&self) -> bool {
         self.lost == 0
@@ -354,4 +365,30 @@ fn row(name: &str, f: &Figures) {
         f.bytes_per_live_session,
         format!("{:.0} MiB", f.peak_rss_bytes as f64 / 1_048_576.0)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures(ok: u64, failed: u64, busy: u64) -> Figures {
+        let mut figures = Figures {
+            turns_ok: ok,
+            turns_failed: failed,
+            ..Figures::default()
+        };
+        figures.failures_by_reason.busy = busy;
+        figures
+    }
+
+    /// What `--allow-failures` is compared with: failures over answered turns, `busy` excluded
+    /// (under `reject` it is the promised answer, not a failure).
+    #[test]
+    fn the_failed_share_leaves_busy_answers_out() {
+        assert_eq!(figures(0, 0, 0).failed_share(), 0.0);
+        assert_eq!(figures(0, 10, 0).failed_share(), 1.0, "all failed");
+        assert_eq!(figures(90, 10, 0).failed_share(), 0.1);
+        assert_eq!(figures(90, 10, 10).failed_share(), 0.0, "only busy answers");
+        assert_eq!(figures(90, 10, 5).failed_share(), 0.05);
+    }
 }

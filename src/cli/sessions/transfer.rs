@@ -9,7 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use turnstile::state::{check_schema, Event, SessionRecord, SCHEMA_VERSION};
+use turnstile::config::MAX_MESSAGE_BYTES;
+use turnstile::state::{check_schema, Event, EventKind, SessionRecord, SCHEMA_VERSION};
 use turnstile::store::{read_log, LOG_PAGE};
 use turnstile::{SessionKey, Store, StoreError};
 
@@ -51,6 +52,11 @@ pub async fn export(store: &dyn Store, key: &SessionKey) -> Result<Option<Export
     }))
 }
 
+/// The largest export document `import` reads. Far beyond any real conversation at the default
+/// limits (a window's worth of megabyte inputs is 64 MiB), small enough that a runaway or hostile
+/// file cannot exhaust memory before it is refused.
+pub const MAX_IMPORT_BYTES: u64 = 256 << 20;
+
 /// Checks a document completely; the error says what is wrong and that nothing was written.
 pub fn parse(bytes: &[u8]) -> Result<ExportDoc, String> {
     let refused = |why: String| format!("refused, nothing was written: {why}");
@@ -80,6 +86,18 @@ pub fn parse(bytes: &[u8]) -> Result<ExportDoc, String> {
                  was expected",
                 event.seq
             )));
+        }
+    }
+    // What a runtime would have refused at the door is refused here too.
+    for event in &doc.events {
+        if let EventKind::UserInput { text, .. } = &event.kind {
+            if text.len() > MAX_MESSAGE_BYTES {
+                return Err(refused(format!(
+                    "event {} is an input of {} bytes; a runtime accepts at most {MAX_MESSAGE_BYTES}",
+                    event.seq,
+                    text.len()
+                )));
+            }
         }
     }
     let last = doc.events.len() as u64;
@@ -170,5 +188,22 @@ mod tests {
         for message in [refusal(&newer), refusal(&gap)] {
             assert!(message.contains("nothing was written"));
         }
+    }
+
+    /// An import cannot store what a runtime would refuse at the door.
+    #[test]
+    fn an_input_over_the_runtime_limit_is_refused() {
+        let mut big = doc();
+        let text = "x".repeat(MAX_MESSAGE_BYTES + 1);
+        let input = big["events"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|e| e["kind"]["type"] == "user_input")
+            .expect("a turn starts with the user's input");
+        input["kind"]["text"] = json!(text);
+        let message = refusal(&big);
+        assert!(message.contains("a runtime accepts at most"), "{message}");
+        assert!(message.contains("nothing was written"), "{message}");
     }
 }

@@ -10,7 +10,7 @@ use crate::state::InterruptReason;
 
 impl<A: Mailbox> Slots<A> {
     /// Stops admitting turns and asks every session to passivate once its work is done.
-    pub fn begin_drain(&mut self) {
+    pub(crate) fn begin_drain(&mut self) {
         self.draining = true;
         let keys: Vec<SessionKey> = self.slots.iter().map(|(k, _)| k.clone()).collect();
         for key in keys {
@@ -26,7 +26,7 @@ impl<A: Mailbox> Slots<A> {
 
     /// The drain ran out of time: interrupts every running turn (they persist
     /// `shutdown_interrupted`) and refuses whatever still waits.
-    pub fn force_shutdown(&mut self, fx: &mut Effects<A::Msg>) {
+    pub(crate) fn force_shutdown(&mut self, fx: &mut Effects<A::Msg>) {
         self.forced = true;
         let keys: Vec<SessionKey> = self.slots.iter().map(|(k, _)| k.clone()).collect();
         for key in keys {

@@ -12,14 +12,20 @@ use super::{answer_all, count_turns, ends_in_stop, Class, Effects, Mailbox, Slot
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::SessionShared;
-use crate::stats::{Eviction, SlotEvent};
+use crate::stats::{Eviction, RuntimeEvent};
 
 impl<A: Mailbox> Slots<A> {
     /// The session's actor is up: deliver what was held and mark it live.
     ///
     /// # Panics
     /// When `key` has no `Starting` slot: only the lifecycle task of a starting slot publishes.
-    pub fn publish(&mut self, key: &SessionKey, actor: A, now: Instant, fx: &mut Effects<A::Msg>) {
+    pub(crate) fn publish(
+        &mut self,
+        key: &SessionKey,
+        actor: A,
+        now: Instant,
+        fx: &mut Effects<A::Msg>,
+    ) {
         let Some(Slot::Starting { shared, held }) = self.slots.pop(key) else {
             unreachable!("only the lifecycle task of a Starting slot publishes");
         };
@@ -37,7 +43,7 @@ impl<A: Mailbox> Slots<A> {
                 deadline,
             },
         );
-        fx.event(SlotEvent::Activated);
+        fx.event(RuntimeEvent::Activated);
         let mut held = held;
         while let Some(msg) = held.pop_front() {
             let stops = msg.class().stops();
@@ -67,7 +73,7 @@ impl<A: Mailbox> Slots<A> {
     /// The actor could not be spawned (its session could not be loaded): everything held is
     /// answered with `error`, except deletes, which are returned (a session that cannot be
     /// loaded can still be deleted).
-    pub fn activation_failed(
+    pub(crate) fn activation_failed(
         &mut self,
         key: &SessionKey,
         error: &Error,
@@ -77,20 +83,20 @@ impl<A: Mailbox> Slots<A> {
             Some(Slot::Starting { held, .. }) => held,
             _ => VecDeque::new(),
         };
-        fx.event(SlotEvent::ActivationFailed);
-        fx.event(SlotEvent::Live(self.slots.len()));
+        fx.event(RuntimeEvent::ActivationFailed);
+        fx.event(RuntimeEvent::Live(self.slots.len()));
         fx.slot_freed = true;
         answer_all(held, error, fx).into()
     }
 
     /// The actor's task ended (after its final flush). Returns the shared handle of the next
     /// activation when messages are waiting for one; the slot is then `Starting` again.
-    pub fn stopped(
+    pub(crate) fn stopped(
         &mut self,
         key: &SessionKey,
         fx: &mut Effects<A::Msg>,
     ) -> Option<Arc<SessionShared>> {
-        fx.event(SlotEvent::Stopped);
+        fx.event(RuntimeEvent::Stopped);
         let next = match self.slots.peek_mut(key) {
             Some(Slot::Stopping { next, held, .. }) if !held.is_empty() => {
                 let next = next.clone();
@@ -100,7 +106,7 @@ impl<A: Mailbox> Slots<A> {
             Some(Slot::Live { deadline, .. }) => {
                 // Stopped without being asked: its mailbox is gone, and with it any waiting
                 // callers' replies (they see `SessionFailed`).
-                fx.event(SlotEvent::UnexpectedStop);
+                fx.event(RuntimeEvent::UnexpectedStop);
                 let deadline = *deadline;
                 self.deadlines.remove(&(deadline, key.clone()));
                 self.slots.pop(key);
@@ -111,7 +117,7 @@ impl<A: Mailbox> Slots<A> {
                 None
             }
         };
-        fx.event(SlotEvent::Live(self.slots.len()));
+        fx.event(RuntimeEvent::Live(self.slots.len()));
         if next.is_none() {
             fx.slot_freed = true;
         }
@@ -154,7 +160,7 @@ impl<A: Mailbox> Slots<A> {
 
     /// Passivates every idle session whose deadline has passed; reschedules the others.
     /// Returns the next deadline.
-    pub fn reap(&mut self, now: Instant, fx: &mut Effects<A::Msg>) -> Option<Instant> {
+    pub(crate) fn reap(&mut self, now: Instant, fx: &mut Effects<A::Msg>) -> Option<Instant> {
         let ttl = self.limits.idle_ttl;
         while let Some((when, key)) = self.deadlines.first().cloned() {
             if when > now {
@@ -179,7 +185,7 @@ impl<A: Mailbox> Slots<A> {
             } else {
                 // Restore the entry so that `mark_stopping` finds and removes it consistently.
                 self.deadlines.insert((when, key.clone()));
-                fx.event(SlotEvent::Evicted(Eviction::Idle));
+                fx.event(RuntimeEvent::Evicted(Eviction::Idle));
                 self.deliver(&key, A::Msg::passivate());
                 continue;
             };

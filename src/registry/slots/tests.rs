@@ -155,7 +155,7 @@ fn publish_delivers_what_was_held_in_order_and_later_turns_go_straight_in() {
     route(&mut m, &k, turn(1));
     route(&mut m, &k, other(2));
     let (inbox, fx) = publish(&mut m, &k);
-    assert!(fx.events.contains(&SlotEvent::Activated));
+    assert!(fx.events.contains(&RuntimeEvent::Activated));
     assert!(fx.wake_reaper, "the first idle deadline wakes the reaper");
     assert_eq!(inbox.ids(), [1, 2]);
     route(&mut m, &k, turn(3));
@@ -178,7 +178,7 @@ fn a_turn_past_the_queue_bound_is_refused_overloaded_and_never_delivered() {
     ));
     assert!(fx
         .events
-        .contains(&SlotEvent::Rejected(Rejection::Overloaded)));
+        .contains(&RuntimeEvent::Rejected(Rejection::Overloaded)));
     assert_eq!(inbox.ids(), [1, 2]);
     // Reads are not turns: they are never refused for the queue bound.
     assert!(accepted(&route(&mut m, &k, other(4)).0));
@@ -201,7 +201,7 @@ fn messages_held_across_a_stop_go_to_the_next_activation_after_the_final_flush()
     shared.pending.store(0, Ordering::Release);
     m.reap(Instant::now() + Duration::from_secs(7200), &mut fx);
     assert_eq!(old.classes(), [Class::Turn, Class::Passivate]);
-    assert!(fx.events.contains(&SlotEvent::Evicted(Eviction::Idle)));
+    assert!(fx.events.contains(&RuntimeEvent::Evicted(Eviction::Idle)));
     // While the old actor flushes, new messages wait; nothing reaches the old mailbox.
     route(&mut m, &k, turn(2));
     route(&mut m, &k, turn(3));
@@ -281,7 +281,7 @@ fn at_capacity_the_least_recently_used_idle_session_is_asked_to_passivate() {
     let (r, fx) = route(&mut m, &c, turn(4));
     assert!(matches!(r, Route::AtCapacity(Msg { id: 4, .. })));
     assert!(fx.spawn.is_none());
-    assert!(fx.events.contains(&SlotEvent::Evicted(Eviction::Lru)));
+    assert!(fx.events.contains(&RuntimeEvent::Evicted(Eviction::Lru)));
     assert_eq!(ib.classes(), [Class::Other, Class::Passivate]);
     assert_eq!(ia.classes(), [Class::Other, Class::Other]);
     assert_eq!(m.len(), 2, "the capacity is never exceeded");
@@ -318,7 +318,7 @@ fn a_drain_refuses_turns_but_a_read_activates_once_and_stops() {
     assert!(matches!(r, Route::Refused(Error::Draining)));
     assert!(fx
         .events
-        .contains(&SlotEvent::Rejected(Rejection::Draining)));
+        .contains(&RuntimeEvent::Rejected(Rejection::Draining)));
     assert!(accepted(&route(&mut m, &k, other(2)).0));
     let (inbox, _) = publish(&mut m, &k);
     assert_eq!(inbox.classes(), [Class::Other, Class::Passivate]);
@@ -402,7 +402,7 @@ fn a_failed_activation_answers_what_was_held_and_returns_the_deletes() {
     assert_eq!(deletes.iter().map(|m| m.id).collect::<Vec<_>>(), [2]);
     assert_eq!(answered_ids(&fx), [1, 3]);
     assert!(fx.slot_freed && m.is_empty());
-    assert!(fx.events.contains(&SlotEvent::ActivationFailed));
+    assert!(fx.events.contains(&RuntimeEvent::ActivationFailed));
 }
 
 #[test]
@@ -421,7 +421,10 @@ fn the_reaper_passivates_only_sessions_idle_past_their_ttl() {
     let next = m.reap(t0 + Duration::from_secs(61), &mut fx);
     assert_eq!(ia.classes(), [Class::Other, Class::Passivate]);
     assert_eq!(ib.classes(), [Class::Other, Class::Turn]);
-    assert_eq!(fx.events.as_slice(), [SlotEvent::Evicted(Eviction::Idle)]);
+    assert_eq!(
+        fx.events.as_slice(),
+        [RuntimeEvent::Evicted(Eviction::Idle)]
+    );
     assert_eq!(m.idle_timers(), 1, "only the busy session keeps a timer");
     assert!(next.is_some_and(|next| next > t0 + Duration::from_secs(61)));
 }
@@ -434,7 +437,7 @@ fn an_actor_that_stops_unasked_leaves_no_slot_or_timer() {
     publish(&mut m, &a);
     let mut fx = Fx::default();
     assert!(m.stopped(&a, &mut fx).is_none());
-    assert!(fx.events.contains(&SlotEvent::UnexpectedStop));
+    assert!(fx.events.contains(&RuntimeEvent::UnexpectedStop));
     assert!(m.is_empty());
     assert_eq!(m.idle_timers(), 0);
 }
@@ -452,5 +455,5 @@ fn an_interrupt_reaches_only_a_live_session_and_is_counted() {
     };
     *shared.current.lock() = Some(Arc::default());
     assert!(m.interrupt(&a, InterruptReason::Requested, &mut fx));
-    assert_eq!(fx.events.as_slice(), [SlotEvent::Interrupted]);
+    assert_eq!(fx.events.as_slice(), [RuntimeEvent::Interrupted]);
 }

@@ -11,7 +11,7 @@ impl Live {
     /// Starts a compaction when more than `compact_after` events are not covered by the summary:
     /// a child task summarises everything older than the window (read back from the store, so
     /// only persisted events are summarised) and reports with `Compacted`. Turns go on meanwhile.
-    pub fn maybe_compact(&mut self, myself: &ActorRef<SessionMsg>) {
+    pub(crate) fn maybe_compact(&mut self, myself: &ActorRef<SessionMsg>) {
         let (Some(summarizer), Some(after)) =
             (self.deps.summarizer.clone(), self.deps.config.compact_after)
         else {
@@ -54,7 +54,7 @@ impl Live {
 
     /// Records a finished compaction as a `Summary` event (events that arrived meanwhile are
     /// after `through_seq`, so none is lost).
-    pub async fn compacted(&mut self, through_seq: Seq, summary: Result<String, String>) {
+    pub(crate) async fn compacted(&mut self, through_seq: Seq, summary: Result<String, String>) {
         self.compacting = false;
         let text = match summary {
             Ok(text) => text,

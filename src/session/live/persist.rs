@@ -12,7 +12,7 @@ use crate::store::StoreError;
 
 impl Live {
     /// Whether a new turn must first retry saving the backlog (see [`Live::retry_backlog`]).
-    pub fn backlog_due(&self) -> bool {
+    pub(crate) fn backlog_due(&self) -> bool {
         self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS
             && !self.queue.is_busy()
             && self.stopping.is_none()
@@ -20,10 +20,10 @@ impl Live {
 
     /// Bounds what a failing store leaves in memory. Turns whose save failed stay unsaved (their
     /// callers were told) and are written by the next successful save; past
-    /// [`crate::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that
+    /// [`crate::config::MAX_UNSAVED_EVENTS`], a new turn that finds the session idle first retries that
     /// save, and is refused with the store's error, without running its agent, if it fails
     /// again. Returns the request when it may go on.
-    pub async fn retry_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
+    pub(crate) async fn retry_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
         match self.flush().await {
             Ok(()) => Some(request),
             Err(error) => {
@@ -110,7 +110,7 @@ impl Live {
     }
 
     /// `post_stop`: one more attempt for anything still unsaved.
-    pub async fn final_flush(&mut self) {
+    pub(crate) async fn final_flush(&mut self) {
         if self.unsaved.is_empty() {
             return;
         }

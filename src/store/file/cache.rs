@@ -104,7 +104,7 @@ impl std::io::Write for Counter {
 
 impl HeadCache {
     /// An empty cache of [`CACHE_BYTES`].
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self::with_budget(CACHE_BYTES)
     }
 
@@ -127,7 +127,7 @@ impl HeadCache {
     /// A log shorter than what this process acknowledged is `Corrupt`, and the entry is kept so
     /// that every later call says so too: after a restart, a cut inside the appends past the
     /// head could no longer be told from a crash mid-append.
-    pub fn current(
+    pub(super) fn current(
         &self,
         paths: &SessionPaths,
         key: &SessionKey,
@@ -160,7 +160,7 @@ impl HeadCache {
 
     /// Like [`HeadCache::current`] without changing the cache: for listings and `gc`, which
     /// visit many sessions once and should not evict the live ones.
-    pub fn peek_current(
+    pub(super) fn peek_current(
         &self,
         paths: &SessionPaths,
         key: &SessionKey,
@@ -176,7 +176,7 @@ impl HeadCache {
 
     /// Remembers `current` as the session's state on disk (sessions with no head are not kept),
     /// evicting the least recently used sessions while the cache weighs more than its budget.
-    pub fn keep(&self, key: &SessionKey, current: Current) {
+    pub(super) fn keep(&self, key: &SessionKey, current: Current) {
         let Some(record) = &current.record else {
             return;
         };
@@ -186,12 +186,12 @@ impl HeadCache {
     }
 
     /// Forgets a session, after it was removed or its files' state became uncertain.
-    pub fn forget(&self, key: &SessionKey) {
+    pub(super) fn forget(&self, key: &SessionKey) {
         self.entries.lock().pop(key);
     }
 
     /// Forgets every session of a user, after the user's folder was removed.
-    pub fn forget_user(&self, user_id: &str) {
+    pub(super) fn forget_user(&self, user_id: &str) {
         let mut entries = self.entries.lock();
         let keys: Vec<SessionKey> = entries
             .map

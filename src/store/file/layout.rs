@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::key::SessionKey;
+use crate::store::StoreError;
 
 /// Longest folder name the encoder emits. File systems allow 255 bytes per name component;
 /// staying well below leaves room for editors' and tools' temporary suffixes.
@@ -158,18 +159,43 @@ pub(super) struct SessionPaths {
 
 impl SessionPaths {
     /// The paths of `key` under `root`.
-    pub fn of(root: &Path, key: &SessionKey) -> Self {
+    pub(super) fn of(root: &Path, key: &SessionKey) -> Self {
         Self::in_dir(sessions_dir(root, key.user_id()).join(encode_name(key.session_id())))
     }
 
     /// The paths of the session whose folder is `dir`.
-    pub fn in_dir(dir: PathBuf) -> Self {
+    pub(super) fn in_dir(dir: PathBuf) -> Self {
         Self {
             head: dir.join(HEAD_FILE),
             log: dir.join(LOG_FILE),
             dir,
         }
     }
+}
+
+/// Refuses to write through a symbolic link anywhere below `root` on the way to `path` (`root`
+/// itself may be a link an operator made on purpose): a link planted
+/// inside the store would send its writes elsewhere. Parts that do not exist yet are fine; they
+/// are made as real folders and files.
+pub(super) fn refuse_links(root: &Path, path: &Path) -> Result<(), StoreError> {
+    let mut at = Some(path);
+    while let Some(part) = at.filter(|part| *part != root && part.starts_with(root)) {
+        match std::fs::symlink_metadata(part) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(StoreError::Corrupt {
+                    key: path.display().to_string(),
+                    detail: format!(
+                        "{} is a symbolic link; the store never follows links inside its root \
+                         (nothing was written, the link was left in place)",
+                        part.display()
+                    ),
+                });
+            }
+            _ => {}
+        }
+        at = part.parent();
+    }
+    Ok(())
 }
 
 /// The folders from `root` down to a session's folder, each of which may need creating.

@@ -56,7 +56,7 @@ pub(super) struct PlainCheck {
 
 impl PlainCheck {
     /// Adds one line as read (`text`, without its newline), and `marker` if it carries one.
-    pub fn add(&mut self, text: &[u8], marker: Option<&Marker>) {
+    pub(super) fn add(&mut self, text: &[u8], marker: Option<&Marker>) {
         match marker {
             Some(marker) => {
                 self.hasher.update(b"{");
@@ -73,7 +73,7 @@ impl PlainCheck {
     }
 
     /// The length and CRC-32 of the lines added so far; the accumulator starts again empty.
-    pub fn take(&mut self) -> Check {
+    pub(super) fn take(&mut self) -> Check {
         let done = std::mem::take(self);
         Check {
             len: done.len,

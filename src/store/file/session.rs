@@ -94,7 +94,7 @@ pub(super) fn prepare(
 
 impl Prepared {
     /// Whether the append has no events, hence no log line to carry its commit marker.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.lines.is_empty()
     }
 }

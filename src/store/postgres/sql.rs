@@ -63,7 +63,7 @@ pub(super) struct Sql {
 
 impl Sql {
     /// The statements for `s`, a checked schema name.
-    pub fn new(s: &str) -> Self {
+    pub(super) fn new(s: &str) -> Self {
         let tail = append_tail(s);
         Self {
             append_existing: format!(

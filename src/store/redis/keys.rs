@@ -20,7 +20,7 @@ pub(super) struct Keys {
 impl Keys {
     /// Checks the prefix: ASCII letters, digits, `_`, `-`, `.` and `:` only, so it can never
     /// open a hash tag or a pattern.
-    pub fn new(prefix: &str) -> Result<Self, StoreError> {
+    pub(super) fn new(prefix: &str) -> Result<Self, StoreError> {
         let ok = !prefix.is_empty()
             && prefix.len() <= MAX_PREFIX_BYTES
             && prefix
@@ -37,7 +37,7 @@ impl Keys {
     }
 
     /// A session's head: a hash with `v` (version) and `r` (the record as JSON).
-    pub fn head(&self, key: &SessionKey) -> String {
+    pub(super) fn head(&self, key: &SessionKey) -> String {
         format!(
             "{}:{{{}}}:h:{}",
             self.prefix,
@@ -47,7 +47,7 @@ impl Keys {
     }
 
     /// A session's log: a list of events as JSON, oldest first.
-    pub fn log(&self, key: &SessionKey) -> String {
+    pub(super) fn log(&self, key: &SessionKey) -> String {
         format!(
             "{}:{{{}}}:l:{}",
             self.prefix,
@@ -57,22 +57,22 @@ impl Keys {
     }
 
     /// A user's sessions: a sorted set of raw session ids (all score 0, so ordered by id).
-    pub fn index(&self, user_id: &str) -> String {
+    pub(super) fn index(&self, user_id: &str) -> String {
         format!("{}:{{{}}}:idx", self.prefix, user_tag(user_id))
     }
 
     /// A user's `user:` state: a hash of key to JSON value.
-    pub fn user_state(&self, user_id: &str) -> String {
+    pub(super) fn user_state(&self, user_id: &str) -> String {
         format!("{}:{{{}}}:state", self.prefix, user_tag(user_id))
     }
 
     /// The application's `app:` state: a hash of key to JSON value.
-    pub fn app(&self) -> String {
+    pub(super) fn app(&self) -> String {
         format!("{}:app", self.prefix)
     }
 
     /// Every session by last update: a sorted set of [`gc_member`]s scored by `updated_ms`.
-    pub fn gc(&self) -> String {
+    pub(super) fn gc(&self) -> String {
         format!("{}:gc", self.prefix)
     }
 }

@@ -1,0 +1,107 @@
+//! Property: the file store never follows a symbolic link planted inside its root. A session
+//! folder, a session's log or the app-state file replaced by a link to somewhere else makes the
+//! write fail with a clear error naming the link; nothing is written at the link's target, and
+//! the link is left in place. Breaking it: writing through the link lands the turn outside the
+//! store (the target file grows).
+
+use std::path::Path;
+
+use serde_json::json;
+use turnstile::store::conformance::turn_events;
+use turnstile::store::FileStore;
+use turnstile::{SessionKey, Store, StoreError};
+
+/// Finds the one folder under `root` whose name ends with `suffix`, however keys are encoded.
+fn find(root: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .ends_with(suffix)
+            {
+                return path;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    panic!("nothing named *{suffix} under {}", root.display());
+}
+
+fn refused_for_a_link(result: Result<u64, StoreError>) {
+    match result {
+        Err(StoreError::Corrupt { detail, .. }) => {
+            assert!(detail.contains("symbolic link"), "{detail}");
+        }
+        other => panic!("a write through a link must be refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn writes_through_planted_links_are_refused_and_nothing_lands_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let store = FileStore::open(&root).unwrap();
+    let key = SessionKey::new("mia", "chat").unwrap();
+    let v1 = store
+        .append(&key, 0, &turn_events(1, "hi", None))
+        .await
+        .unwrap();
+
+    // The session's folder swapped for a link to a folder outside the store.
+    let session_dir = find(&root, key.session_id());
+    let moved = dir.path().join("moved");
+    std::fs::rename(&session_dir, &moved).unwrap();
+    std::os::unix::fs::symlink(&outside, &session_dir).unwrap();
+    refused_for_a_link(store.append(&key, v1, &turn_events(3, "again", None)).await);
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing lands outside"
+    );
+    assert!(std::fs::symlink_metadata(&session_dir)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // The log itself swapped for a link to a file outside.
+    std::fs::remove_file(&session_dir).unwrap();
+    std::fs::rename(&moved, &session_dir).unwrap();
+    let log = std::fs::read_dir(&session_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .expect("a session has a log");
+    let target = outside.join("log.jsonl");
+    std::fs::copy(&log, &target).unwrap();
+    let before = std::fs::read(&target).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    refused_for_a_link(store.append(&key, v1, &turn_events(3, "again", None)).await);
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        before,
+        "the link's target is untouched"
+    );
+
+    // The app-state file as a link: a turn writing `app:` state is refused.
+    let other = SessionKey::new("mia", "other").unwrap();
+    let app_target = outside.join("app.json");
+    std::fs::write(&app_target, b"{}").unwrap();
+    std::os::unix::fs::symlink(&app_target, root.join("app.json")).unwrap();
+    let delta = [("app:motd".to_owned(), json!("hello"))]
+        .into_iter()
+        .collect();
+    let result = store
+        .append(&other, 0, &turn_events(1, "hi", Some(delta)))
+        .await;
+    refused_for_a_link(result);
+    assert_eq!(std::fs::read(&app_target).unwrap(), b"{}");
+}
