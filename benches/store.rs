@@ -10,6 +10,11 @@
 #[allow(dead_code)]
 mod redis_server;
 
+#[cfg(feature = "postgres")]
+#[path = "../tests/support/postgres.rs"]
+#[allow(dead_code)]
+mod postgres_db;
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::sync::Arc;
@@ -100,7 +105,7 @@ async fn timed_appends(store: &dyn Store, cursors: &Cursors, iters: u64) -> Dura
     total
 }
 
-/// What must outlive the stores: temporary folders, a Redis server.
+/// What must outlive the stores: temporary folders, a Redis server, a PostgreSQL database.
 type Guards = Vec<Box<dyn std::any::Any>>;
 
 /// Every store to measure, each new and empty.
@@ -115,7 +120,12 @@ fn stores(rt: &Runtime) -> (Vec<Arc<dyn Store>>, Guards) {
         out.push(Arc::new(rt.block_on(server.store())));
         guards.push(Box::new(server));
     }
-    #[cfg(not(feature = "redis"))]
+    #[cfg(feature = "postgres")]
+    {
+        let database = rt.block_on(postgres_db::TestDatabase::create());
+        out.push(Arc::new(rt.block_on(database.store())));
+        guards.push(Box::new(database));
+    }
     let _ = rt;
     (out, guards)
 }

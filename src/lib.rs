@@ -66,6 +66,8 @@ pub use runtime::{BuildError, DrainReport, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::RuntimeStats;
 pub use store::{FileStore, MemoryStore, Store, StoreError};
+#[cfg(feature = "postgres")]
+pub use store::{PostgresOptions, PostgresStore};
 #[cfg(feature = "redis")]
 pub use store::{RedisOptions, RedisStore};
 pub use stream::{StreamEvent, TurnStream};

@@ -22,6 +22,8 @@ mod forward;
 mod log;
 mod memory;
 mod open;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod url;
@@ -32,6 +34,8 @@ pub use forward::ForwardingStore;
 pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
 pub use open::{open_store, OpenStoreError, OpenedStore};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore, LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION};
 #[cfg(feature = "redis")]
 pub use redis::{RedisOptions, RedisStore};
 pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};
@@ -179,6 +183,19 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The store's own layout (tables, folders) was set up by a newer turnstile; nothing was
+    /// read or changed. Upgrade turnstile, or point it at another database or schema.
+    #[error("{backend} store, {place}: layout version {found} is newer than this build supports ({supported}); upgrade turnstile to use it")]
+    NewerLayout {
+        /// Which backend.
+        backend: &'static str,
+        /// Where (a database schema, a folder).
+        place: String,
+        /// The layout version found.
+        found: u32,
+        /// The newest this build knows.
+        supported: u32,
+    },
     /// Another process holds the store's lock.
     #[error("the store at {path} is locked by another process ({detail})")]
     Locked {
@@ -230,7 +247,7 @@ fn io_is_environmental(error: &std::io::Error) -> bool {
 /// differs. A failed call leaves stored data as it was.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// A short name for logs and metrics (`"memory"`, `"file"`, `"redis"`).
+    /// A short name for logs and metrics (`"memory"`, `"file"`, `"redis"`, `"postgres"`).
     fn name(&self) -> &'static str;
 
     /// Loads a session's head and at most `window` of its newest events, with the user's and the

@@ -36,7 +36,7 @@ fn load_refuses_bad_values_and_combinations() {
         "expected queue, latest, reject or merge",
     );
     refused(
-        &["load", "--store", "postgres://db"],
+        &["load", "--store", "mysql://db"],
         "expected memory, file, file:PATH",
     );
     refused(

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use turnstile::store::{conformance, FileStore};
 use turnstile::{MemoryStore, Store};
 
+#[cfg(feature = "postgres")]
+use support::postgres::TestDatabase;
 #[cfg(feature = "redis")]
 use support::redis_server::RedisServer;
 
@@ -76,6 +78,19 @@ async fn redis_store_passes_the_conformance_suite() {
     .await;
 }
 
+/// The PostgreSQL store keeps every promise of the `Store` trait, each check in a fresh schema
+/// of a database created for this run.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_passes_the_conformance_suite() {
+    let database = Arc::new(TestDatabase::create().await);
+    conformance::run_all(|| {
+        let database = database.clone();
+        async move { Arc::new(database.store().await) as Arc<dyn Store> }
+    })
+    .await;
+}
+
 /// Two Redis stores on one prefix are two connections with their own cached heads, as two
 /// processes would have: a stale write passes the writer's own head check and must be refused
 /// by the append script's compare-and-set.
@@ -99,6 +114,27 @@ async fn redis_store_refuses_stale_writes_from_a_second_connection() {
                 Arc::new(store) as Arc<dyn Store>
             };
             (connect(options.clone()).await, connect(options).await)
+        }
+    })
+    .await;
+}
+
+/// Two PostgreSQL stores on one schema are two pools with their own cached heads, as two
+/// processes would have: a stale write passes the writer's own head check and must be refused
+/// by the append statement's compare-and-set.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_refuses_stale_writes_from_a_second_pool() {
+    use turnstile::store::PostgresOptions;
+    let database = Arc::new(TestDatabase::create().await);
+    conformance::run_two_handles(|| {
+        let database = database.clone();
+        async move {
+            let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+            let options = PostgresOptions::default().with_schema(schema);
+            let a = database.store_with(options.clone()).await;
+            let b = database.store_with(options).await;
+            (Arc::new(a) as Arc<dyn Store>, Arc::new(b) as Arc<dyn Store>)
         }
     })
     .await;

@@ -34,8 +34,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
     /// `file` (the data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
-    /// ~/.local/share/turnstile), `file:PATH`, `memory`, `redis://HOST:PORT` or `file:tmp` (a
-    /// temporary folder, removed at exit). Pairings are kept in the same place.
+    /// ~/.local/share/turnstile), `file:PATH`, `memory`, `redis://HOST:PORT`,
+    /// `postgres://USER@HOST/DB` or `file:tmp` (a temporary folder, removed at exit). Pairings
+    /// are kept in the same place (in memory beside a PostgreSQL store).
     #[arg(long, default_value = "file")]
     store: StoreUrl,
     /// The agent: `mock` (a mock LLM) or `echo`.

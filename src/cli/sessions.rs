@@ -24,7 +24,8 @@ use self::format::{clip, utc, HumanDuration};
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
     /// `file` (the data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
-    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT`, `memory` or `file:tmp`.
+    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT`, `postgres://USER@HOST/DB`,
+    /// `memory` or `file:tmp`.
     #[arg(long, global = true, default_value = "file")]
     store: StoreUrl,
     /// Print JSON instead of text.

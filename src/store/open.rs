@@ -103,7 +103,8 @@ pub enum OpenStoreError {
 }
 
 /// Opens the store `url` names: a new memory store, a file store (taking its folder's lock; a
-/// `file:tmp` folder is created first), or a connection to Redis.
+/// `file:tmp` folder is created first), or a connection to Redis or a pool of connections to
+/// PostgreSQL (whose tables are created or migrated first).
 ///
 /// The file store's blocking open runs on tokio's blocking pool.
 pub async fn open_store(url: &StoreUrl) -> Result<OpenedStore, OpenStoreError> {
@@ -117,6 +118,10 @@ pub async fn open_store(url: &StoreUrl) -> Result<OpenedStore, OpenStoreError> {
         }
         StoreUrl::Redis(address) => {
             let store = open_redis(url, address).await?;
+            return Ok(opened(url, store, None, None));
+        }
+        StoreUrl::Postgres(address) => {
+            let store = open_postgres(url, address).await?;
             return Ok(opened(url, store, None, None));
         }
         StoreUrl::DataFolder => (FileStore::default_root().map_err(refused)?, None),
@@ -175,6 +180,25 @@ async fn open_redis(url: &StoreUrl, _address: &str) -> Result<Arc<dyn Store>, Op
     Err(OpenStoreError::NotBuilt {
         url: url.clone(),
         feature: "redis",
+    })
+}
+
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &StoreUrl, address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
+    let store = super::PostgresStore::connect(address, Default::default())
+        .await
+        .map_err(|source| OpenStoreError::Store {
+            url: url.clone(),
+            source,
+        })?;
+    Ok(Arc::new(store))
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(url: &StoreUrl, _address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
+    Err(OpenStoreError::NotBuilt {
+        url: url.clone(),
+        feature: "postgres",
     })
 }
 

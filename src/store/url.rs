@@ -11,13 +11,14 @@ use std::str::FromStr;
 pub const TEMP_FOLDER_URL: &str = "file:tmp";
 
 /// What every accepted spelling looks like, for error messages and help texts.
-const EXPECTED: &str = "expected memory, file, file:PATH, file:tmp or redis://HOST:PORT";
+const EXPECTED: &str =
+    "expected memory, file, file:PATH, file:tmp, redis://HOST:PORT or postgres://USER@HOST/DATABASE";
 
-/// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp` or a `redis://`
-/// (or `rediss://`) URL. [`Display`](fmt::Display) and `Debug` print the same spelling back with
-/// any password replaced by `***`, so that errors, reports and logs never carry it;
-/// [`StoreUrl::unredacted`] gives the whole spelling, to hand to a process that must open the
-/// same store.
+/// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp`, a `redis://` (or
+/// `rediss://`) URL, or a `postgres://` (or `postgresql://`) URL. [`Display`](fmt::Display) and
+/// `Debug` print the same spelling back with any password replaced by `***`, so that errors,
+/// reports and logs never carry it; [`StoreUrl::unredacted`] gives the whole spelling, to hand to
+/// a process that must open the same store.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreUrl {
@@ -34,6 +35,9 @@ pub enum StoreUrl {
     TempFolder,
     /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`).
     Redis(String),
+    /// `postgres://…` or `postgresql://…`: the PostgreSQL store at that URL (feature
+    /// `postgres`); `schema=NAME` and `pool_size=N` in its query are the store's own options.
+    Postgres(String),
 }
 
 /// A store spelling that is not one of the accepted forms.
@@ -75,6 +79,9 @@ impl StoreUrl {
         if text.starts_with("redis://") || text.starts_with("rediss://") {
             return Ok(Self::Redis(text.to_owned()));
         }
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return Ok(Self::Postgres(text.to_owned()));
+        }
         Err(StoreUrlError::Unknown { url: text.into() })
     }
 
@@ -101,7 +108,7 @@ impl fmt::Display for StoreUrl {
             Self::Folder(path) if path.as_os_str() == "tmp" => f.write_str("file:./tmp"),
             Self::Folder(path) => write!(f, "file:{}", path.display()),
             Self::TempFolder => f.write_str(TEMP_FOLDER_URL),
-            Self::Redis(url) => f.write_str(&redact(url)),
+            Self::Redis(url) | Self::Postgres(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -117,7 +124,7 @@ impl StoreUrl {
     /// process that must open the same store; never for a log line or a report.
     pub fn unredacted(&self) -> String {
         match self {
-            Self::Redis(url) => url.clone(),
+            Self::Redis(url) | Self::Postgres(url) => url.clone(),
             other => other.to_string(),
         }
     }
@@ -170,6 +177,14 @@ mod tests {
                 StoreUrl::Redis("redis://127.0.0.1:6379".into()),
             ),
             ("rediss://h:1/2", StoreUrl::Redis("rediss://h:1/2".into())),
+            (
+                "postgres://u@h/db?schema=s",
+                StoreUrl::Postgres("postgres://u@h/db?schema=s".into()),
+            ),
+            (
+                "postgresql://h/d",
+                StoreUrl::Postgres("postgresql://h/d".into()),
+            ),
         ];
         for (text, url) in cases {
             assert_eq!(StoreUrl::parse(text), Ok(url.clone()), "{text}");
@@ -190,14 +205,14 @@ mod tests {
 
     #[test]
     fn bad_spellings_say_what_is_accepted() {
-        let err = StoreUrl::parse("postgres://db").unwrap_err();
+        let err = StoreUrl::parse("mysql://db").unwrap_err();
         assert!(matches!(err, StoreUrlError::Unknown { .. }));
         assert!(
             err.to_string()
                 .contains("expected memory, file, file:PATH, file:tmp"),
             "{err}"
         );
-        for bad in ["", "Memory", "files", "redis:/x"] {
+        for bad in ["", "Memory", "files", "redis:/x", "postgres:/x"] {
             assert!(StoreUrl::parse(bad).is_err(), "{bad}");
         }
         let err = StoreUrl::parse("file:").unwrap_err();

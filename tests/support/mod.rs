@@ -6,6 +6,8 @@
 pub mod cli;
 pub mod harness;
 pub mod http;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod stores;

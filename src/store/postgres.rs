@@ -1,0 +1,470 @@
+//! The PostgreSQL store, for teams that already run PostgreSQL.
+//!
+//! The fold happens here in Rust; one statement checks the head's version and writes the turn
+//! (head, events, shared state) in one transaction. See `docs/stores.md` for the tables.
+
+mod codec;
+mod options;
+mod removal;
+mod schema;
+mod sql;
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use lru::LruCache;
+use parking_lot::Mutex;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::NoTls;
+
+use self::codec::{
+    bigint, connection_lost, corrupt, decode_events, decode_head, decode_state, pg_error,
+    pool_error, split_removals, unavailable, StoredHead,
+};
+pub use self::options::PostgresOptions;
+pub use self::schema::LAYOUT_VERSION;
+use self::sql::Sql;
+use super::{
+    check_continues, check_page, GcPolicy, GcReport, LoadedSession, Page, PageRequest, SessionMeta,
+    Store, StoreError,
+};
+use crate::key::SessionKey;
+use crate::state::{Event, Seq, SessionRecord, SplitDelta, StateMap};
+
+/// How many sessions `gc` removes per transaction, so that none holds an unbounded batch.
+const BATCH: i64 = 500;
+/// Heads kept by [`PostgresStore`]'s cache: about the live sessions of a busy process, at a few
+/// hundred bytes to a few KB each.
+const HEAD_CACHE: usize = 4_096;
+
+/// Stores sessions in PostgreSQL, shared by every process that connects to the same schema.
+///
+/// An append is one statement — one round trip and one transaction — that compare-and-sets the
+/// head's version, inserts the events and merges the shared state, so concurrent writers from
+/// several processes never lose an update and a connection lost mid-way leaves nothing behind.
+/// Connections come from a pool that replaces closed ones by itself; a server that is down or
+/// slow answers [`StoreError::Unavailable`] within the configured timeouts. Cloning is cheap and
+/// shares the pool.
+#[derive(Clone)]
+pub struct PostgresStore {
+    /// Shared by clones; hands out connections with their prepared statements.
+    pool: Pool,
+    /// The statements, with the schema filled in.
+    sql: Arc<Sql>,
+    /// Bound on one call as a whole: waiting for a connection plus the statements.
+    deadline: Duration,
+    /// Heads this process wrote or read last, so that an append based on one needs no read
+    /// first (one round trip instead of two). Only a shortcut: the statement still checks the
+    /// version and epoch, and a stale entry ends in `Conflict`, never in a wrong write.
+    heads: Arc<Mutex<LruCache<SessionKey, StoredHead>>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("pool", &self.pool.status())
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:password@host:port/database`, or `postgresql://`),
+    /// creating or migrating the store's tables. The URL may carry `schema=NAME` and
+    /// `pool_size=N`, which override `options`.
+    ///
+    /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
+    /// timeout, [`StoreError::NewerLayout`] if a newer turnstile migrated the schema, and
+    /// [`StoreError::InvalidRequest`] for a bad URL or option.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        let (url, options) = options::split_url(url, options)?;
+        options.check()?;
+        let mut config = tokio_postgres::Config::from_str(&url)
+            .map_err(|e| StoreError::InvalidRequest(format!("postgres url: {e}")))?;
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("turnstile");
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // A connection the server closed is noticed by the driver and replaced; no extra
+                // round trip per checkout.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.response_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::InvalidRequest(format!("postgres pool: {e}")))?;
+        let store = Self {
+            pool,
+            sql: Arc::new(Sql::new(&options.schema)),
+            deadline: options.connect_timeout + options.response_timeout,
+            heads: Arc::new(Mutex::new(LruCache::new(
+                NonZeroUsize::new(HEAD_CACHE).expect("HEAD_CACHE is not zero"),
+            ))),
+        };
+        let schema = options.schema.clone();
+        store
+            .run(|mut client| async move { schema::migrate(&mut client, &schema).await })
+            .await?;
+        Ok(store)
+    }
+
+    /// Runs `work` on a pooled connection within the store's deadline.
+    async fn run<T, F, Fut>(&self, work: F) -> Result<T, StoreError>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let exchange = async {
+            let client = self.pool.get().await.map_err(pool_error)?;
+            work(client).await
+        };
+        tokio::time::timeout(self.deadline, exchange)
+            .await
+            .unwrap_or_else(|_| Err(unavailable(format!("no answer within {:?}", self.deadline))))
+    }
+
+    /// Runs one statement (prepared once per connection) on a pooled connection. The outer
+    /// error is the pool's or the deadline's, the inner one the driver's.
+    async fn attempt(
+        &self,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>, StoreError> {
+        self.run(|client| async move {
+            Ok(match client.prepare_cached(statement).await {
+                Ok(prepared) => client.query(&prepared, params).await,
+                Err(e) => Err(e),
+            })
+        })
+        .await
+    }
+
+    /// Runs one statement and returns its rows.
+    async fn query(
+        &self,
+        about: &str,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.attempt(statement, params)
+            .await?
+            .map_err(|e| pg_error(about, e))
+    }
+
+    /// Runs one read-only statement. One that met a lost connection (a pooled connection the
+    /// server dropped while it sat idle, noticed only on use) runs once more on another: a read
+    /// changes nothing, so running it again is safe. Writes are never retried here.
+    async fn read(
+        &self,
+        about: &str,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        match self.attempt(statement, params).await? {
+            Err(e) if connection_lost(&e) => self.query(about, statement, params).await,
+            rows => rows.map_err(|e| pg_error(about, e)),
+        }
+    }
+
+    /// The stored head of `key`, if any.
+    async fn head(&self, key: &SessionKey) -> Result<Option<StoredHead>, StoreError> {
+        let rows = self
+            .read(
+                &key.to_string(),
+                &self.sql.head,
+                &[&key.user_id(), &key.session_id()],
+            )
+            .await?;
+        rows.first()
+            .map(|row| decode_head(key, row.get(0), row.get(1), row.get(2)))
+            .transpose()
+    }
+
+    /// Remembers (or, with `None`, forgets) the stored head of `key`.
+    fn remember(&self, key: &SessionKey, head: Option<StoredHead>) {
+        let mut heads = self.heads.lock();
+        match head {
+            Some(head) => {
+                heads.put(key.clone(), head);
+            }
+            None => {
+                heads.pop(key);
+            }
+        }
+    }
+
+    /// The head an append based on `base_version` folds onto: the cached one if current, else
+    /// the stored one; `Conflict` when the stored version is another.
+    async fn base_head(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+    ) -> Result<Option<StoredHead>, StoreError> {
+        let cached = self.heads.lock().get(key).cloned();
+        if let Some(head) = cached.filter(|h| h.record.version == base_version) {
+            return Ok(Some(head));
+        }
+        let stored = self.head(key).await?;
+        let found = stored.as_ref().map_or(0, |h| h.record.version);
+        if found != base_version {
+            self.remember(key, stored);
+            return Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: base_version,
+                found,
+            });
+        }
+        Ok(stored)
+    }
+}
+
+/// One turn as the append statement takes it.
+struct Turn {
+    seqs: Vec<i64>,
+    bodies: Vec<String>,
+    record: SessionRecord,
+    shared: SplitDelta,
+}
+
+/// Folds `events` onto `record` and serialises them.
+fn fold(key: &SessionKey, mut record: SessionRecord, events: &[Event]) -> Result<Turn, StoreError> {
+    check_continues(key, record.next_seq, events)?;
+    let mut shared = SplitDelta::default();
+    let mut bodies = Vec::with_capacity(events.len());
+    for event in events {
+        record.apply(event);
+        if let Some(delta) = &event.state_delta {
+            shared.merge(SplitDelta::from_delta(delta));
+        }
+        bodies.push(serde_json::to_string(event).map_err(|e| {
+            StoreError::InvalidRequest(format!("session {key}: event cannot be serialised: {e}"))
+        })?);
+    }
+    if key.is_anonymous() {
+        shared.user.clear();
+    }
+    Ok(Turn {
+        seqs: events.iter().map(|e| bigint(e.seq)).collect(),
+        bodies,
+        record,
+        shared,
+    })
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        let window = bigint(window as u64);
+        let rows = self
+            .read(
+                &key.to_string(),
+                &self.sql.load,
+                &[&key.user_id(), &key.session_id(), &window],
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| corrupt(key, "the load statement returned no row"))?;
+        let head = match (row.get(0), row.get(1), row.get::<_, Option<&str>>(2)) {
+            (Some(version), Some(epoch), Some(record)) => {
+                Some(decode_head(key, version, epoch, record)?)
+            }
+            _ => None,
+        };
+        self.remember(key, head.clone());
+        let record = head.map(|h| h.record);
+        let events = decode_events(key, &row.get::<_, Vec<String>>(3))?;
+        let next_seq = record.as_ref().map_or(1, |r| r.next_seq);
+        let expected =
+            usize::try_from(next_seq.saturating_sub(1).min(window as u64)).unwrap_or(usize::MAX);
+        let dense = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
+        let ends = events.last().is_none_or(|e| e.seq + 1 == next_seq);
+        if !dense || !ends || events.len() != expected {
+            return Err(corrupt(
+                key,
+                "the log's newest events do not match the head",
+            ));
+        }
+        Ok(LoadedSession {
+            record,
+            events,
+            user_state: if key.is_anonymous() {
+                StateMap::new()
+            } else {
+                decode_state(key, row.get(4))?
+            },
+            app_state: decode_state(key, row.get(5))?,
+        })
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError> {
+        let stored = self.base_head(key, base_version).await?;
+        let (record, epoch) = match stored {
+            Some(head) => (head.record, head.epoch),
+            None => (
+                SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
+                // Any value will do as long as a re-created session rarely repeats it.
+                uuid::Uuid::new_v4().as_u64_pair().0 as i64,
+            ),
+        };
+        let mut turn = fold(key, record, events)?;
+        turn.record.version = base_version + 1;
+        let record_json = serde_json::to_string(&turn.record)
+            .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?;
+        let (user_sets, user_removed) = split_removals(&turn.shared.user);
+        let (app_sets, app_removed) = split_removals(&turn.shared.app);
+        let statement = if base_version == 0 {
+            &self.sql.append_new
+        } else {
+            &self.sql.append_existing
+        };
+        // Whatever happens next, the cached head is no longer known to be current.
+        self.remember(key, None);
+        let rows = self
+            .query(
+                &key.to_string(),
+                statement,
+                &[
+                    &key.user_id(),
+                    &key.session_id(),
+                    &bigint(base_version),
+                    &bigint(turn.record.version),
+                    &bigint(turn.record.updated_ms),
+                    &record_json,
+                    &epoch,
+                    &turn.seqs,
+                    &turn.bodies,
+                    &user_sets,
+                    &user_removed,
+                    &!turn.shared.user.is_empty(),
+                    &app_sets,
+                    &app_removed,
+                    &!turn.shared.app.is_empty(),
+                ],
+            )
+            .await?;
+        let applied: i64 = rows.first().map_or(0, |row| row.get(0));
+        if applied == 1 {
+            let version = turn.record.version;
+            self.remember(
+                key,
+                Some(StoredHead {
+                    record: turn.record,
+                    epoch,
+                }),
+            );
+            return Ok(version);
+        }
+        // Refused: read what is there now, for the error and for the next attempt.
+        let stored = self.head(key).await?;
+        let found = stored.as_ref().map_or(0, |h| h.record.version);
+        self.remember(key, stored);
+        Err(StoreError::Conflict {
+            key: key.clone(),
+            expected: base_version,
+            found,
+        })
+    }
+
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .read(
+                &key.to_string(),
+                &self.sql.read_events,
+                &[
+                    &key.user_id(),
+                    &key.session_id(),
+                    &bigint(from),
+                    &bigint(limit as u64),
+                ],
+            )
+            .await?;
+        let bodies: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        decode_events(key, &bodies)
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        self.remember(key, None);
+        let removed = self
+            .remove(
+                vec![key.user_id().to_owned()],
+                vec![key.session_id().to_owned()],
+                vec![None],
+            )
+            .await?;
+        Ok(!removed.is_empty())
+    }
+
+    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+        check_page(page)?;
+        // Session ids are never empty, so "after the empty string" is "from the start".
+        let after = page.cursor.as_deref().unwrap_or("");
+        let limit = bigint(page.limit as u64 + 1);
+        let about = format!("user {user_id}");
+        let rows = self
+            .read(&about, &self.sql.list, &[&user_id, &after, &limit])
+            .await?;
+        let more = rows.len() > page.limit;
+        let mut sessions = Vec::with_capacity(page.limit);
+        for row in rows.iter().take(page.limit) {
+            let session: &str = row.get(0);
+            let key = if user_id.is_empty() {
+                SessionKey::anonymous(session)
+            } else {
+                SessionKey::new(user_id, session)
+            }
+            .map_err(|e| StoreError::Corrupt {
+                key: about.clone(),
+                detail: format!("postgres: stored session id {session:?}: {e}"),
+            })?;
+            let head = decode_head(&key, row.get(1), row.get(2), row.get(3))?;
+            sessions.push(SessionMeta::of(&head.record));
+        }
+        let next_cursor = more
+            .then(|| sessions.last().map(|m| m.key.session_id().to_owned()))
+            .flatten();
+        Ok(Page {
+            sessions,
+            next_cursor,
+        })
+    }
+
+    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
+        self.remove_user(user_id).await
+    }
+
+    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
+        self.collect(policy, now_ms).await
+    }
+}

@@ -1,0 +1,173 @@
+//! How a PostgreSQL store connects: the pool, the timeouts and the schema its tables live in.
+//! Pure: parsing and checking only.
+
+use std::time::Duration;
+
+use crate::store::StoreError;
+
+/// How a [`PostgresStore`](super::PostgresStore) connects and where its tables live.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// The PostgreSQL schema (namespace) holding the store's tables, so that deployments (or
+    /// tests) sharing a database stay apart.
+    pub(super) schema: String,
+    /// Connections in the pool: about the number of appends that should commit together.
+    pub(super) pool_size: usize,
+    /// Bound on opening one connection.
+    pub(super) connect_timeout: Duration,
+    /// Bound on one call as a whole: waiting for a connection plus the statements.
+    pub(super) response_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            schema: Self::DEFAULT_SCHEMA.to_owned(),
+            pool_size: Self::DEFAULT_POOL_SIZE,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+        }
+    }
+}
+
+/// Longest schema name PostgreSQL keeps whole (`NAMEDATALEN - 1`).
+const MAX_SCHEMA_BYTES: usize = 63;
+
+impl PostgresOptions {
+    /// The default schema.
+    pub const DEFAULT_SCHEMA: &'static str = "turnstile";
+    /// Default pool size: with `synchronous_commit = on` each commit waits for a WAL flush, and
+    /// commits that wait together share one flush, so throughput grows with the appends in
+    /// flight; 32 keeps a busy runtime's turns committing together while staying well under
+    /// PostgreSQL's default `max_connections` of 100.
+    pub const DEFAULT_POOL_SIZE: usize = 32;
+    /// Default bound on opening a connection: long enough for a distant server, short enough
+    /// that a caller learns quickly that PostgreSQL is down.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Default bound on one call; a turn's append is one statement.
+    pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// Keeps the tables in `schema` (default `turnstile`): a lowercase ASCII letter or `_`, then
+    /// up to 62 of `a-z 0-9 _`. It is created on connect if missing.
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// Keeps at most `size` connections open (default [`Self::DEFAULT_POOL_SIZE`]).
+    pub fn with_pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// Bounds each connection attempt (default [`Self::DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Bounds each call (default [`Self::DEFAULT_RESPONSE_TIMEOUT`]).
+    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Checks the schema name and pool size.
+    pub(super) fn check(&self) -> Result<(), StoreError> {
+        let bytes = self.schema.as_bytes();
+        let ok = bytes
+            .first()
+            .is_some_and(|b| b.is_ascii_lowercase() || *b == b'_')
+            && bytes.len() <= MAX_SCHEMA_BYTES
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
+        if !ok {
+            return Err(StoreError::InvalidRequest(format!(
+                "postgres schema {:?} must be a-z or _, then up to 62 of a-z 0-9 _",
+                self.schema
+            )));
+        }
+        if self.pool_size == 0 {
+            return Err(StoreError::InvalidRequest(
+                "postgres pool_size must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Splits turnstile's own query parameters (`schema`, `pool_size`) off a `postgres://` URL,
+/// applying them to `options`, and returns the URL the driver understands.
+pub(super) fn split_url(
+    url: &str,
+    mut options: PostgresOptions,
+) -> Result<(String, PostgresOptions), StoreError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), options));
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("schema", value)) => options.schema = value.to_owned(),
+            Some(("pool_size", value)) => {
+                options.pool_size = value.parse().map_err(|_| {
+                    StoreError::InvalidRequest(format!(
+                        "postgres pool_size {value:?} is not a number"
+                    ))
+                })?;
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turnstile_parameters_are_taken_and_the_drivers_kept() {
+        let (url, options) = split_url(
+            "postgres://u@h/db?schema=s1&application_name=x&pool_size=7",
+            PostgresOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(url, "postgres://u@h/db?application_name=x");
+        assert_eq!((options.schema.as_str(), options.pool_size), ("s1", 7));
+        let (url, _) = split_url("postgres://h/db?schema=s", PostgresOptions::default()).unwrap();
+        assert_eq!(url, "postgres://h/db");
+        assert!(split_url("postgres://h/db?pool_size=x", PostgresOptions::default()).is_err());
+    }
+
+    #[test]
+    fn schema_names_that_could_leave_an_identifier_are_refused() {
+        for bad in [
+            "",
+            "A",
+            "1a",
+            "a-b",
+            "a\"b",
+            "a;drop",
+            "a b",
+            &"x".repeat(64),
+        ] {
+            let options = PostgresOptions::default().with_schema(bad);
+            assert!(options.check().is_err(), "{bad}");
+        }
+        assert!(PostgresOptions::default()
+            .with_schema("t_1")
+            .check()
+            .is_ok());
+        assert!(PostgresOptions::default()
+            .with_pool_size(0)
+            .check()
+            .is_err());
+    }
+}

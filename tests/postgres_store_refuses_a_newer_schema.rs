@@ -1,0 +1,89 @@
+//! Property: a database a newer turnstile migrated past this build's layout is refused on
+//! connect with a clear error, and changed in nothing; a session head written with a newer
+//! `schema_version` is refused on load (`Schema`), never read as empty or overwritten.
+#![cfg(feature = "postgres")]
+
+mod support;
+
+use turnstile::store::conformance::turn_events;
+use turnstile::store::{PostgresOptions, POSTGRES_LAYOUT_VERSION};
+use turnstile::{PostgresStore, SessionKey, Store, StoreError};
+
+use support::postgres::TestDatabase;
+
+#[tokio::test]
+async fn a_schema_migrated_by_a_newer_build_is_refused_and_left_alone() {
+    let database = TestDatabase::create().await;
+    let options = PostgresOptions::default().with_schema("newer");
+    database.store_with(options.clone()).await;
+    let admin = database.admin().await;
+    let newer = i32::try_from(POSTGRES_LAYOUT_VERSION).expect("small") + 1;
+    admin
+        .execute(
+            "INSERT INTO newer.schema_migrations (version) VALUES ($1)",
+            &[&newer],
+        )
+        .await
+        .expect("record a newer migration");
+    let before: i64 = admin
+        .query_one("SELECT count(*) FROM newer.schema_migrations", &[])
+        .await
+        .expect("count")
+        .get(0);
+    let refused = PostgresStore::connect(database.url(), options).await;
+    match refused {
+        Err(
+            ref e @ StoreError::NewerLayout {
+                found, supported, ..
+            },
+        ) => {
+            assert_eq!((found, supported), (newer as u32, POSTGRES_LAYOUT_VERSION));
+            assert!(e.to_string().contains("upgrade turnstile"), "{e}");
+        }
+        other => panic!("a newer layout must be refused, got {other:?}"),
+    }
+    let after: i64 = admin
+        .query_one("SELECT count(*) FROM newer.schema_migrations", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(before, after, "nothing was migrated");
+}
+
+#[tokio::test]
+async fn a_head_with_a_newer_schema_version_is_refused_not_overwritten() {
+    let database = TestDatabase::create().await;
+    let store = database
+        .store_with(PostgresOptions::default().with_schema("heads"))
+        .await;
+    let key = SessionKey::new("u", "s").expect("key");
+    let v1 = store
+        .append(&key, 0, &turn_events(1, "hi", None))
+        .await
+        .expect("append");
+    let admin = database.admin().await;
+    admin
+        .execute(
+            "UPDATE heads.heads SET record = \
+             jsonb_set(record::jsonb, '{schema_version}', '99')::text",
+            &[],
+        )
+        .await
+        .expect("plant a newer head");
+    let fresh = database
+        .store_with(PostgresOptions::default().with_schema("heads"))
+        .await;
+    let loaded = fresh.load(&key, 5).await;
+    assert!(
+        matches!(loaded, Err(StoreError::Schema { .. })),
+        "{loaded:?}"
+    );
+    let write = fresh.append(&key, v1, &turn_events(3, "over?", None)).await;
+    assert!(write.is_err(), "{write:?}");
+    let record: String = admin
+        .query_one("SELECT record FROM heads.heads", &[])
+        .await
+        .expect("read")
+        .get(0);
+    assert!(record.contains("\"schema_version\": 99"), "{record}");
+}
