@@ -26,6 +26,15 @@ use super::{GcPolicy, PageRequest, Store, StoreError};
 use crate::key::SessionKey;
 use crate::state::{Author, Event, EventKind, InputDisposition, StateDelta};
 
+mod shared_state;
+mod two_handles;
+
+pub use shared_state::{null_deletes_shared_keys, shared_state_is_kept_once_per_user_and_app};
+pub use two_handles::{
+    a_write_based_on_a_version_another_handle_replaced_is_refused,
+    racing_writers_on_two_handles_let_exactly_one_win,
+};
+
 /// Runs every conformance check, each against a fresh store from `make`.
 pub async fn run_all<F, Fut>(make: F)
 where
@@ -176,37 +185,6 @@ pub async fn windowed_load_returns_the_newest_events(store: Arc<dyn Store>) {
     assert_eq!(loaded.record.expect("head").next_seq, 101);
     let none = store.load(&k, 0).await.expect("load");
     assert!(none.events.is_empty());
-}
-
-/// `user:` state is shared by a user's sessions, `app:` by all, and neither leaks across users.
-pub async fn shared_state_is_kept_once_per_user_and_app(store: Arc<dyn Store>) {
-    let a1 = key("dave", "one");
-    let delta: StateDelta = [
-        ("user:name".to_owned(), json!("Dave")),
-        ("app:motd".to_owned(), json!("hi")),
-        ("temp:x".to_owned(), json!(1)),
-    ]
-    .into();
-    store
-        .append(&a1, 0, &turn_events(1, "x", Some(delta)))
-        .await
-        .expect("append");
-    let a2 = store.load(&key("dave", "two"), 5).await.expect("load");
-    assert_eq!(a2.user_state["name"], json!("Dave"));
-    assert_eq!(a2.app_state["motd"], json!("hi"));
-    let other = store.load(&key("erin", "one"), 5).await.expect("load");
-    assert!(other.user_state.is_empty(), "user state never leaks");
-    assert_eq!(other.app_state["motd"], json!("hi"));
-    let head = store
-        .load(&a1, 5)
-        .await
-        .expect("load")
-        .record
-        .expect("head");
-    assert!(
-        head.state.is_empty(),
-        "shared and temp keys are not session state"
-    );
 }
 
 /// Listing pages through a user's sessions by id, metadata only.
@@ -470,107 +448,4 @@ pub async fn text_and_unknown_fields_round_trip_exactly(store: Arc<dyn Store>) {
     let loaded = store.load(&k, 10).await.expect("load");
     assert_eq!(loaded.events, events);
     assert_eq!(store.read_events(&k, 1, 10).await.expect("read"), events);
-}
-
-/// A `null` in a delta removes a shared key.
-pub async fn null_deletes_shared_keys(store: Arc<dyn Store>) {
-    let k = key("nully", "s");
-    let set: StateDelta = [
-        ("user:a".to_owned(), json!(1)),
-        ("user:b".to_owned(), json!(2)),
-        ("app:nully".to_owned(), json!(3)),
-    ]
-    .into();
-    let unset: StateDelta = [
-        ("user:a".to_owned(), serde_json::Value::Null),
-        ("app:nully".to_owned(), serde_json::Value::Null),
-    ]
-    .into();
-    let v1 = store
-        .append(&k, 0, &turn_events(1, "set", Some(set)))
-        .await
-        .expect("append");
-    store
-        .append(&k, v1, &turn_events(3, "unset", Some(unset)))
-        .await
-        .expect("append");
-    let loaded = store.load(&k, 0).await.expect("load");
-    assert_eq!(loaded.user_state.get("a"), None);
-    assert_eq!(loaded.user_state.get("b"), Some(&json!(2)));
-    assert_eq!(loaded.app_state.get("nully"), None);
-}
-
-/// A handle that last saw version 1 writes after another handle wrote version 2: the write
-/// passes whatever the first handle checks on its own (it knows version 1 as current) and must be
-/// refused by the store's atomic compare-and-set, leaving no trace.
-pub async fn a_write_based_on_a_version_another_handle_replaced_is_refused(
-    a: Arc<dyn Store>,
-    b: Arc<dyn Store>,
-) {
-    let k = key("two-handles", "stale");
-    let v1 = fill(a.as_ref(), &k, 1).await;
-    let seen = b
-        .load(&k, 10)
-        .await
-        .expect("load through the second handle");
-    assert_eq!(seen.record.expect("head").version, v1);
-    let v2 = a
-        .append(&k, v1, &turn_events(3, "from a", None))
-        .await
-        .expect("append through the first handle");
-    let stale = b.append(&k, v1, &turn_events(3, "from b", None)).await;
-    match stale {
-        Err(StoreError::Conflict {
-            expected, found, ..
-        }) => assert_eq!((expected, found), (v1, v2)),
-        other => panic!("a write based on a replaced version must be a Conflict, got {other:?}"),
-    }
-    for store in [&a, &b] {
-        let loaded = store.load(&k, 10).await.expect("load");
-        assert_eq!(loaded.record.expect("head").version, v2);
-        let texts: Vec<_> = loaded.events.iter().filter_map(|e| e.text()).collect();
-        assert_eq!(
-            texts,
-            ["m0", "re: m0", "from a", "re: from a"],
-            "no trace of b"
-        );
-    }
-    let fresh = b.load(&k, 10).await.expect("reload").record.expect("head");
-    b.append(&k, fresh.version, &turn_events(5, "after reload", None))
-        .await
-        .expect("after a reload the write goes through");
-}
-
-/// Writers on two handles that all start from one version: exactly one wins, whichever handle
-/// it wrote through.
-pub async fn racing_writers_on_two_handles_let_exactly_one_win(
-    a: Arc<dyn Store>,
-    b: Arc<dyn Store>,
-) {
-    let k = key("two-handles", "race");
-    let v1 = fill(a.as_ref(), &k, 1).await;
-    b.load(&k, 10)
-        .await
-        .expect("the second handle sees version 1");
-    let writers: Vec<_> = (0..8)
-        .map(|i| {
-            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
-            let k = k.clone();
-            tokio::spawn(async move {
-                let events = turn_events(3, &format!("writer {i}"), None);
-                store.append(&k, v1, &events).await
-            })
-        })
-        .collect();
-    let mut wins = 0;
-    for writer in writers {
-        match writer.await.expect("writer task") {
-            Ok(_) => wins += 1,
-            Err(StoreError::Conflict { .. }) => {}
-            Err(other) => panic!("a losing writer must see a Conflict, got {other:?}"),
-        }
-    }
-    assert_eq!(wins, 1, "exactly one writer wins");
-    let loaded = a.load(&k, 100).await.expect("load");
-    assert_eq!(loaded.events.len(), 4, "the winner's events, once");
 }
