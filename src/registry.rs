@@ -27,7 +27,7 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::{SessionDeps, SessionMsg, StopKind};
 use crate::state::InterruptReason;
-use crate::stats::RuntimeStats;
+use crate::stats::{RuntimeEvent, RuntimeStats};
 
 mod lifecycle;
 mod lines;
@@ -117,7 +117,17 @@ impl Registry {
     /// Carries out what a transition asked for. Called with the lock released.
     fn apply(self: &Arc<Self>, fx: Effects<SessionMsg>) {
         for event in fx.events {
-            self.deps.counters.record(event);
+            match event {
+                // Set under the lock from the count as it is now, so that two transitions
+                // applied out of order never leave the gauge on the older count.
+                RuntimeEvent::Live(_) => {
+                    let inner = self.inner.lock();
+                    self.deps
+                        .counters
+                        .record(RuntimeEvent::Live(inner.slots.len()));
+                }
+                event => self.deps.counters.record(event),
+            }
         }
         if let Some((key, shared)) = fx.spawn {
             let span = tracing::info_span!("session", key = %key);
