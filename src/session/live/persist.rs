@@ -100,6 +100,9 @@ impl Live {
                 self.record = fresh.record;
                 self.state = fresh.state;
                 self.window = fresh.window;
+                // The cached summary follows the record it was taken from: the next compaction
+                // must build on the stored summary, not on the one held before the conflict.
+                self.summary = fresh.summary;
                 self.unsaved.clear();
                 self.shared.dirty.store(false, Ordering::Release);
             }
