@@ -108,10 +108,7 @@ pub enum OpenStoreError {
 ///
 /// The file store's blocking open runs on tokio's blocking pool.
 pub async fn open_store(url: &StoreUrl) -> Result<OpenedStore, OpenStoreError> {
-    let refused = |source| OpenStoreError::Store {
-        url: url.clone(),
-        source,
-    };
+    let refused = refused_by(url);
     let (root, temp) = match url {
         StoreUrl::Memory => {
             return Ok(opened(url, Arc::new(MemoryStore::new()), None, None));
@@ -124,7 +121,7 @@ pub async fn open_store(url: &StoreUrl) -> Result<OpenedStore, OpenStoreError> {
             let store = open_postgres(url, address).await?;
             return Ok(opened(url, store, None, None));
         }
-        StoreUrl::DataFolder => (FileStore::default_root().map_err(refused)?, None),
+        StoreUrl::DataFolder => (FileStore::default_root().map_err(&refused)?, None),
         StoreUrl::Folder(path) => (path.clone(), None),
         StoreUrl::TempFolder => {
             let temp = tempfile::Builder::new()
@@ -164,42 +161,47 @@ async fn open_file(root: PathBuf) -> Result<FileStore, StoreError> {
         })?
 }
 
+/// Turns a store's refusal to open into the opener's error for `url`.
+fn refused_by(url: &StoreUrl) -> impl Fn(StoreError) -> OpenStoreError + '_ {
+    move |source| OpenStoreError::Store {
+        url: url.clone(),
+        source,
+    }
+}
+
+/// The store `url` names needs a cargo `feature` this build lacks.
+#[allow(dead_code)] // unused when built with every networked store
+fn not_built(url: &StoreUrl, feature: &'static str) -> OpenStoreError {
+    OpenStoreError::NotBuilt {
+        url: url.clone(),
+        feature,
+    }
+}
+
 #[cfg(feature = "redis")]
 async fn open_redis(url: &StoreUrl, address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
     let store = super::RedisStore::connect(address, Default::default())
         .await
-        .map_err(|source| OpenStoreError::Store {
-            url: url.clone(),
-            source,
-        })?;
+        .map_err(refused_by(url))?;
     Ok(Arc::new(store))
 }
 
 #[cfg(not(feature = "redis"))]
 async fn open_redis(url: &StoreUrl, _address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
-    Err(OpenStoreError::NotBuilt {
-        url: url.clone(),
-        feature: "redis",
-    })
+    Err(not_built(url, "redis"))
 }
 
 #[cfg(feature = "postgres")]
 async fn open_postgres(url: &StoreUrl, address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
     let store = super::PostgresStore::connect(address, Default::default())
         .await
-        .map_err(|source| OpenStoreError::Store {
-            url: url.clone(),
-            source,
-        })?;
+        .map_err(refused_by(url))?;
     Ok(Arc::new(store))
 }
 
 #[cfg(not(feature = "postgres"))]
 async fn open_postgres(url: &StoreUrl, _address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
-    Err(OpenStoreError::NotBuilt {
-        url: url.clone(),
-        feature: "postgres",
-    })
+    Err(not_built(url, "postgres"))
 }
 
 #[cfg(test)]
