@@ -246,12 +246,12 @@ impl Inner {
             let _guard = self.user_state_locks[stripe(&user_id, USER_STATE_LOCKS)].lock();
             let what = format!("user {user_id}");
             let path = self.user_file(user_id);
-            layout::refuse_links(&self.root, &path)?;
+            layout::refuse_links(&self.root, &[&path])?;
             shared::update(&path, key, &what, Some(user_id), &delta.user)?;
         }
         if !delta.app.is_empty() {
             let _guard = self.app_state_lock.lock();
-            layout::refuse_links(&self.root, &self.root.join(APP_FILE))?;
+            layout::refuse_links(&self.root, &[&self.root.join(APP_FILE)])?;
             shared::update(
                 &self.root.join(APP_FILE),
                 key,
@@ -324,8 +324,7 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            layout::refuse_links(&inner.root, &paths.log)?;
-            layout::refuse_links(&inner.root, &paths.head)?;
+            layout::refuse_links(&inner.root, &[&paths.log, &paths.head])?;
             let current = inner.cache.current(&paths, &key, true)?;
             let prepared = match session::prepare(&key, &current, base_version, &events) {
                 Ok(prepared) => prepared,

@@ -173,15 +173,19 @@ impl SessionPaths {
     }
 }
 
-/// Refuses to write through a symbolic link anywhere below `root` on the way to `path` (`root`
-/// itself may be a link an operator made on purpose): a link planted
-/// inside the store would send its writes elsewhere. Parts that do not exist yet are fine; they
-/// are made as real folders and files.
-pub(super) fn refuse_links(root: &Path, path: &Path) -> Result<(), StoreError> {
-    let mut at = Some(path);
-    while let Some(part) = at.filter(|part| *part != root && part.starts_with(root)) {
-        match std::fs::symlink_metadata(part) {
-            Ok(meta) if meta.file_type().is_symlink() => {
+/// Refuses to write through a symbolic link anywhere below `root` on the way to any of `paths`
+/// (`root` itself may be a link an operator made on purpose): a link planted inside the store
+/// would send its writes elsewhere. Parts that do not exist yet are fine; they are made as real
+/// folders and files. A folder shared by several paths is looked at once.
+pub(super) fn refuse_links(root: &Path, paths: &[&Path]) -> Result<(), StoreError> {
+    let mut checked: Vec<&Path> = Vec::with_capacity(6);
+    for &path in paths {
+        let mut at = Some(path);
+        while let Some(part) =
+            at.filter(|part| *part != root && part.starts_with(root) && !checked.contains(part))
+        {
+            let is_link = std::fs::symlink_metadata(part).is_ok_and(|m| m.file_type().is_symlink());
+            if is_link {
                 return Err(StoreError::Corrupt {
                     key: path.display().to_string(),
                     detail: format!(
@@ -191,9 +195,9 @@ pub(super) fn refuse_links(root: &Path, path: &Path) -> Result<(), StoreError> {
                     ),
                 });
             }
-            _ => {}
+            checked.push(part);
+            at = part.parent();
         }
-        at = part.parent();
     }
     Ok(())
 }
