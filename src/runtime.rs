@@ -48,8 +48,11 @@ impl std::fmt::Debug for Runtime {
 
 struct RuntimeInner {
     registry: Arc<Registry>,
-    /// Stops the reaper when the runtime goes away.
+    /// Stops the reaper (and the lease renewer) when the runtime goes away.
     shutdown: CancellationToken,
+    /// The reaper's and the renewer's tasks: a drain waits for them to end, so that nothing of
+    /// the runtime's (its store, say) is still held once it returns.
+    background: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for RuntimeInner {
@@ -351,6 +354,10 @@ impl Runtime {
             clean = registry.wait_empty(Instant::now() + SHUTDOWN_GRACE).await;
         }
         self.inner.shutdown.cancel();
+        let background = std::mem::take(&mut *self.inner.background.lock());
+        for task in background {
+            let _ = task.await;
+        }
         DrainReport {
             clean,
             left: registry.live_sessions(),

@@ -254,12 +254,17 @@ impl RuntimeBuilder {
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();
-        tokio::spawn(reaper(registry.clone(), shutdown.clone()));
+        let mut background = vec![tokio::spawn(reaper(registry.clone(), shutdown.clone()))];
         if let Some(keeper) = keeper {
-            tokio::spawn(renewer(registry.clone(), keeper, shutdown.clone()));
+            let renewing = renewer(registry.clone(), keeper, shutdown.clone());
+            background.push(tokio::spawn(renewing));
         }
         Ok(Runtime {
-            inner: Arc::new(RuntimeInner { registry, shutdown }),
+            inner: Arc::new(RuntimeInner {
+                registry,
+                shutdown,
+                background: parking_lot::Mutex::new(background),
+            }),
         })
     }
 }
