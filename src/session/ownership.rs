@@ -111,6 +111,24 @@ impl LeaseKeeper {
         }
     }
 
+    /// [`LeaseKeeper::acquire`] within the activation timeout.
+    pub(crate) async fn acquire_within(
+        &self,
+        key: &SessionKey,
+        deps: &super::SessionDeps,
+    ) -> Result<(), StoreError> {
+        let limit = deps.config.activation_timeout;
+        tokio::time::timeout(limit, self.acquire(key))
+            .await
+            .map_err(|_| StoreError::Unavailable {
+                backend: deps.store.name(),
+                detail: format!(
+                    "taking session {key}'s lease did not finish within {} ms (activation_timeout)",
+                    limit.as_millis()
+                ),
+            })?
+    }
+
     /// The lease a write of `key` carries now; [`StoreError::NotOwner`] when this process no
     /// longer holds it, or its local deadline has passed (then no write is attempted at all).
     pub(crate) fn fence(&self, key: &SessionKey) -> Result<Lease, StoreError> {
