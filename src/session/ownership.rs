@@ -280,7 +280,7 @@ mod tests {
         let b = keeper(&store, "http://b");
         b.acquire(&k).await.expect("b takes the expired lease");
         a.renew_all().await;
-        assert_eq!(a.take_lost(), [k.clone()]);
+        assert_eq!(a.take_lost(), std::slice::from_ref(&k));
         assert_eq!(a.held(), 0);
         assert!(a.fence(&k).is_err());
         match a.acquire(&k).await {
