@@ -152,3 +152,37 @@ fn meaningless_schedules_are_refused() {
         assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
     }
 }
+
+/// `--duration` bounds a run that would otherwise take long: no turn is sent after it, and what
+/// was sent is answered and verified.
+#[test]
+fn duration_bounds_a_run() {
+    for extra in [&[][..], &["--rate", "1000"][..]] {
+        let mut args = vec![
+            "load",
+            "--store",
+            "memory",
+            "--sessions",
+            "100",
+            "--turns",
+            "1000",
+            "--agent",
+            "mock",
+            "--latency",
+            "20",
+            "--duration",
+            "0.5",
+            "--json",
+        ];
+        args.extend(extra);
+        let (run, report) = turnstile_json(&args);
+        assert!(run.success, "{args:?}: {}", run.stderr);
+        clean(&report);
+        let ok = report["turns_ok"].as_u64().expect("turns_ok");
+        assert!(ok > 0 && ok < 100_000, "{args:?}: {ok} turns");
+        let elapsed = report["elapsed_sec"].as_f64().expect("elapsed");
+        assert!(elapsed < 10.0, "{args:?}: ran {elapsed} s");
+    }
+    let run = turnstile(&["load", "--duration", "0"]);
+    assert!(run.stderr.contains("bad duration"), "{}", run.stderr);
+}

@@ -149,6 +149,10 @@ pub struct LoadArgs {
     /// Send turns as streams and report the time to each turn's first chunk (`ttfc_us`).
     #[arg(long)]
     stream: bool,
+    /// Send no turn after this many seconds (turns already sent are answered and verified;
+    /// turns never sent are not counted).
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -273,7 +277,18 @@ fn plan(args: &LoadArgs) -> Plan {
             seed: args.seed,
         }),
         ttfc: args.stream,
+        duration: args.duration,
     }
+}
+
+/// `--duration`: positive seconds, at most a day.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("bad duration {text:?}; expected seconds, above 0, at most 86400"))
 }
 
 /// The open-loop schedule, if `--rate` or `--rate-curve` asked for one.
@@ -480,7 +495,7 @@ fn progress_bar(mode: ProgressMode, total: u64, label: &str) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:>10} [{bar:40}] {human_pos}/{human_len} turns  {per_sec}  eta {eta}",
+        "{prefix:>10} [{bar:40}] {human_pos}/{human_len} turns  {per_sec}  eta {eta}  {msg}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }

@@ -70,6 +70,8 @@ pub struct Plan {
     pub interrupts: Option<Interrupts>,
     /// Measure the time to each turn's first streamed chunk (`--stream`).
     pub ttfc: bool,
+    /// No turn is sent after this long (`--duration`); turns already sent are answered.
+    pub duration: Option<Duration>,
 }
 
 /// A turn's first streamed chunk, awaited while its answer comes: it is timed (`--stream`) and
@@ -249,11 +251,12 @@ pub async fn drive<T: Target>(
     let stop = CancellationToken::new();
     let sampler = tokio::spawn(sample(shared.clone(), progress.clone(), stop.clone()));
     let started = Instant::now();
+    let until = plan.duration.map(|d| started + d);
     let open = match schedule {
-        Some(steps) => Some(drive_open(shared.clone(), plan, steps).await?),
+        Some(steps) => Some(drive_open(shared.clone(), plan, steps, until).await?),
         None => {
             let callers: Vec<_> = (0..plan.callers)
-                .map(|caller| tokio::spawn(run_caller(shared.clone(), plan, caller)))
+                .map(|caller| tokio::spawn(run_caller(shared.clone(), plan, caller, until)))
                 .collect();
             for caller in callers {
                 if let Err(err) = caller.await {
@@ -276,7 +279,12 @@ pub async fn drive<T: Target>(
 /// send turns of one session. It sends each session its turns in bursts of `plan.burst`, in
 /// order, and waits for a burst's answers before the session's next burst; every session gets
 /// its first burst before any gets its second, as in a conversation-heavy service.
-async fn run_caller<T: Target>(shared: Arc<Shared<T>>, plan: Plan, caller: usize) {
+async fn run_caller<T: Target>(
+    shared: Arc<Shared<T>>,
+    plan: Plan,
+    caller: usize,
+    until: Option<Instant>,
+) {
     if !plan.think.is_zero() {
         // Callers start spread evenly over one think time, as users do; started together they
         // would arrive in waves of every caller at once.
@@ -286,6 +294,9 @@ async fn run_caller<T: Target>(shared: Arc<Shared<T>>, plan: Plan, caller: usize
     for first in (0..plan.turns).step_by(plan.burst) {
         let turns = first..(first + plan.burst).min(plan.turns);
         for session in (caller..plan.sessions).step_by(plan.callers) {
+            if until.is_some_and(|until| Instant::now() >= until) {
+                return;
+            }
             run_burst(&shared, caller, session, turns.clone()).await;
             if !plan.think.is_zero() {
                 tokio::time::sleep(plan.think).await;
@@ -332,6 +343,7 @@ async fn sample<T: Target>(
 ) -> Sample {
     let mut seen = Sample::default();
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
+    let mut ticks = 0u64;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -339,7 +351,39 @@ async fn sample<T: Target>(
         }
         seen.observe(shared.target.live_sessions(), rss_bytes());
         progress.set_position(shared.ledger.done());
+        ticks += 1;
+        // Merging the latency stripes costs a little: once a second is enough for a person.
+        if ticks.is_multiple_of(10) && !progress.is_hidden() {
+            progress.set_message(progress_note(&shared));
+        }
     }
+}
+
+/// The progress line's note: p99 so far and failures by reason.
+fn progress_note<T>(shared: &Shared<T>) -> String {
+    let p99_ms = shared.latencies().value_at_quantile(0.99) as f64 / 1_000.0;
+    let f = shared.ledger.failures();
+    let mut note = format!("p99 {p99_ms:.1} ms");
+    let reasons = [
+        ("busy", f.busy),
+        ("overloaded", f.overloaded),
+        ("at capacity", f.at_capacity),
+        ("concurrency", f.concurrency_limit),
+        ("draining", f.draining),
+        ("store", f.store),
+        ("agent", f.agent),
+        ("other", f.other),
+    ];
+    let failed: Vec<String> = reasons
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    if !failed.is_empty() {
+        note.push_str(", errors: ");
+        note.push_str(&failed.join(", "));
+    }
+    note
 }
 
 #[cfg(test)]

@@ -116,7 +116,9 @@ pub async fn drive_open<T: Target>(
     shared: Arc<Shared<T>>,
     plan: Plan,
     steps: &[Step],
+    until: Option<std::time::Instant>,
 ) -> Result<OpenLoop, String> {
+    let until = until.map(Instant::from_std);
     let histogram = Histogram::new_with_bounds(1, super::driver::MAX_LATENCY_US, 3)
         .map_err(|e| format!("cannot make a latency histogram: {e}"))?;
     let arrivals = Arc::new(Arrivals {
@@ -141,7 +143,8 @@ pub async fn drive_open<T: Target>(
         let mut in_step = 0u64;
         loop {
             let due = step_start + interval.mul_f64(in_step as f64);
-            if sent == total || step.duration.is_some_and(|d| due >= step_start + d) {
+            let over = until.is_some_and(|until| due >= until);
+            if sent == total || over || step.duration.is_some_and(|d| due >= step_start + d) {
                 break;
             }
             tokio::time::sleep_until(due).await;
@@ -154,14 +157,15 @@ pub async fn drive_open<T: Target>(
             in_step += 1;
         }
         let ran = interval.mul_f64(in_step as f64);
+        let cut = until.is_some_and(|until| step_start + ran >= until);
         let span = match step.duration {
-            Some(duration) if sent < total => duration,
+            Some(duration) if sent < total && !cut => duration,
             _ => ran,
         };
         sent_per_step.push(in_step);
         spans.push(span);
         step_start += span;
-        if sent == total {
+        if sent == total || cut {
             break;
         }
     }
