@@ -36,6 +36,7 @@ use turnstile::{
 use self::ack_log::AckLog;
 use self::cluster::ClusterTarget;
 use self::driver::{drive, Interrupts, Plan, Shared};
+pub use self::ledger::turn_of;
 use self::ledger::MAX_LEDGER_TURNS;
 use self::open_loop::Step;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
@@ -166,6 +167,9 @@ pub struct LoadArgs {
     /// verification pass must report one lost turn.
     #[arg(long, hide = true)]
     fault_drop_one_append: bool,
+    /// Testing only (soak runs): every N-th append fails with a store error, writing nothing.
+    #[arg(long, hide = true, value_name = "N")]
+    fault_fail_every: Option<usize>,
 }
 
 /// Runs `turnstile load`. Exits non-zero when the verification found a turn lost, duplicated,
@@ -319,9 +323,12 @@ fn keys(args: &LoadArgs, design: &str, run_id: &str) -> Result<Arc<[SessionKey]>
 
 async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
     let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
-    let store = if args.fault_drop_one_append {
+    let store = if args.fault_drop_one_append || args.fault_fail_every.is_some() {
         let faulty = FaultyStore::new(opened.store().clone());
-        faulty.drop_next_appends(1);
+        if args.fault_drop_one_append {
+            faulty.drop_next_appends(1);
+        }
+        faulty.fail_every_nth_append(args.fault_fail_every.unwrap_or(0));
         faulty
     } else {
         opened.store().clone()
