@@ -73,6 +73,42 @@ pub struct RuntimeConfig {
     /// (`Error::Activation` with a store that did not answer), its callers are answered, its
     /// slot is freed, and the next call tries again.
     pub activation_timeout: Duration,
+    /// Sharing sessions with other processes on one store, one owner per session
+    /// (`docs/cluster.md`); `None` (the default) when this process is the store's only user.
+    pub ownership: Option<Ownership>,
+}
+
+/// Default lease TTL: a dead owner's sessions move to another process within about this long.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+
+/// How a runtime shares its store's sessions with other processes: it takes a lease on each
+/// session it activates, fences every write with it, and answers
+/// [`Error::OwnedElsewhere`](crate::Error::OwnedElsewhere) for a session another live process
+/// holds.
+#[derive(Debug, Clone)]
+pub struct Ownership {
+    /// This process as the others know it: its advertised address and a random instance id.
+    pub claimant: crate::store::Claimant,
+    /// How long a lease lasts without renewal. The renewer extends leases every third of it; a
+    /// lease not renewed for four fifths of it stops its session here without another write.
+    pub lease_ttl: Duration,
+}
+
+impl Ownership {
+    /// A process reachable at `address` (for example `http://10.0.0.7:8080`), with a fresh
+    /// instance id and [`DEFAULT_LEASE_TTL`].
+    pub fn new(address: impl Into<String>) -> Self {
+        Self {
+            claimant: crate::store::Claimant::new(address),
+            lease_ttl: DEFAULT_LEASE_TTL,
+        }
+    }
+
+    /// Sets the lease TTL.
+    pub fn with_lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -90,6 +126,7 @@ impl Default for RuntimeConfig {
             compact_after: None,
             max_input_bytes: MAX_MESSAGE_BYTES,
             activation_timeout: DEFAULT_ACTIVATION_TIMEOUT,
+            ownership: None,
         }
     }
 }

@@ -121,6 +121,15 @@ pub enum Error {
     /// A caller-side timeout expired before the answer came (the turn itself goes on).
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// Another live process owns the session (it holds the session's lease); nothing ran here.
+    /// Send the request to `owner.address` (`turnstile serve` forwards it there itself).
+    #[error("session {key} is owned by another process, at {}", owner.address)]
+    OwnedElsewhere {
+        /// The session.
+        key: SessionKey,
+        /// Who owns it.
+        owner: crate::store::Owner,
+    },
 }
 
 impl Error {
@@ -146,7 +155,12 @@ impl Error {
             Self::ConcurrencyLimitExceeded { .. } => "concurrency_limit_exceeded",
             Self::Draining => "draining",
             Self::AgentFailed { .. } => "agent_failed",
-            Self::Store { .. } | Self::Storage(_) => "store",
+            Self::Store { source, .. } => match source.as_ref() {
+                StoreError::NotOwner { .. } => "not_owner",
+                StoreError::Fenced { .. } => "fenced",
+                _ => "store",
+            },
+            Self::Storage(_) => "store",
             Self::Activation { .. } => "activation",
             Self::Deleted { .. } => "deleted",
             Self::SessionFailed { .. } => "session_failed",
@@ -154,6 +168,7 @@ impl Error {
             Self::NotFound { .. } => "not_found",
             Self::InvalidRequest(_) => "invalid_request",
             Self::Timeout(_) => "timeout",
+            Self::OwnedElsewhere { .. } => "owned_elsewhere",
         }
     }
 }

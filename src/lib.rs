@@ -62,7 +62,7 @@ pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
-pub use runtime::{BuildError, DrainReport, Runtime, RuntimeBuilder};
+pub use runtime::{BuildError, DrainReport, Placement, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::RuntimeStats;
 pub use store::{FileStore, MemoryStore, Store, StoreError};

@@ -33,7 +33,7 @@ mod lifecycle;
 mod lines;
 mod slots;
 
-pub(crate) use lifecycle::reaper;
+pub(crate) use lifecycle::{reaper, renewer};
 use lines::Lines;
 pub(crate) use lines::Place;
 use slots::{Class, Effects, Limits, Mailbox, Route, SlotMsg, Slots};
@@ -69,7 +69,7 @@ impl SlotMsg for SessionMsg {
         match self {
             SessionMsg::Turn(_) => Class::Turn,
             SessionMsg::Stop(StopKind::Passivate) => Class::Passivate,
-            SessionMsg::Stop(StopKind::Shutdown) => Class::Shutdown,
+            SessionMsg::Stop(StopKind::Shutdown | StopKind::LeaseLost) => Class::Shutdown,
             SessionMsg::Stop(StopKind::Delete(_)) => Class::Delete,
             _ => Class::Other,
         }
@@ -254,6 +254,16 @@ impl Registry {
         let hit = self.inner.lock().slots.interrupt(key, reason, &mut fx);
         self.apply(fx);
         hit
+    }
+
+    /// The session's lease is lost: if it is live, it stops at once without another write
+    /// (messages arriving meanwhile are held for its next activation).
+    pub(crate) fn lease_lost(self: &Arc<Self>, key: &SessionKey) {
+        tracing::warn!(%key, "lease lost; the session stops without writing");
+        self.inner
+            .lock()
+            .slots
+            .deliver_if_live(key, SessionMsg::Stop(StopKind::LeaseLost));
     }
 
     /// Messages routed to a session and not answered yet (running, queued or held).

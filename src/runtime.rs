@@ -48,8 +48,11 @@ impl std::fmt::Debug for Runtime {
 
 struct RuntimeInner {
     registry: Arc<Registry>,
-    /// Stops the reaper when the runtime goes away.
+    /// Stops the reaper (and the lease renewer) when the runtime goes away.
     shutdown: CancellationToken,
+    /// The reaper's and the renewer's tasks: a drain waits for them to end, so that nothing of
+    /// the runtime's (its store, say) is still held once it returns.
+    background: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for RuntimeInner {
@@ -351,6 +354,10 @@ impl Runtime {
             clean = registry.wait_empty(Instant::now() + SHUTDOWN_GRACE).await;
         }
         self.inner.shutdown.cancel();
+        let background = std::mem::take(&mut *self.inner.background.lock());
+        for task in background {
+            let _ = task.await;
+        }
         DrainReport {
             clean,
             left: registry.live_sessions(),
@@ -373,6 +380,11 @@ impl Runtime {
         self.registry().pending(key)
     }
 
+    /// Whether the session is live in this runtime now (activated, not stopping).
+    pub fn is_live(&self, key: &SessionKey) -> bool {
+        self.registry().live_actor(key).is_some()
+    }
+
     /// Sessions held now (starting, live or stopping).
     pub fn live_sessions(&self) -> usize {
         self.registry().live_sessions()
@@ -382,4 +394,51 @@ impl Runtime {
     pub fn stats(&self) -> RuntimeStats {
         self.registry().stats()
     }
+
+    /// Where a session is served when several processes share the store
+    /// ([`RuntimeConfig::ownership`](crate::RuntimeConfig::ownership)): here, at another live
+    /// process, or nowhere yet (the next call anywhere takes it). Without ownership a session
+    /// is `Here` when live and `Unowned` otherwise. Reads one lease; never activates.
+    pub async fn placement(&self, key: &SessionKey) -> Result<Placement> {
+        if self.registry().live_actor(key).is_some() {
+            return Ok(Placement::Here);
+        }
+        let Some(keeper) = &self.registry().deps.keeper else {
+            return Ok(Placement::Unowned);
+        };
+        let owner = keeper
+            .owner(key)
+            .await
+            .map_err(|err| Error::store(key, err))?;
+        Ok(match owner {
+            None => Placement::Unowned,
+            Some(owner) if keeper.is_me(&owner) => Placement::Here,
+            Some(owner) => Placement::Elsewhere(owner),
+        })
+    }
+
+    /// This process's advertised address, when it shares sessions with other processes.
+    pub fn address(&self) -> Option<&str> {
+        self.registry().deps.keeper.as_deref().map(|k| k.address())
+    }
+
+    /// Leases this process holds now (0 without ownership).
+    pub fn leases_held(&self) -> usize {
+        self.registry()
+            .deps
+            .keeper
+            .as_deref()
+            .map_or(0, |k| k.held())
+    }
+}
+
+/// Where a session is served; see [`Runtime::placement`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// Live in this runtime (or its lease is this process's).
+    Here,
+    /// Owned by another live process.
+    Elsewhere(crate::store::Owner),
+    /// Not live anywhere: a call here takes it.
+    Unowned,
 }

@@ -12,6 +12,7 @@
 //! - `task`: running one turn as a child task, and the events a turn writes.
 //! - `live`: the session's state and the actor's steps (start, finish, answer, stop), with
 //!   `live/persist` (apply, flush, backlog, reload) and `live/compaction`.
+//! - `ownership`: the leases of live sessions when several processes share the store.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -34,10 +35,12 @@ use crate::stats::Counters;
 use crate::store::{Store, StoreError};
 
 mod live;
+mod ownership;
 mod queue;
 mod task;
 
 use live::Live;
+pub(crate) use ownership::LeaseKeeper;
 pub(crate) use task::TaskResult;
 
 /// What every session of one runtime shares.
@@ -52,6 +55,8 @@ pub(crate) struct SessionDeps {
     pub epoch: Instant,
     /// The runtime's counters: the registry and every session record into the same ones.
     pub counters: Counters,
+    /// The leases of live sessions, when the runtime shares its store with other processes.
+    pub keeper: Option<Arc<LeaseKeeper>>,
 }
 
 impl SessionDeps {
@@ -149,6 +154,9 @@ pub(crate) enum StopKind {
     Shutdown,
     /// Interrupt and refuse everything, delete the session from the store, stop.
     Delete(oneshot::Sender<Result<bool, Error>>),
+    /// The session's lease is lost (another process may own it now): interrupt the running
+    /// turn, refuse what waits, and stop without another write.
+    LeaseLost,
 }
 
 /// One message from a caller.
@@ -273,6 +281,7 @@ impl Actor for SessionActor {
         live: &mut Live,
     ) -> Result<(), ActorProcessingErr> {
         live.final_flush().await;
+        live.release_lease().await;
         Ok(())
     }
 }
@@ -292,9 +301,17 @@ pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error
             detail: other.to_string(),
         },
     };
-    Error::Activation {
-        key: key.clone(),
-        source: Arc::new(source),
+    match source {
+        StoreError::NotOwner {
+            owner: Some(owner), ..
+        } => Error::OwnedElsewhere {
+            key: key.clone(),
+            owner,
+        },
+        source => Error::Activation {
+            key: key.clone(),
+            source: Arc::new(source),
+        },
     }
 }
 

@@ -19,6 +19,7 @@ pub mod conformance;
 mod faulty;
 mod file;
 mod forward;
+mod lease;
 mod log;
 mod memory;
 mod open;
@@ -31,6 +32,7 @@ mod url;
 pub use faulty::{FaultyStore, StoreCall};
 pub use file::FileStore;
 pub use forward::ForwardingStore;
+pub use lease::{Claim, Claimant, Lease, Leases, Owner};
 pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
 pub use open::{open_store, OpenStoreError, OpenedStore};
@@ -207,6 +209,26 @@ pub enum StoreError {
     /// The request itself is invalid (for example a bad cursor or page size).
     #[error("invalid store request: {0}")]
     InvalidRequest(String),
+    /// A fenced write was refused: the writer does not hold the session's lease (it expired, or
+    /// another process holds it now). Nothing was written.
+    #[error("session {key}: this process does not hold the session's lease{}; nothing was written", owner.as_ref().map(|o| format!(" (held by {} at epoch {})", o.address, o.epoch)).unwrap_or_default())]
+    NotOwner {
+        /// The session.
+        key: SessionKey,
+        /// Who holds the lease now, if anyone.
+        owner: Option<Owner>,
+    },
+    /// A fenced write was refused: a writer with a newer lease epoch has written the session
+    /// since this writer's lease was granted. Nothing was written.
+    #[error("session {key}: fenced; the write carries lease epoch {epoch} but epoch {current} has written since; nothing was written")]
+    Fenced {
+        /// The session.
+        key: SessionKey,
+        /// The epoch the refused write carried.
+        epoch: u64,
+        /// The newest epoch that has written the session.
+        current: u64,
+    },
 }
 
 impl StoreError {
@@ -294,6 +316,32 @@ pub trait Store: Send + Sync + 'static {
     /// Removes sessions by age and count (see [`GcPolicy`]), judged at `now_ms`. The store does
     /// not know which sessions are live: the runtime's own `gc` skips those.
     async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError>;
+
+    /// Session leases kept in this store, for several processes sharing it with one owner per
+    /// session. `None` (the default) for stores that one process owns alone.
+    fn leases(&self) -> Option<std::sync::Arc<dyn Leases>> {
+        None
+    }
+
+    /// [`Store::append`], fenced: it commits only if `lease` is the session's current lease
+    /// and no writer with a newer epoch has written the session, checked in the same atomic
+    /// step as the version compare-and-set. Refusals are [`StoreError::NotOwner`] and
+    /// [`StoreError::Fenced`]; a stale version is still [`StoreError::Conflict`].
+    ///
+    /// Stores without [`Store::leases`] refuse every fenced write.
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        let _ = (base_version, events, lease);
+        Err(StoreError::InvalidRequest(format!(
+            "session {key}: the {} store keeps no leases, so it cannot fence writes",
+            self.name()
+        )))
+    }
 }
 
 /// Checks a page request against [`MAX_PAGE`].

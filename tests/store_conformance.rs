@@ -32,6 +32,40 @@ async fn memory_store_refuses_stale_writes_from_a_second_handle() {
     .await;
 }
 
+/// The memory store's leases: one holder at a time, fenced writes from anyone else refused,
+/// epochs that only grow, expiry.
+#[tokio::test]
+async fn memory_store_passes_the_lease_checks() {
+    conformance::run_leases(|| async {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        (store.clone(), store)
+    })
+    .await;
+}
+
+/// A store that keeps no leases refuses a fenced write with a clear error and writes nothing.
+#[tokio::test]
+async fn a_store_without_leases_refuses_fenced_writes() {
+    let folder = tempfile::tempdir().expect("temporary folder");
+    let store = turnstile::FileStore::open(folder.path()).expect("open");
+    assert!(store.leases().is_none());
+    let key = turnstile::SessionKey::new("u", "s").expect("key");
+    let lease = turnstile::store::Lease {
+        token: "t".to_owned(),
+        epoch: 1,
+    };
+    let refused = store
+        .append_fenced(&key, 0, &conformance::turn_events(1, "x", None), &lease)
+        .await;
+    match refused {
+        Err(turnstile::StoreError::InvalidRequest(message)) => {
+            assert!(message.contains("cannot fence"), "{message}");
+        }
+        other => panic!("expected InvalidRequest, got {other:?}"),
+    }
+    assert!(store.load(&key, 10).await.expect("load").record.is_none());
+}
+
 /// The file store admits one opener per root, so its second handle is the same store (clones
 /// share it); its check under the session lock is its only check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

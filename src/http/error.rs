@@ -179,6 +179,7 @@ fn runtime_class(error: &Error) -> Class {
         Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", true),
         Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
         Error::AgentFailed { .. } => (StatusCode::BAD_GATEWAY, "agent_failed", false),
+        Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
         Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
         Error::Storage(source) => match source.as_ref() {
             StoreError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
@@ -197,6 +198,9 @@ fn store_class(error: &StoreError) -> Class {
             (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
         }
         StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict", true),
+        // Another process owns the session now; a retry reaches it (through forwarding).
+        StoreError::NotOwner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_owner", true),
+        StoreError::Fenced { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fenced", true),
         _ => INTERNAL,
     }
 }

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::Registry;
 use crate::key::SessionKey;
 use crate::session::{
-    activation_error, delete_unloadable, SessionActor, SessionArgs, SessionShared,
+    activation_error, delete_unloadable, LeaseKeeper, SessionActor, SessionArgs, SessionShared,
 };
 
 /// Supervises one session for as long as it has a slot: spawns its actor (which loads the
@@ -49,6 +49,27 @@ pub(crate) async fn run_session(
         match registry.stopped(&key) {
             Some(next) => shared = next,
             None => return,
+        }
+    }
+}
+
+/// Renews the leases of every live session in one batch, every third of the lease TTL, and
+/// stops the sessions whose lease is lost (see `session::ownership`).
+pub(crate) async fn renewer(
+    registry: Arc<Registry>,
+    keeper: Arc<LeaseKeeper>,
+    shutdown: CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(keeper.renew_every());
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticks.tick() => keeper.renew_all().await,
+            () = keeper.lost_reported() => {}
+        }
+        for key in keeper.take_lost() {
+            registry.lease_lost(&key);
         }
     }
 }

@@ -295,6 +295,11 @@ impl<A: Mailbox> Slots<A> {
         Route::Accepted
     }
 
+    /// Delivers `msg` to `key`'s actor if the session is live; never activates it.
+    pub(super) fn deliver_if_live(&mut self, key: &SessionKey, msg: A::Msg) {
+        self.deliver(key, msg);
+    }
+
     /// Pushes to a live actor (see [`Slots::after_push`]); does nothing for other slots.
     fn deliver(&mut self, key: &SessionKey, msg: A::Msg) {
         let class = msg.class();

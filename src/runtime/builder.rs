@@ -11,7 +11,8 @@ use super::{Runtime, RuntimeInner};
 use crate::agent::Agent;
 use crate::config::RuntimeConfig;
 use crate::context::Summarizer;
-use crate::registry::{reaper, Registry};
+use crate::registry::{reaper, renewer, Registry};
+use crate::session::LeaseKeeper;
 use crate::session::SessionDeps;
 use crate::stats::Counters;
 use crate::store::Store;
@@ -20,6 +21,9 @@ use crate::store::Store;
 /// reach past the clock's range: a setting meaning "never" would overflow them. A hundred years
 /// is "never" for any process.
 const LONGEST_SETTING: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Shortest lease TTL: renewals every third of it must fit a store round trip with room to spare.
+const MIN_LEASE_TTL: Duration = Duration::from_millis(300);
 
 /// Why a runtime could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -164,6 +168,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Shares the store's sessions with other processes, one owner per session
+    /// ([`RuntimeConfig::ownership`]). The store must keep leases ([`Store::leases`]).
+    pub fn with_ownership(mut self, ownership: crate::config::Ownership) -> Self {
+        self.config.ownership = Some(ownership);
+        self
+    }
+
     /// Builds the runtime and starts its idle reaper. Must run inside a tokio runtime.
     pub fn build(self) -> Result<Runtime, BuildError> {
         let agent = self.agent.ok_or(BuildError::MissingAgent)?;
@@ -209,8 +220,28 @@ impl RuntimeBuilder {
                 "max_concurrent_turns must be at least 1".into(),
             ));
         }
+        let keeper = match &config.ownership {
+            None => None,
+            Some(ownership) => {
+                let leases = store.leases().ok_or_else(|| {
+                    BuildError::InvalidConfig(format!(
+                        "ownership needs a store that keeps leases (redis, memory); the {} store does not",
+                        store.name()
+                    ))
+                })?;
+                if ownership.lease_ttl < MIN_LEASE_TTL || ownership.lease_ttl > LONGEST_SETTING {
+                    return Err(BuildError::InvalidConfig(format!(
+                        "lease_ttl must be between {} ms and {} days",
+                        MIN_LEASE_TTL.as_millis(),
+                        LONGEST_SETTING.as_secs() / 86_400
+                    )));
+                }
+                Some(Arc::new(LeaseKeeper::new(leases, ownership.clone())))
+            }
+        };
         tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoTokioRuntime)?;
         let deps = Arc::new(SessionDeps {
+            keeper: keeper.clone(),
             store,
             agent,
             summarizer: self.summarizer,
@@ -223,9 +254,17 @@ impl RuntimeBuilder {
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();
-        tokio::spawn(reaper(registry.clone(), shutdown.clone()));
+        let mut background = vec![tokio::spawn(reaper(registry.clone(), shutdown.clone()))];
+        if let Some(keeper) = keeper {
+            let renewing = renewer(registry.clone(), keeper, shutdown.clone());
+            background.push(tokio::spawn(renewing));
+        }
         Ok(Runtime {
-            inner: Arc::new(RuntimeInner { registry, shutdown }),
+            inner: Arc::new(RuntimeInner {
+                registry,
+                shutdown,
+                background: parking_lot::Mutex::new(background),
+            }),
         })
     }
 }

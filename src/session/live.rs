@@ -55,6 +55,9 @@ pub(crate) struct Live {
     /// A delete found this session holding something that was never stored — a running or
     /// waiting turn, unsaved events — so it deleted a session even if the store had none.
     deleted_live: bool,
+    /// A write found this process no longer the session's owner: nothing more is run or
+    /// written, and the registry has been asked to stop the session.
+    lease_lost: bool,
     next_turn_id: u64,
     /// The summary's text, shared with turns without copying.
     summary: Option<Arc<str>>,
@@ -86,15 +89,25 @@ impl Live {
     pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
         let SessionArgs { key, deps, shared } = args;
         let limit = deps.config.activation_timeout;
-        let loaded = tokio::time::timeout(limit, deps.store.load(&key, deps.config.window))
-            .await
-            .map_err(|_| StoreError::Unavailable {
-                backend: deps.store.name(),
-                detail: format!(
-                    "loading session {key} did not finish within {} ms (activation_timeout)",
-                    limit.as_millis()
-                ),
-            })??;
+        if let Some(keeper) = &deps.keeper {
+            // The lease comes first: what loads next is then what the last owner left.
+            tokio::time::timeout(limit, keeper.acquire(&key))
+                .await
+                .map_err(|_| StoreError::Unavailable {
+                    backend: deps.store.name(),
+                    detail: format!(
+                        "taking session {key}'s lease did not finish within {} ms",
+                        limit.as_millis()
+                    ),
+                })??;
+        }
+        let loaded = Self::read(&key, &deps).await;
+        if loaded.is_err() {
+            if let Some(keeper) = &deps.keeper {
+                keeper.release(&key).await;
+            }
+        }
+        let loaded = loaded?;
         let record = loaded
             .record
             .unwrap_or_else(|| SessionRecord::new(key.clone(), now_ms()));
@@ -117,12 +130,30 @@ impl Live {
             running: None,
             stopping: None,
             deleted_live: false,
+            lease_lost: false,
             next_turn_id: 0,
             summary: None,
             compacting: false,
             immediate: None,
         }
         .with_summary_cache())
+    }
+
+    /// Reads the session from the store within the activation timeout.
+    async fn read(
+        key: &SessionKey,
+        deps: &SessionDeps,
+    ) -> Result<crate::store::LoadedSession, StoreError> {
+        let limit = deps.config.activation_timeout;
+        tokio::time::timeout(limit, deps.store.load(key, deps.config.window))
+            .await
+            .map_err(|_| StoreError::Unavailable {
+                backend: deps.store.name(),
+                detail: format!(
+                    "loading session {key} did not finish within {} ms (activation_timeout)",
+                    limit.as_millis()
+                ),
+            })?
     }
 
     fn with_summary_cache(mut self) -> Self {
@@ -153,6 +184,11 @@ impl Live {
             self.answer(request, Err(Error::Draining));
             return;
         }
+        if self.lease_lost {
+            let refused = self.not_owner();
+            self.answer(request, Err(refused));
+            return;
+        }
         let (policy, front) = (request.policy, request.front);
         match self.queue.admit(request, policy, front) {
             Admission::Start(request) => self.start(vec![request], myself),
@@ -175,6 +211,7 @@ impl Live {
         }
         let refuse = match &self.stopping {
             Some(StopKind::Shutdown) => Some(Error::Draining),
+            Some(StopKind::LeaseLost) => Some(self.not_owner()),
             Some(StopKind::Delete(_)) => Some(Error::Deleted {
                 key: self.key.clone(),
             }),
@@ -363,7 +400,7 @@ impl Live {
     pub(crate) fn begin_stop(&mut self, kind: StopKind) {
         let reason = match &kind {
             StopKind::Passivate => None,
-            StopKind::Shutdown => Some(InterruptReason::Shutdown),
+            StopKind::Shutdown | StopKind::LeaseLost => Some(InterruptReason::Shutdown),
             StopKind::Delete(_) => Some(InterruptReason::Requested),
         };
         if let (Some(reason), Some(running)) = (reason, &self.running) {
@@ -374,7 +411,7 @@ impl Live {
             (Some(StopKind::Delete(_)), StopKind::Delete(reply)) => {
                 let _ = reply.send(Ok(false));
             }
-            (Some(StopKind::Delete(_)), _) => {}
+            (Some(StopKind::Delete(_) | StopKind::LeaseLost), _) => {}
             (_, kind) => {
                 if matches!(kind, StopKind::Delete(_)) {
                     self.deleted_live =
@@ -400,6 +437,7 @@ impl Live {
                     .map_err(|err| Error::store(&self.key, err));
                 let _ = reply.send(result);
             }
+            Some(StopKind::LeaseLost) => self.drop_unsaved("its lease was lost"),
             _ => {
                 let _ = self.flush().await;
             }

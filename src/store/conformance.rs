@@ -26,8 +26,15 @@ use super::{GcPolicy, PageRequest, Store, StoreError};
 use crate::key::SessionKey;
 use crate::state::{Author, Event, EventKind, InputDisposition, StateDelta};
 
+mod leases;
 mod shared_state;
 mod two_handles;
+
+pub use leases::{
+    a_former_holder_can_never_commit, an_unrenewed_lease_expires,
+    one_holder_at_a_time_and_only_its_writes_commit,
+    renewal_is_per_lease_and_epochs_survive_deletion, the_same_instance_takes_its_own_lease_over,
+};
 
 pub use shared_state::{null_deletes_shared_keys, shared_state_is_kept_once_per_user_and_app};
 pub use two_handles::{
@@ -82,6 +89,25 @@ where
     a_write_based_on_a_version_another_handle_replaced_is_refused(a, b).await;
     let (a, b) = make().await;
     racing_writers_on_two_handles_let_exactly_one_win(a, b).await;
+}
+
+/// Runs every check of leases and fenced writes (for stores whose [`Store::leases`] is
+/// `Some`), each against a fresh pair of handles from `make`, as in [`run_two_handles`].
+pub async fn run_leases<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = (Arc<dyn Store>, Arc<dyn Store>)>,
+{
+    let (a, b) = make().await;
+    one_holder_at_a_time_and_only_its_writes_commit(a, b).await;
+    let (a, b) = make().await;
+    a_former_holder_can_never_commit(a, b).await;
+    let (a, _) = make().await;
+    the_same_instance_takes_its_own_lease_over(a).await;
+    let (a, _) = make().await;
+    renewal_is_per_lease_and_epochs_survive_deletion(a).await;
+    let (a, b) = make().await;
+    an_unrenewed_lease_expires(a, b).await;
 }
 
 fn key(user: &str, session: &str) -> SessionKey {

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Semaphore};
 
-use super::{ForwardingStore, LoadedSession, Store, StoreError};
+use super::{ForwardingStore, Lease, LoadedSession, Store, StoreError};
 use crate::key::SessionKey;
 use crate::state::Event;
 
@@ -196,6 +196,32 @@ fn injected(what: &str) -> StoreError {
     }
 }
 
+impl FaultyStore {
+    /// The faults an append (fenced or not) meets before it reaches the inner store: a delay,
+    /// an injected failure, a dropped write, a gate. `None` means "go on to the inner store".
+    async fn append_fault(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+    ) -> Option<Result<u64, StoreError>> {
+        self.appends_attempted.fetch_add(1, Ordering::SeqCst);
+        let delay = *self.append_delay.lock();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        if take_one(&self.failing_appends) {
+            self.appends_failed.fetch_add(1, Ordering::SeqCst);
+            return Some(Err(injected("append")));
+        }
+        if take_one(&self.dropping_appends) {
+            tracing::warn!(%key, "fault injection: acknowledging an append without writing it");
+            return Some(Ok(base_version + 1));
+        }
+        self.gate(StoreCall::Append).pass().await;
+        None
+    }
+}
+
 #[async_trait]
 impl ForwardingStore for FaultyStore {
     fn forward_to(&self) -> &dyn Store {
@@ -225,21 +251,25 @@ impl ForwardingStore for FaultyStore {
         base_version: u64,
         events: &[Event],
     ) -> Result<u64, StoreError> {
-        self.appends_attempted.fetch_add(1, Ordering::SeqCst);
-        let delay = *self.append_delay.lock();
-        if let Some(delay) = delay {
-            tokio::time::sleep(delay).await;
+        if let Some(faulted) = self.append_fault(key, base_version).await {
+            return faulted;
         }
-        if take_one(&self.failing_appends) {
-            self.appends_failed.fetch_add(1, Ordering::SeqCst);
-            return Err(injected("append"));
-        }
-        if take_one(&self.dropping_appends) {
-            tracing::warn!(%key, "fault injection: acknowledging an append without writing it");
-            return Ok(base_version + 1);
-        }
-        self.gate(StoreCall::Append).pass().await;
         self.inner.append(key, base_version, events).await
+    }
+
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        if let Some(faulted) = self.append_fault(key, base_version).await {
+            return faulted;
+        }
+        self.inner
+            .append_fenced(key, base_version, events, lease)
+            .await
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {

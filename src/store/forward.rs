@@ -4,7 +4,9 @@
 
 use async_trait::async_trait;
 
-use super::{GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store, StoreError};
+use super::{
+    GcPolicy, GcReport, Lease, Leases, LoadedSession, Page, PageRequest, Store, StoreError,
+};
 use crate::key::SessionKey;
 use crate::state::{Event, Seq};
 
@@ -101,6 +103,24 @@ pub trait ForwardingStore: Send + Sync + 'static {
     async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
         self.forward_to().gc(policy, now_ms).await
     }
+
+    /// See [`Store::leases`].
+    fn leases(&self) -> Option<std::sync::Arc<dyn Leases>> {
+        self.forward_to().leases()
+    }
+
+    /// See [`Store::append_fenced`].
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        self.forward_to()
+            .append_fenced(key, base_version, events, lease)
+            .await
+    }
 }
 
 #[async_trait]
@@ -145,5 +165,19 @@ impl<T: ForwardingStore> Store for T {
 
     async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
         ForwardingStore::gc(self, policy, now_ms).await
+    }
+
+    fn leases(&self) -> Option<std::sync::Arc<dyn Leases>> {
+        ForwardingStore::leases(self)
+    }
+
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        ForwardingStore::append_fenced(self, key, base_version, events, lease).await
     }
 }

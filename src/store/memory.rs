@@ -1,26 +1,34 @@
 //! An in-memory store for tests and demos: everything is lost on exit.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+use self::leases::MemoryLeases;
 use super::{
-    check_continues, check_page, select_for_gc, GcPolicy, GcReport, LoadedSession, Page,
-    PageRequest, SessionMeta, Store, StoreError,
+    check_continues, check_page, select_for_gc, GcPolicy, GcReport, Lease, Leases, LoadedSession,
+    Page, PageRequest, SessionMeta, Store, StoreError,
 };
 use crate::key::SessionKey;
 use crate::state::{apply_plain, Event, Seq, SessionRecord, SplitDelta, StateMap};
 
+mod leases;
+
 /// Keeps sessions in process memory. Cheap, fast, and gone when the process exits.
 ///
-/// Sessions are spread over shards so that unrelated sessions rarely contend for a lock.
+/// Sessions are spread over shards so that unrelated sessions rarely contend for a lock. It
+/// keeps [`Leases`] too, so that several runtimes in one process can share it with one owner
+/// per session, as processes share a Redis.
 #[derive(Debug)]
 pub struct MemoryStore {
     /// Session heads and logs, sharded by key hash.
     shards: Box<[Mutex<HashMap<SessionKey, StoredSession>>]>,
     /// Shared state, which outlives any one session.
     shared: Mutex<SharedState>,
+    /// Session leases (see [`Store::leases`]).
+    leases: Arc<MemoryLeases>,
 }
 
 /// How many shards; a power of two comfortably above the core count of typical hosts.
@@ -36,6 +44,8 @@ struct SharedState {
 struct StoredSession {
     record: SessionRecord,
     events: Vec<Event>,
+    /// The newest lease epoch that wrote the session (0: only unfenced writes).
+    fence: u64,
 }
 
 impl Default for MemoryStore {
@@ -50,6 +60,7 @@ impl MemoryStore {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             shared: Mutex::new(SharedState::default()),
+            leases: Arc::default(),
         }
     }
 
@@ -58,6 +69,64 @@ impl MemoryStore {
         let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
             .hash_one(key);
         &self.shards[(hash as usize) % SHARDS]
+    }
+
+    /// Appends one turn if the stored version is `base_version` and, for a fenced write, if
+    /// no newer epoch has written the session.
+    fn commit(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        fence: Option<&Lease>,
+    ) -> Result<u64, StoreError> {
+        let mut split = SplitDelta::default();
+        let version = {
+            let mut shard = self.shard(key).lock();
+            let stored_fence = shard.get(key).map_or(0, |s| s.fence);
+            if let Some(lease) = fence.filter(|lease| lease.epoch < stored_fence) {
+                return Err(StoreError::Fenced {
+                    key: key.clone(),
+                    epoch: lease.epoch,
+                    current: stored_fence,
+                });
+            }
+            let found = shard.get(key).map_or(0, |s| s.record.version);
+            if found != base_version {
+                return Err(StoreError::Conflict {
+                    key: key.clone(),
+                    expected: base_version,
+                    found,
+                });
+            }
+            let stored = shard.entry(key.clone()).or_insert_with(|| StoredSession {
+                record: SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
+                events: Vec::new(),
+                fence: 0,
+            });
+            check_continues(key, stored.record.next_seq, events)?;
+            for event in events {
+                stored.record.apply(event);
+                if let Some(delta) = &event.state_delta {
+                    split.merge(SplitDelta::from_delta(delta));
+                }
+            }
+            stored.events.extend_from_slice(events);
+            stored.record.version += 1;
+            if let Some(lease) = fence {
+                stored.fence = lease.epoch;
+            }
+            stored.record.version
+        };
+        if !split.user.is_empty() || !split.app.is_empty() {
+            let mut shared = self.shared.lock();
+            if !key.is_anonymous() && !split.user.is_empty() {
+                let user = shared.users.entry(key.user_id().to_owned()).or_default();
+                apply_plain(user, &split.user);
+            }
+            apply_plain(&mut shared.app, &split.app);
+        }
+        Ok(version)
     }
 
     fn all_sessions<T>(&self, mut pick: impl FnMut(&StoredSession) -> Option<T>) -> Vec<T> {
@@ -103,41 +172,7 @@ impl Store for MemoryStore {
         base_version: u64,
         events: &[Event],
     ) -> Result<u64, StoreError> {
-        let mut split = SplitDelta::default();
-        let version = {
-            let mut shard = self.shard(key).lock();
-            let found = shard.get(key).map_or(0, |s| s.record.version);
-            if found != base_version {
-                return Err(StoreError::Conflict {
-                    key: key.clone(),
-                    expected: base_version,
-                    found,
-                });
-            }
-            let stored = shard.entry(key.clone()).or_insert_with(|| StoredSession {
-                record: SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
-                events: Vec::new(),
-            });
-            check_continues(key, stored.record.next_seq, events)?;
-            for event in events {
-                stored.record.apply(event);
-                if let Some(delta) = &event.state_delta {
-                    split.merge(SplitDelta::from_delta(delta));
-                }
-            }
-            stored.events.extend_from_slice(events);
-            stored.record.version += 1;
-            stored.record.version
-        };
-        if !split.user.is_empty() || !split.app.is_empty() {
-            let mut shared = self.shared.lock();
-            if !key.is_anonymous() && !split.user.is_empty() {
-                let user = shared.users.entry(key.user_id().to_owned()).or_default();
-                apply_plain(user, &split.user);
-            }
-            apply_plain(&mut shared.app, &split.app);
-        }
-        Ok(version)
+        self.commit(key, base_version, events, None)
     }
 
     async fn read_events(
@@ -215,5 +250,22 @@ impl Store for MemoryStore {
             self.shard(key).lock().remove(key);
         }
         Ok(GcReport { removed })
+    }
+
+    fn leases(&self) -> Option<Arc<dyn Leases>> {
+        Some(self.leases.clone())
+    }
+
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        // Held across the write, so that no grant or expiry check interleaves with it.
+        let leases = self.leases.lock();
+        leases.check(key, lease)?;
+        self.commit(key, base_version, events, Some(lease))
     }
 }

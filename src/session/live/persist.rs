@@ -66,10 +66,22 @@ impl Live {
             return Ok(());
         }
         let store = self.deps.store.clone();
-        match store
-            .append(&self.key, self.record.version, &self.unsaved)
-            .await
-        {
+        let written = match &self.deps.keeper {
+            None => {
+                store
+                    .append(&self.key, self.record.version, &self.unsaved)
+                    .await
+            }
+            Some(keeper) => match keeper.fence(&self.key) {
+                Ok(lease) => {
+                    store
+                        .append_fenced(&self.key, self.record.version, &self.unsaved, &lease)
+                        .await
+                }
+                Err(lapsed) => Err(lapsed),
+            },
+        };
+        match written {
             Ok(version) => {
                 self.record.version = version;
                 // Dropped, not cleared: an idle session should not keep the buffer's capacity.
@@ -79,6 +91,9 @@ impl Live {
             }
             Err(err) => {
                 let conflict = matches!(err, StoreError::Conflict { .. });
+                if matches!(err, StoreError::NotOwner { .. } | StoreError::Fenced { .. }) {
+                    self.lost_lease();
+                }
                 let error = Error::store(&self.key, err);
                 tracing::warn!(key = %self.key, %error, "turn not persisted");
                 if conflict {
@@ -109,6 +124,48 @@ impl Live {
             Err(err) => {
                 tracing::error!(key = %self.key, error = %err, "reload after a conflict failed");
             }
+        }
+    }
+
+    /// This process no longer owns the session: what is unsaved can never be written, nothing
+    /// more runs, and the registry is asked to stop the session (which holds new messages for
+    /// the next activation, wherever it happens).
+    fn lost_lease(&mut self) {
+        self.lease_lost = true;
+        self.drop_unsaved("this process lost its lease");
+        if let Some(keeper) = &self.deps.keeper {
+            keeper.report_lost(&self.key);
+        }
+    }
+
+    /// Drops events that can never be written; their callers were already told.
+    pub(super) fn drop_unsaved(&mut self, why: &str) {
+        if !self.unsaved.is_empty() {
+            tracing::warn!(
+                key = %self.key,
+                unsaved = self.unsaved.len(),
+                "dropping events the store never acknowledged: {why}"
+            );
+        }
+        self.unsaved = Vec::new();
+        self.shared.dirty.store(false, Ordering::Release);
+    }
+
+    /// The error for a call refused because this process no longer owns the session.
+    pub(super) fn not_owner(&self) -> Error {
+        Error::store(
+            &self.key,
+            StoreError::NotOwner {
+                key: self.key.clone(),
+                owner: None,
+            },
+        )
+    }
+
+    /// `post_stop`: gives the session's lease back, if it holds one.
+    pub(crate) async fn release_lease(&mut self) {
+        if let Some(keeper) = &self.deps.keeper {
+            keeper.release(&self.key).await;
         }
     }
 

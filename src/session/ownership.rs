@@ -1,0 +1,204 @@
+//! The leases this process holds on its live sessions, when it shares a store with other
+//! processes (see `docs/cluster.md`).
+//!
+//! A session takes its lease before it loads, fences every write with it, and gives it back
+//! after its final flush. One renewer per runtime (`registry::lifecycle::renewer`) extends all of
+//! them in one batch; a lease whose renewal fails, or whose local deadline passes, stops its
+//! session without another write.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::config::Ownership;
+use crate::key::SessionKey;
+use crate::store::{Claim, Lease, Leases, Owner, StoreError};
+use std::sync::Arc;
+
+/// A lease's local deadline ends this share of its TTL before the store's expiry, so that a
+/// clock running slower here than in the store cannot make this process write after it.
+const MARGIN_DIVISOR: u32 = 5;
+
+/// The leases of one runtime's live sessions.
+pub(crate) struct LeaseKeeper {
+    leases: Arc<dyn Leases>,
+    config: Ownership,
+    held: Mutex<HashMap<SessionKey, Held>>,
+    /// Sessions whose lease is lost and that have not been told to stop yet.
+    lost: Mutex<Vec<SessionKey>>,
+    /// Wakes the renewer when a session finds its lease lost between renewals.
+    lost_wake: tokio::sync::Notify,
+}
+
+struct Held {
+    lease: Lease,
+    /// Past this instant the lease may have expired in the store: no write is attempted.
+    valid_until: Instant,
+}
+
+impl std::fmt::Debug for LeaseKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseKeeper")
+            .field("config", &self.config)
+            .field("held", &self.held.lock().len())
+            .finish()
+    }
+}
+
+impl LeaseKeeper {
+    pub(crate) fn new(leases: Arc<dyn Leases>, config: Ownership) -> Self {
+        Self {
+            leases,
+            config,
+            held: Mutex::new(HashMap::new()),
+            lost: Mutex::new(Vec::new()),
+            lost_wake: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// A session found its lease lost (a write was refused as not the owner's, or its local
+    /// deadline passed): forgets the lease and has the renewer stop the session.
+    pub(crate) fn report_lost(&self, key: &SessionKey) {
+        self.held.lock().remove(key);
+        self.lost.lock().push(key.clone());
+        self.lost_wake.notify_one();
+    }
+
+    /// Resolves when a session reported its lease lost.
+    pub(crate) async fn lost_reported(&self) {
+        self.lost_wake.notified().await;
+    }
+
+    /// The sessions whose lease was lost since the last call.
+    pub(crate) fn take_lost(&self) -> Vec<SessionKey> {
+        std::mem::take(&mut *self.lost.lock())
+    }
+
+    /// How often the renewer runs: three chances before a lease expires.
+    pub(crate) fn renew_every(&self) -> Duration {
+        self.config.lease_ttl / 3
+    }
+
+    /// The local deadline of a lease granted or renewed by a request sent at `sent`.
+    fn deadline(&self, sent: Instant) -> Instant {
+        let ttl = self.config.lease_ttl;
+        sent + ttl - ttl / MARGIN_DIVISOR
+    }
+
+    /// Takes `key`'s lease; a lease held by another process is [`StoreError::NotOwner`] naming
+    /// the holder.
+    pub(crate) async fn acquire(&self, key: &SessionKey) -> Result<(), StoreError> {
+        let sent = Instant::now();
+        let claim = self
+            .leases
+            .acquire(key, &self.config.claimant, self.config.lease_ttl)
+            .await?;
+        match claim {
+            Claim::Granted(lease) => {
+                let held = Held {
+                    lease,
+                    valid_until: self.deadline(sent),
+                };
+                self.held.lock().insert(key.clone(), held);
+                Ok(())
+            }
+            Claim::Held(owner) => Err(StoreError::NotOwner {
+                key: key.clone(),
+                owner: Some(owner),
+            }),
+        }
+    }
+
+    /// The lease a write of `key` carries now; [`StoreError::NotOwner`] when this process no
+    /// longer holds it, or its local deadline has passed (then no write is attempted at all).
+    pub(crate) fn fence(&self, key: &SessionKey) -> Result<Lease, StoreError> {
+        match self.held.lock().get(key) {
+            Some(held) if Instant::now() < held.valid_until => Ok(held.lease.clone()),
+            _ => Err(StoreError::NotOwner {
+                key: key.clone(),
+                owner: None,
+            }),
+        }
+    }
+
+    /// Forgets `key`'s lease and gives it back to the store (compare-and-delete: a lease taken
+    /// by someone else meanwhile is left alone). A failed release only delays the next owner
+    /// until the lease expires.
+    pub(crate) async fn release(&self, key: &SessionKey) {
+        let Some(held) = self.held.lock().remove(key) else {
+            return;
+        };
+        if let Err(error) = self.leases.release(key, &held.lease).await {
+            tracing::warn!(%key, %error, "lease not released; it expires on its own");
+        }
+    }
+
+    /// Renews every lease held, in one batch. Leases refused by the store, or past their local
+    /// deadline because renewals kept failing, are forgotten and reported lost
+    /// ([`LeaseKeeper::take_lost`]): their sessions must stop without writing.
+    pub(crate) async fn renew_all(&self) {
+        let batch: Vec<(SessionKey, Lease)> = self
+            .held
+            .lock()
+            .iter()
+            .map(|(key, held)| (key.clone(), held.lease.clone()))
+            .collect();
+        if batch.is_empty() {
+            return;
+        }
+        let sent = Instant::now();
+        let answers = self.leases.renew(&batch, self.config.lease_ttl).await;
+        let mut held = self.held.lock();
+        let mut lost = Vec::new();
+        match answers {
+            Ok(answers) => {
+                for ((key, lease), renewed) in batch.into_iter().zip(answers) {
+                    let Some(entry) = held.get_mut(&key).filter(|h| h.lease == lease) else {
+                        continue; // released or taken over meanwhile
+                    };
+                    if renewed {
+                        entry.valid_until = self.deadline(sent);
+                    } else {
+                        held.remove(&key);
+                        lost.push(key);
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, leases = batch.len(), "lease renewal failed");
+            }
+        }
+        let now = Instant::now();
+        held.retain(|key, entry| {
+            let valid = entry.valid_until > now;
+            if !valid {
+                lost.push(key.clone());
+            }
+            valid
+        });
+        drop(held);
+        self.lost.lock().extend(lost);
+    }
+
+    /// Who holds `key`'s lease, if anyone.
+    pub(crate) async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
+        self.leases.owner(key).await
+    }
+
+    /// Whether `owner` is this process.
+    pub(crate) fn is_me(&self, owner: &Owner) -> bool {
+        owner.instance == self.config.claimant.instance
+    }
+
+    /// This process's advertised address.
+    pub(crate) fn address(&self) -> &str {
+        &self.config.claimant.address
+    }
+
+    /// How many leases this process holds.
+    pub(crate) fn held(&self) -> usize {
+        self.held.lock().len()
+    }
+}
