@@ -1,4 +1,5 @@
-//! On a real Redis Cluster, every key one session's scripts touch hashes to one slot, and that
+//! On a real Redis Cluster, every key one session's scripts touch (head, log, lease, epoch
+//! counter) hashes to one slot, and that
 //! slot is the one of the session's documented hash tag — the first 16 hex digits of the
 //! SHA-256 of its canonical encoding (`docs/stores.md`) — whatever the ids hold: braces, `*`,
 //! `%`-escapes, 256-byte ids, unicode. So no id can choose its slot or split its session.
@@ -10,12 +11,13 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::RedisOptions;
+use turnstile::store::{Claim, Claimant, Leases, RedisOptions};
 use turnstile::{SessionKey, Store};
 
 use support::redis_cluster::{fresh_prefix, RedisCluster};
@@ -81,8 +83,13 @@ async fn every_key_of_a_session_hashes_to_the_slot_of_its_tag() {
             .store_with(RedisOptions::default().with_prefix(prefix.clone()))
             .await;
         let delta: StateDelta = [("user:seen".to_owned(), json!(true))].into();
+        let me = Claimant::new("http://a");
+        let lease = match store.acquire(key, &me, Duration::from_secs(60)).await {
+            Ok(Claim::Granted(lease)) => lease,
+            other => panic!("{key}: a fresh session's lease, got {other:?}"),
+        };
         let v1 = store
-            .append(key, 0, &turn_events(1, "first", Some(delta)))
+            .append_fenced(key, 0, &turn_events(1, "first", Some(delta)), &lease)
             .await
             .expect("append");
         store
@@ -101,7 +108,11 @@ async fn every_key_of_a_session_hashes_to_the_slot_of_its_tag() {
             holders += usize::from(!names.is_empty());
             found.extend(names);
         }
-        assert_eq!(found.len(), 2, "{key}: a head and a log, found {found:?}");
+        assert_eq!(
+            found.len(),
+            4,
+            "{key}: a head, a log, a lease and an epoch counter, found {found:?}"
+        );
         assert_eq!(holders, 1, "{key}: all on one node");
         let expected = keyslot(&mut nodes[0], &tag(key)).await;
         for name in &found {

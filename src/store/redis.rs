@@ -10,6 +10,7 @@ mod codec;
 mod conn;
 pub(crate) mod keys;
 mod layout;
+mod leases;
 mod listing;
 mod options;
 
@@ -27,7 +28,9 @@ use self::codec::{corrupt, decode_events, decode_head, decode_state, redis_error
 use self::conn::Connection;
 use self::keys::{gc_member, Keys, SessionKeys};
 pub use self::options::RedisOptions;
-use super::{GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store, StoreError};
+use super::{
+    GcPolicy, GcReport, Lease, Leases, LoadedSession, Page, PageRequest, Store, StoreError,
+};
 use crate::key::SessionKey;
 use crate::state::{Event, Seq, SplitDelta, StateMap};
 
@@ -57,12 +60,8 @@ pub struct RedisStore {
     ttl_ms: u64,
     /// Bound on one call as a whole: a reconnect attempt plus the command.
     deadline: Duration,
-    /// `append.lua`: the compare-and-set write of one turn.
-    append: Script,
-    /// `load.lua`: a head and its log's tail, read atomically.
-    load: Script,
-    /// `delete.lua`: removal of one session, optionally only if gc's view is still current.
-    delete: Script,
+    /// The Lua scripts, each run on one session's slot.
+    scripts: Arc<Scripts>,
     /// Heads this process wrote or read last, so that an append based on one needs no read
     /// first (one round trip instead of two). Only a shortcut: the script still checks the
     /// version and epoch, and a stale entry ends in `Conflict`, never in a wrong write.
@@ -70,6 +69,35 @@ pub struct RedisStore {
     /// `user:` and `app:` changes of committed appends whose write after the commit failed,
     /// per session: sent again, under newer changes, with the session's next append.
     unsent: Arc<Mutex<LruCache<SessionKey, SplitDelta>>>,
+}
+
+/// The store's Lua scripts. Each touches the keys of one session only (one hash slot).
+struct Scripts {
+    /// `append.lua`: the compare-and-set (and, with a lease, fenced) write of one turn.
+    append: Script,
+    /// `load.lua`: a head and its log's tail, read atomically.
+    load: Script,
+    /// `delete.lua`: removal of one session, optionally only if gc's view is still current.
+    delete: Script,
+    /// `acquire.lua`: takes a session's lease.
+    acquire: Script,
+    /// `renew.lua`: extends a lease still held with its token.
+    renew: Script,
+    /// `release.lua`: deletes a lease still held with its token.
+    release: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            append: Script::new(include_str!("redis/append.lua")),
+            load: Script::new(include_str!("redis/load.lua")),
+            delete: Script::new(include_str!("redis/delete.lua")),
+            acquire: Script::new(include_str!("redis/acquire.lua")),
+            renew: Script::new(include_str!("redis/renew.lua")),
+            release: Script::new(include_str!("redis/release.lua")),
+        }
+    }
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -102,9 +130,7 @@ impl RedisStore {
             keys,
             ttl_ms,
             deadline,
-            append: Script::new(include_str!("redis/append.lua")),
-            load: Script::new(include_str!("redis/load.lua")),
-            delete: Script::new(include_str!("redis/delete.lua")),
+            scripts: Arc::new(Scripts::new()),
             heads: Arc::new(Mutex::new(LruCache::new(cache_size))),
             unsent: Arc::new(Mutex::new(LruCache::new(cache_size))),
         };
@@ -143,7 +169,7 @@ impl RedisStore {
         let count = u64::try_from(window)
             .unwrap_or(u64::MAX)
             .max(CHECKPOINT_EVENTS);
-        let mut call = self.load.prepare_invoke();
+        let mut call = self.scripts.load.prepare_invoke();
         call.key(&names.head).key(&names.log).arg(count);
         let mut conn = self.conn.clone();
         let (fields, raw): (Vec<Option<String>>, Vec<String>) = self
@@ -191,7 +217,7 @@ impl RedisStore {
         self.remember(key, None);
         let names = self.session_keys(key);
         let mut conn = self.conn.clone();
-        let mut call = self.delete.prepare_invoke();
+        let mut call = self.scripts.delete.prepare_invoke();
         call.key(&names.head)
             .key(&names.log)
             .arg(score.unwrap_or(""));
@@ -286,7 +312,22 @@ impl Store for RedisStore {
         base_version: u64,
         events: &[Event],
     ) -> Result<u64, StoreError> {
-        self.append_turn(key, base_version, events).await
+        self.append_turn(key, base_version, events, None).await
+    }
+
+    fn leases(&self) -> Option<Arc<dyn Leases>> {
+        Some(Arc::new(self.clone()))
+    }
+
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        self.append_turn(key, base_version, events, Some(lease))
+            .await
     }
 
     async fn read_events(

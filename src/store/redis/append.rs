@@ -3,10 +3,11 @@
 
 use super::codec::{corrupt, delta_pipeline, StoredHead};
 use super::keys::gc_member;
+use super::leases::owner_from;
 use super::{RedisStore, CHECKPOINT_EVENTS};
 use crate::key::SessionKey;
 use crate::state::{Event, SessionRecord, SplitDelta};
-use crate::store::{check_continues, StoreError};
+use crate::store::{check_continues, Lease, StoreError};
 
 impl StoredHead {
     /// The cache's note that a session is not stored (read so by a load): an append on base 0
@@ -33,6 +34,7 @@ impl RedisStore {
         key: &SessionKey,
         base_version: u64,
         events: &[Event],
+        lease: Option<&Lease>,
     ) -> Result<u64, StoreError> {
         let mut head = self.base_head(key, base_version).await?;
         if !head.exists() {
@@ -68,33 +70,28 @@ impl RedisStore {
         };
 
         let names = self.session_keys(key);
-        let mut call = self.append.prepare_invoke();
-        call.key(&names.head)
-            .key(&names.log)
-            .arg(base_version)
+        let mut call = self.scripts.append.prepare_invoke();
+        call.key(&names.head).key(&names.log);
+        if lease.is_some() {
+            call.key(&names.lease);
+        }
+        call.arg(base_version)
             .arg(&head.epoch)
             .arg(head.record.version)
             .arg(head.record.updated_ms)
             .arg(head.record.next_seq)
             .arg(self.ttl_ms)
             .arg(record_json)
+            .arg(lease.map_or("", |l| l.token.as_str()))
+            .arg(lease.map(|l| l.epoch.to_string()).unwrap_or_default())
             .arg(&lines);
         let mut conn = self.conn.clone();
         // Whatever happens next, the cached head is no longer known to be current.
         self.remember(key, None);
-        let (applied, version): (i64, String) = self
+        let reply: Vec<Option<String>> = self
             .run(&key.to_string(), call.invoke_async(&mut conn))
             .await?;
-        let version: u64 = version
-            .parse()
-            .map_err(|_| corrupt(key, format!("stored version {version:?} is not a number")))?;
-        if applied != 1 {
-            return Err(StoreError::Conflict {
-                key: key.clone(),
-                expected: base_version,
-                found: version,
-            });
-        }
+        let version = committed(key, base_version, lease, reply)?;
         // Committed: what follows may fail without failing the turn.
         let mut to_send = self.unsent.lock().pop(key).unwrap_or_default();
         to_send.merge(shared);
@@ -203,5 +200,43 @@ impl RedisStore {
             unsent.app = shared.app;
         }
         (indexed.is_ok(), unsent)
+    }
+}
+
+/// The new version from `append.lua`'s reply, or the refusal it reports.
+fn committed(
+    key: &SessionKey,
+    base_version: u64,
+    lease: Option<&Lease>,
+    reply: Vec<Option<String>>,
+) -> Result<u64, StoreError> {
+    let mut reply = reply.into_iter();
+    let outcome = reply.next().flatten();
+    let mut field = || reply.next().flatten();
+    let mut number = |what: &str| {
+        let text = field().unwrap_or_default();
+        text.parse::<u64>()
+            .map_err(|_| corrupt(key, format!("stored {what} {text:?} is not a number")))
+    };
+    match outcome.as_deref() {
+        Some("1") => number("version"),
+        Some("0") => Err(StoreError::Conflict {
+            key: key.clone(),
+            expected: base_version,
+            found: number("version")?,
+        }),
+        Some("-1") => {
+            let (address, instance, epoch) = (field(), field(), field());
+            Err(StoreError::NotOwner {
+                key: key.clone(),
+                owner: owner_from(key, address, instance, epoch)?,
+            })
+        }
+        Some("-2") => Err(StoreError::Fenced {
+            key: key.clone(),
+            epoch: lease.map_or(0, |l| l.epoch),
+            current: number("lease epoch")?,
+        }),
+        _ => Err(corrupt(key, "unexpected reply to an append")),
     }
 }

@@ -40,6 +40,10 @@ pub(super) struct SessionKeys {
     pub head: String,
     /// List: the events as JSON, oldest first (index = seq − 1).
     pub log: String,
+    /// Hash, expiring: the session's lease (`t` token, `a` address, `i` instance, `ep` epoch).
+    pub lease: String,
+    /// The lease epoch counter: only grows, never expires, survives deletion of the session.
+    pub epoch: String,
 }
 
 impl Keys {
@@ -72,6 +76,8 @@ impl Keys {
         SessionKeys {
             head: format!("{base}:h"),
             log: format!("{base}:l"),
+            lease: format!("{base}:lease"),
+            epoch: format!("{base}:epoch"),
         }
     }
 
@@ -170,11 +176,12 @@ mod tests {
         let keys = Keys::new("t").unwrap();
         let key = SessionKey::new("}{*:?", "a}:b{").unwrap();
         let names = keys.session(&key);
-        assert_eq!(tag_of(&names.head), tag_of(&names.log));
+        let all = [&names.head, &names.log, &names.lease, &names.epoch];
         let tag = tag_of(&names.head);
+        assert!(all.iter().all(|name| tag_of(name) == tag));
         assert_eq!(tag.len(), TAG_HEX + 2);
         assert!(tag[1..tag.len() - 1].bytes().all(|b| b.is_ascii_hexdigit()));
-        for name in [&names.head, &names.log] {
+        for name in all {
             assert_eq!(name.matches(['{', '}']).count(), 2, "{name}");
             assert!(!name.contains(['*', '?']), "{name}");
         }
