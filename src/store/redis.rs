@@ -39,8 +39,8 @@ use crate::state::{Event, Seq, SplitDelta, StateMap};
 const HEAD_CACHE: usize = 4_096;
 
 /// Most events a session's log may hold past its head's checkpoint: an append that would leave
-/// more writes a new checkpoint. Bounds what a load reads beyond its window (and folds), while
-/// most appends write a few small fields instead of the whole record.
+/// more writes a new checkpoint. Bounds what a load (or a listing) reads beyond its window and
+/// folds, while most appends write a few small fields instead of the whole record.
 const CHECKPOINT_EVENTS: u64 = 64;
 
 /// Stores sessions in Redis or Redis Cluster, shared by every process that connects with the
@@ -166,9 +166,8 @@ impl RedisStore {
         window: usize,
     ) -> Result<(Option<StoredHead>, Vec<Event>), StoreError> {
         let names = self.session_keys(key);
-        let count = u64::try_from(window)
-            .unwrap_or(u64::MAX)
-            .max(CHECKPOINT_EVENTS);
+        // Lua numbers are doubles: a count past any real log, kept exact as a Lua integer.
+        let count = window.min(1 << 40);
         let mut call = self.scripts.load.prepare_invoke();
         call.key(&names.head).key(&names.log).arg(count);
         let mut conn = self.conn.clone();
@@ -182,10 +181,11 @@ impl RedisStore {
         }
         let head = decode_head(key, fields, &events)?;
         let next_seq = head.as_ref().map_or(1, |h| h.record.next_seq);
-        if events
-            .last()
-            .map_or(next_seq != 1, |e| e.seq + 1 != next_seq)
-        {
+        let mismatch = match events.last() {
+            Some(event) => event.seq + 1 != next_seq,
+            None => window > 0 && next_seq != 1,
+        };
+        if mismatch {
             return Err(corrupt(
                 key,
                 "the log's newest events do not match the head",

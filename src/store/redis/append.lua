@@ -2,7 +2,7 @@
 -- The fold happens in Rust; this script only checks and writes, so the turn's events and head
 -- land atomically or not at all. Shared state and indexes are written after it, by separate
 -- commands (see docs/stores.md).
--- KEYS: 1 head (hash v/e/u/n/r/f), 2 log (list), 3 lease (hash, only for a fenced write)
+-- KEYS: 1 head (hash v/e/u/n/r/c/f), 2 log (list), 3 lease (hash, only for a fenced write)
 -- ARGV: 1 base version, 2 epoch (the head's, or a new one when base is 0), 3 new version,
 --       4 updated_ms, 5 next_seq, 6 ttl in ms (0 = none), 7 the record as JSON when this
 --       append writes a checkpoint, else '', 8 the lease token for a fenced write, else '',
@@ -30,7 +30,8 @@ if found ~= ARGV[1] or (found ~= '0' and head[2] ~= ARGV[2]) then
   return {'0', found}
 end
 if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[1], 'v', ARGV[3], 'e', ARGV[2], 'u', ARGV[4], 'n', ARGV[5], 'r', ARGV[7])
+  redis.call('HSET', KEYS[1], 'v', ARGV[3], 'e', ARGV[2], 'u', ARGV[4], 'n', ARGV[5], 'r', ARGV[7],
+    'c', ARGV[5])
 else
   redis.call('HSET', KEYS[1], 'v', ARGV[3], 'u', ARGV[4], 'n', ARGV[5])
 end
