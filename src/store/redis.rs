@@ -138,14 +138,15 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Runs one Redis exchange within the store's deadline.
-    async fn run<T>(
+    /// Runs one Redis exchange within the store's deadline. `about` (a session, a user…)
+    /// names what an error concerns; it is only formatted on an error.
+    async fn run<T, A: std::fmt::Display + Sync + ?Sized>(
         &self,
-        about: &str,
+        about: &A,
         exchange: impl std::future::Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.deadline, exchange).await {
-            Ok(result) => result.map_err(|e| redis_error(about, e)),
+            Ok(result) => result.map_err(|e| redis_error(&about.to_string(), e)),
             Err(_) => Err(codec::unavailable(format!(
                 "no answer within {:?}",
                 self.deadline
@@ -171,9 +172,8 @@ impl RedisStore {
         let mut call = self.scripts.load.prepare_invoke();
         call.key(&names.head).key(&names.log).arg(count);
         let mut conn = self.conn.clone();
-        let (fields, raw): (Vec<Option<String>>, Vec<String>) = self
-            .run(&key.to_string(), call.invoke_async(&mut conn))
-            .await?;
+        let (fields, raw): (Vec<Option<String>>, Vec<String>) =
+            self.run(key, call.invoke_async(&mut conn)).await?;
         let events = decode_events(key, raw)?;
         let dense = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
         if !dense {
@@ -221,7 +221,7 @@ impl RedisStore {
         call.key(&names.head)
             .key(&names.log)
             .arg(score.unwrap_or(""));
-        let about = key.to_string();
+        let about = key;
         let (outcome, updated): (i64, String) =
             self.run(&about, call.invoke_async(&mut conn)).await?;
         if outcome == 2 {
@@ -273,7 +273,7 @@ impl Store for RedisStore {
     }
 
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
-        let about = key.to_string();
+        let about = key;
         let user_state = async {
             if key.is_anonymous() {
                 return Ok(HashMap::new());
@@ -351,9 +351,7 @@ impl Store for RedisStore {
             .arg(start)
             .arg(stop)
             .to_owned();
-        let raw: Vec<String> = self
-            .run(&key.to_string(), cmd.query_async(&mut conn))
-            .await?;
+        let raw: Vec<String> = self.run(key, cmd.query_async(&mut conn)).await?;
         decode_events(key, raw)
     }
 

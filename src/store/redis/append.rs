@@ -86,11 +86,7 @@ impl RedisStore {
             .arg(lease.map(|l| l.epoch.to_string()).unwrap_or_default())
             .arg(&lines);
         let mut conn = self.conn.clone();
-        // Whatever happens next, the cached head is no longer known to be current.
-        self.remember(key, None);
-        let reply: Vec<Option<String>> = self
-            .run(&key.to_string(), call.invoke_async(&mut conn))
-            .await?;
+        let reply: Vec<Option<String>> = self.run(key, call.invoke_async(&mut conn)).await?;
         let version = committed(key, base_version, lease, reply)?;
         // Committed: what follows may fail without failing the turn.
         let mut to_send = self.unsent.lock().pop(key).unwrap_or_default();
@@ -112,7 +108,9 @@ impl RedisStore {
         key: &SessionKey,
         base_version: u64,
     ) -> Result<StoredHead, StoreError> {
-        let cached = self.heads.lock().get(key).cloned();
+        // Taken out: whatever happens next, the cached head is no longer known to be current
+        // until this append puts it back.
+        let cached = self.heads.lock().pop(key);
         if let Some(head) = cached.filter(|h| h.record.version == base_version) {
             return Ok(head);
         }
@@ -141,7 +139,7 @@ impl RedisStore {
         index: bool,
         shared: SplitDelta,
     ) -> (bool, SplitDelta) {
-        let about = key.to_string();
+        let about = key;
         let indexing = async {
             if !index {
                 return Ok(());
@@ -170,7 +168,6 @@ impl RedisStore {
         };
         let merge = |target: String, delta: &crate::state::StateDelta| {
             let pipe = delta_pipeline(&target, delta);
-            let about = &about;
             async move {
                 let Some(pipe) = pipe else { return Ok(()) };
                 let mut conn = self.conn.clone();

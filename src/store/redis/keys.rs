@@ -136,11 +136,17 @@ fn user_canonical(user_id: &str) -> Vec<u8> {
 
 /// `{first 16 hex digits}rest`: the SHA-256 of `bytes` in hex with its head as the hash tag.
 fn tagged(bytes: &[u8]) -> String {
-    let digest: String = Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("{{{}}}{}", &digest[..TAG_HEX], &digest[TAG_HEX..])
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(66);
+    out.push('{');
+    for (i, byte) in Sha256::digest(bytes).iter().enumerate() {
+        if i * 2 == TAG_HEX {
+            out.push('}');
+        }
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
 }
 
 /// The member naming `key` in the gc index: `u<hex user>:<hex session>`, or `a:<hex session>`.

@@ -58,9 +58,7 @@ impl Leases for RedisStore {
             .arg(&me.instance)
             .arg(ttl_ms(ttl));
         let mut conn = self.conn.clone();
-        let reply: Vec<Option<String>> = self
-            .run(&key.to_string(), call.invoke_async(&mut conn))
-            .await?;
+        let reply: Vec<Option<String>> = self.run(key, call.invoke_async(&mut conn)).await?;
         let mut reply = reply.into_iter();
         let outcome = reply.next().flatten();
         let mut field = || reply.next().flatten();
@@ -96,9 +94,7 @@ impl Leases for RedisStore {
                 .arg(&lease.token)
                 .arg(ttl);
             let mut conn = self.conn.clone();
-            let renewed: i64 = self
-                .run(&key.to_string(), call.invoke_async(&mut conn))
-                .await?;
+            let renewed: i64 = self.run(key, call.invoke_async(&mut conn)).await?;
             Ok(renewed == 1)
         }))
         .await
@@ -108,9 +104,7 @@ impl Leases for RedisStore {
         let mut call = self.scripts.release.prepare_invoke();
         call.key(self.session_keys(key).lease).arg(&lease.token);
         let mut conn = self.conn.clone();
-        let released: i64 = self
-            .run(&key.to_string(), call.invoke_async(&mut conn))
-            .await?;
+        let released: i64 = self.run(key, call.invoke_async(&mut conn)).await?;
         Ok(released == 1)
     }
 
@@ -120,9 +114,8 @@ impl Leases for RedisStore {
             .arg(&["a", "i", "ep"][..])
             .to_owned();
         let mut conn = self.conn.clone();
-        let (address, instance, epoch): (Option<String>, Option<String>, Option<String>) = self
-            .run(&key.to_string(), cmd.query_async(&mut conn))
-            .await?;
+        let (address, instance, epoch): (Option<String>, Option<String>, Option<String>) =
+            self.run(key, cmd.query_async(&mut conn)).await?;
         owner_from(key, address, instance, epoch)
     }
 }
