@@ -3,6 +3,9 @@
 //! and stores nothing — every key under the prefix is byte-for-byte unchanged. And should a
 //! lease ever be granted with an epoch below one that has already written (the epoch counter
 //! lost, say), the head's record of the newest writing epoch refuses it with `Fenced`.
+//!
+//! Breakage caught (verified by hand): `append.lua` without its lease check lets the former
+//! owner's write commit.
 #![cfg(feature = "redis")]
 
 mod support;
