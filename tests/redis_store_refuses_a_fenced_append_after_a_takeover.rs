@@ -110,6 +110,21 @@ async fn a_former_owner_commits_nothing_after_a_takeover() {
             other => panic!("the former owner must be refused, got {other:?}"),
         }
     }
+    // A process that never saw the session (nothing cached) with a stale version: still
+    // `NotOwner`, not a `Conflict` that would send it reloading and retrying.
+    let fresh = RedisStore::connect(
+        server.url(),
+        RedisOptions::default().with_prefix(prefix.clone()),
+    )
+    .await
+    .expect("connect");
+    match fresh
+        .append_fenced(&key, v1, &turn_events(3, "stale", None), &old)
+        .await
+    {
+        Err(StoreError::NotOwner { .. }) => {}
+        other => panic!("a former owner must hear NotOwner, got {other:?}"),
+    }
     assert_eq!(dump(&mut conn, &prefix).await, before, "nothing was stored");
 
     // The fence in the head: b's epoch wrote; a lease granted below it is refused.

@@ -36,7 +36,18 @@ impl RedisStore {
         events: &[Event],
         lease: Option<&Lease>,
     ) -> Result<u64, StoreError> {
-        let mut head = self.base_head(key, base_version).await?;
+        let mut head = match (self.base_head(key, base_version).await, lease) {
+            (Ok(head), _) => head,
+            // A writer that is no longer the owner hears so, rather than that it is behind:
+            // reloading and retrying would not help it.
+            (Err(StoreError::Conflict { .. }), Some(lease)) if !self.holds(key, lease).await? => {
+                return Err(StoreError::NotOwner {
+                    key: key.clone(),
+                    owner: self.owner_of(key).await?,
+                });
+            }
+            (Err(e), _) => return Err(e),
+        };
         if !head.exists() {
             head.record = SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms));
             head.epoch = uuid::Uuid::new_v4().simple().to_string();

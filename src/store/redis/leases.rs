@@ -40,6 +40,33 @@ pub(super) fn owner_from(
     }
 }
 
+impl RedisStore {
+    /// Whether `lease` is `key`'s current lease.
+    pub(super) async fn holds(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
+        let cmd = redis::cmd("HMGET")
+            .arg(self.session_keys(key).lease)
+            .arg(&["t", "ep"][..])
+            .to_owned();
+        let mut conn = self.conn.clone();
+        let (token, epoch): (Option<String>, Option<String>) =
+            self.run(key, cmd.query_async(&mut conn)).await?;
+        Ok(token.as_deref() == Some(lease.token.as_str())
+            && epoch.as_deref() == Some(lease.epoch.to_string().as_str()))
+    }
+
+    /// Who holds `key`'s lease now, if anyone: one `HMGET`.
+    pub(super) async fn owner_of(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
+        let cmd = redis::cmd("HMGET")
+            .arg(self.session_keys(key).lease)
+            .arg(&["a", "i", "ep"][..])
+            .to_owned();
+        let mut conn = self.conn.clone();
+        let (address, instance, epoch): (Option<String>, Option<String>, Option<String>) =
+            self.run(key, cmd.query_async(&mut conn)).await?;
+        owner_from(key, address, instance, epoch)
+    }
+}
+
 #[async_trait]
 impl Leases for RedisStore {
     async fn acquire(
@@ -109,13 +136,6 @@ impl Leases for RedisStore {
     }
 
     async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
-        let cmd = redis::cmd("HMGET")
-            .arg(self.session_keys(key).lease)
-            .arg(&["a", "i", "ep"][..])
-            .to_owned();
-        let mut conn = self.conn.clone();
-        let (address, instance, epoch): (Option<String>, Option<String>, Option<String>) =
-            self.run(key, cmd.query_async(&mut conn)).await?;
-        owner_from(key, address, instance, epoch)
+        self.owner_of(key).await
     }
 }
