@@ -174,6 +174,8 @@ pub(crate) struct TurnRequest {
     pub reply: oneshot::Sender<Result<Outcome, Error>>,
     /// When the call entered the runtime, for latency metrics.
     pub admitted: Instant,
+    /// The caller's request id (see `CallOptions::request_id`).
+    pub request_id: Option<String>,
 }
 
 /// A turn's child task reporting back.
@@ -238,6 +240,13 @@ impl Actor for SessionActor {
                 } else {
                     Some(request)
                 };
+                // A message with a request id may be a retry: answered without running.
+                let request = match request {
+                    Some(request) if request.request_id.is_some() => {
+                        Box::pin(live.replay(request)).await
+                    }
+                    other => other,
+                };
                 if let Some(request) = request {
                     live.admit(request, &myself);
                 }
@@ -288,7 +297,12 @@ impl Actor for SessionActor {
 
 /// Recovers the typed store error from a failed `pre_start`.
 pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error {
-    let source = match err {
+    refused_activation(key, spawn_store_error(err))
+}
+
+/// The store error inside a failed spawn.
+fn spawn_store_error(err: ractor::SpawnErr) -> StoreError {
+    match err {
         ractor::SpawnErr::StartupFailed(inner) => match inner.downcast::<StoreError>() {
             Ok(store) => *store,
             Err(other) => StoreError::Unavailable {
@@ -300,7 +314,12 @@ pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error
             backend: "session",
             detail: other.to_string(),
         },
-    };
+    }
+}
+
+/// The caller's error for an activation the store refused: `OwnedElsewhere` when another
+/// process holds the session's lease, `Activation` otherwise.
+pub(crate) fn refused_activation(key: &SessionKey, source: StoreError) -> Error {
     match source {
         StoreError::NotOwner {
             owner: Some(owner), ..
