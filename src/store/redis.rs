@@ -221,9 +221,7 @@ impl RedisStore {
         call.key(&names.head)
             .key(&names.log)
             .arg(score.unwrap_or(""));
-        let about = key;
-        let (outcome, updated): (i64, String) =
-            self.run(&about, call.invoke_async(&mut conn)).await?;
+        let (outcome, updated): (i64, String) = self.run(key, call.invoke_async(&mut conn)).await?;
         if outcome == 2 {
             let updated = updated
                 .parse()
@@ -240,7 +238,7 @@ impl RedisStore {
             .to_owned();
         let mut other = self.conn.clone();
         let (_, _): (i64, i64) = self
-            .run(&about, async {
+            .run(key, async {
                 futures::try_join!(
                     user_index.query_async::<i64>(&mut conn),
                     gc_index.query_async::<i64>(&mut other)
@@ -273,7 +271,6 @@ impl Store for RedisStore {
     }
 
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
-        let about = key;
         let user_state = async {
             if key.is_anonymous() {
                 return Ok(HashMap::new());
@@ -282,12 +279,12 @@ impl Store for RedisStore {
             let cmd = redis::cmd("HGETALL")
                 .arg(self.keys.user_state(key.user_id()))
                 .to_owned();
-            self.run(&about, cmd.query_async(&mut conn)).await
+            self.run(key, cmd.query_async(&mut conn)).await
         };
         let app_state = async {
             let mut conn = self.conn.clone();
             let cmd = redis::cmd("HGETALL").arg(self.keys.app()).to_owned();
-            self.run(&about, cmd.query_async(&mut conn)).await
+            self.run(key, cmd.query_async(&mut conn)).await
         };
         let ((head, mut events), user, app) =
             futures::try_join!(self.read_session(key, window), user_state, app_state)?;

@@ -150,7 +150,6 @@ impl RedisStore {
         index: bool,
         shared: SplitDelta,
     ) -> (bool, SplitDelta) {
-        let about = key;
         let indexing = async {
             if !index {
                 return Ok(());
@@ -168,7 +167,7 @@ impl RedisStore {
                 .arg(gc_member(key))
                 .to_owned();
             let (mut a, mut b) = (self.conn.clone(), self.conn.clone());
-            self.run(&about, async {
+            self.run(key, async {
                 futures::try_join!(
                     user.query_async::<i64>(&mut a),
                     gc.query_async::<i64>(&mut b)
@@ -182,7 +181,7 @@ impl RedisStore {
             async move {
                 let Some(pipe) = pipe else { return Ok(()) };
                 let mut conn = self.conn.clone();
-                self.run(about, pipe.query_async::<()>(&mut conn)).await
+                self.run(key, pipe.query_async::<()>(&mut conn)).await
             }
         };
         let user_target = self.keys.user_state(key.user_id());
