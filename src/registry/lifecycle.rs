@@ -52,13 +52,15 @@ pub(crate) async fn run_session(
         let (actor, join) = match spawned {
             Ok(spawned) => spawned,
             Err(err) => {
-                if let Some(keeper) = &registry.deps.keeper {
-                    keeper.release(&key).await;
-                }
                 let error = activation_error(&key, err);
                 log_refused(&key, &error);
                 let deletes = registry.activation_failed(&key, &error);
+                // Deleting an unloadable session happens under its lease; a re-activation that
+                // took the lease over meanwhile has a new token, which the release leaves alone.
                 delete_unloadable(&registry.deps, &key, deletes).await;
+                if let Some(keeper) = &registry.deps.keeper {
+                    keeper.release(&key).await;
+                }
                 return;
             }
         };
