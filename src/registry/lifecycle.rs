@@ -25,20 +25,24 @@ pub(crate) async fn run_session(
     mut shared: Arc<SessionShared>,
 ) {
     loop {
+        let mut lease = None;
         if let Some(keeper) = &registry.deps.keeper {
             // The lease comes first, before any actor exists: what loads next is then what the
             // last owner left, and a session owned elsewhere costs no actor here.
-            if let Err(refused) = keeper.acquire_within(&key, &registry.deps).await {
-                let error = refused_activation(&key, refused);
-                log_refused(&key, &error);
-                // Deletes too are refused: only the owner may delete a session it holds, and
-                // a store that cannot grant a lease is not one to delete through.
-                for msg in registry.activation_failed(&key, &error) {
-                    if let SessionMsg::Stop(StopKind::Delete(reply)) = msg {
-                        let _ = reply.send(Err(error.clone()));
+            match keeper.acquire_within(&key, &registry.deps).await {
+                Ok(granted) => lease = Some(granted),
+                Err(refused) => {
+                    let error = refused_activation(&key, refused);
+                    log_refused(&key, &error);
+                    // Deletes too are refused: only the owner may delete a session it holds, and
+                    // a store that cannot grant a lease is not one to delete through.
+                    for msg in registry.activation_failed(&key, &error) {
+                        if let SessionMsg::Stop(StopKind::Delete(reply)) = msg {
+                            let _ = reply.send(Err(error.clone()));
+                        }
                     }
+                    return;
                 }
-                return;
             }
         }
         let args = SessionArgs {
@@ -50,7 +54,11 @@ pub(crate) async fn run_session(
         // inline spawn future (which contains the store's load) would size every parked task.
         let spawned = Box::pin(Actor::spawn(None, SessionActor, args)).await;
         let (actor, join) = match spawned {
-            Ok(spawned) => spawned,
+            Ok(spawned) => {
+                // Not kept across the session's life: this task's future is parked meanwhile.
+                drop(lease);
+                spawned
+            }
             Err(err) => {
                 let error = activation_error(&key, err);
                 log_refused(&key, &error);
@@ -58,8 +66,8 @@ pub(crate) async fn run_session(
                 // Deleting an unloadable session happens under its lease; a re-activation that
                 // took the lease over meanwhile has a new token, which the release leaves alone.
                 delete_unloadable(&registry.deps, &key, deletes).await;
-                if let Some(keeper) = &registry.deps.keeper {
-                    keeper.release(&key).await;
+                if let (Some(keeper), Some(lease)) = (&registry.deps.keeper, &lease) {
+                    keeper.release_lease(&key, lease).await;
                 }
                 return;
             }

@@ -88,8 +88,8 @@ impl LeaseKeeper {
     }
 
     /// Takes `key`'s lease; a lease held by another process is [`StoreError::NotOwner`] naming
-    /// the holder.
-    pub(crate) async fn acquire(&self, key: &SessionKey) -> Result<(), StoreError> {
+    /// the holder. Returns the lease granted.
+    pub(crate) async fn acquire(&self, key: &SessionKey) -> Result<Lease, StoreError> {
         let sent = Instant::now();
         let claim = self
             .leases
@@ -98,11 +98,11 @@ impl LeaseKeeper {
         match claim {
             Claim::Granted(lease) => {
                 let held = Held {
-                    lease,
+                    lease: lease.clone(),
                     valid_until: self.deadline(sent),
                 };
                 self.held.lock().insert(key.clone(), held);
-                Ok(())
+                Ok(lease)
             }
             Claim::Held(owner) => Err(StoreError::NotOwner {
                 key: key.clone(),
@@ -116,7 +116,7 @@ impl LeaseKeeper {
         &self,
         key: &SessionKey,
         deps: &super::SessionDeps,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Lease, StoreError> {
         let limit = deps.config.activation_timeout;
         tokio::time::timeout(limit, self.acquire(key))
             .await
@@ -148,7 +148,23 @@ impl LeaseKeeper {
         let Some(held) = self.held.lock().remove(key) else {
             return;
         };
-        if let Err(error) = self.leases.release(key, &held.lease).await {
+        self.give_back(key, &held.lease).await;
+    }
+
+    /// Releases `lease` if it is still the one held for `key`: a newer grant for the same key
+    /// (a re-activation that took over meanwhile) is left alone.
+    pub(crate) async fn release_lease(&self, key: &SessionKey, lease: &Lease) {
+        {
+            let mut held = self.held.lock();
+            if held.get(key).is_some_and(|h| h.lease == *lease) {
+                held.remove(key);
+            }
+        }
+        self.give_back(key, lease).await;
+    }
+
+    async fn give_back(&self, key: &SessionKey, lease: &Lease) {
+        if let Err(error) = self.leases.release(key, lease).await {
             tracing::warn!(%key, %error, "lease not released; it expires on its own");
         }
     }
