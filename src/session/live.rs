@@ -67,10 +67,9 @@ pub(crate) struct Live {
     /// The last append failed in a way that leaves its outcome unknown (a timeout, a lost
     /// connection): the next write first reads back whether it committed.
     uncertain: Option<persist::Uncertain>,
-    /// Request ids of the messages running or waiting here.
-    in_flight: std::collections::HashSet<String>,
-    /// Retries of messages in flight, answered with the original's answer.
-    attached: std::collections::HashMap<String, Vec<TurnRequest>>,
+    /// Messages in flight that carry a request id, and retries waiting for their answer;
+    /// made on the first such message (most sessions never see one: no cost to them).
+    requests: Option<Box<replay::InFlight>>,
     /// A turn that completed in place (see `task::start`), waiting to be recorded.
     immediate: Option<TurnFinished>,
 }
@@ -124,8 +123,7 @@ impl Live {
             summary: None,
             compacting: false,
             uncertain: None,
-            in_flight: std::collections::HashSet::new(),
-            attached: std::collections::HashMap::new(),
+            requests: None,
             immediate: None,
         }
         .with_summary_cache())

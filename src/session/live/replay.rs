@@ -7,10 +7,20 @@
 //! not yet acknowledged by the store (a store outage) first writes it; its answer is then the
 //! stored one.
 
+use std::collections::{HashMap, HashSet};
+
 use super::Live;
 use crate::call::{Outcome, OutcomeKind};
 use crate::session::TurnRequest;
 use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq};
+
+/// Request ids of the messages running or waiting in a session, and the retries attached to
+/// them.
+#[derive(Default)]
+pub(crate) struct InFlight {
+    ids: HashSet<String>,
+    retries: HashMap<String, Vec<TurnRequest>>,
+}
 
 impl Live {
     /// Answers `request` if its id was seen before (from the log, or later with the answer of
@@ -19,12 +29,13 @@ impl Live {
         let Some(id) = request.request_id.clone() else {
             return Some(request);
         };
-        if self.in_flight.contains(&id) {
-            self.attached.entry(id).or_default().push(request);
+        let requests = self.requests.get_or_insert_with(Box::default);
+        if requests.ids.contains(&id) {
+            requests.retries.entry(id).or_default().push(request);
             return None;
         }
         let Some((input_seq, _)) = find_answer(self.window.events(), &id) else {
-            self.in_flight.insert(id);
+            requests.ids.insert(id);
             return Some(request);
         };
         if self
@@ -47,7 +58,10 @@ impl Live {
                 None
             }
             None => {
-                self.in_flight.insert(id);
+                self.requests
+                    .get_or_insert_with(Box::default)
+                    .ids
+                    .insert(id);
                 Some(request)
             }
         }
@@ -56,8 +70,14 @@ impl Live {
     /// A message with `request_id` is being answered: it is no longer in flight, and the
     /// retries attached to it are handed back to get the same answer.
     pub(super) fn answer_retries(&mut self, request_id: &str) -> Vec<TurnRequest> {
-        self.in_flight.remove(request_id);
-        let retries = self.attached.remove(request_id).unwrap_or_default();
+        let Some(requests) = self.requests.as_mut() else {
+            return Vec::new();
+        };
+        requests.ids.remove(request_id);
+        let retries = requests.retries.remove(request_id).unwrap_or_default();
+        if requests.ids.is_empty() && requests.retries.is_empty() {
+            self.requests = None;
+        }
         if !retries.is_empty() {
             metrics::counter!("turnstile_replayed_total").increment(retries.len() as u64);
         }
