@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod cli;
+#[cfg(feature = "http")]
+pub mod gateways;
 pub mod harness;
 pub mod http;
 #[cfg(feature = "postgres")]
