@@ -357,3 +357,73 @@ async fn an_earlier_run_at_the_same_address_is_waited_for_never_forwarded_to() {
     assert!(stored_inputs(cluster.store.as_ref(), &k).await.is_empty());
     cluster.stop().await;
 }
+
+/// An owner that no longer owns the session when the forwarded request reaches it answers 421;
+/// the forwarder looks the owner up again and tries once more, reaching the new owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misdirected_forward_is_looked_up_again_and_retried_once() {
+    use axum::http::StatusCode as Status;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let cluster = Gateways::start(2, Arc::new(EchoAgent), LEASE_TTL).await;
+    let [a, b] = &cluster.members[..] else {
+        unreachable!()
+    };
+    let k = key("alice", "moved");
+    let leases = cluster
+        .store
+        .leases()
+        .expect("the memory store keeps leases");
+
+    // A stale owner: by the time a request reaches it, it has let the session go and `b` has
+    // taken it; it answers as a turnstile process that does not own the session would.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let stale = Claimant::new(format!("http://{}", listener.local_addr().expect("addr")));
+    let lease = match within(leases.acquire(&k, &stale, LEASE_TTL))
+        .await
+        .expect("the stale owner's lease")
+    {
+        turnstile::store::Claim::Granted(lease) => lease,
+        held => panic!("expected a grant, got {held:?}"),
+    };
+    let hits = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let (hits, leases, k) = (hits.clone(), leases.clone(), k.clone());
+        let (b_runtime, b_base) = (b.runtime().clone(), b.base.clone());
+        move || async move {
+            hits.fetch_add(1, Ordering::SeqCst);
+            leases.release(&k, &lease).await.expect("let it go");
+            b_runtime.call(&k, "taken by b").await.expect("b takes it");
+            let body =
+                json!({"error": {"code": "owned_elsewhere", "message": "moved", "owner": b_base}});
+            (
+                Status::MISDIRECTED_REQUEST,
+                [(OWNER_HEADER, b_base)],
+                axum::Json(body),
+            )
+        }
+    };
+    let stub = tokio::spawn(async move {
+        let app = axum::Router::new().fallback(handler);
+        axum::serve(listener, app).await
+    });
+
+    let (status, served_by, body) = turn(a, "moved", "via a").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(served_by, b.base, "the new owner served it");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "the stale owner was asked once"
+    );
+    let inputs: Vec<String> = stored_inputs(cluster.store.as_ref(), &k)
+        .await
+        .into_iter()
+        .map(|(text, _)| text)
+        .collect();
+    assert_eq!(inputs, ["taken by b", "via a"]);
+    stub.abort();
+    cluster.stop().await;
+}
