@@ -288,7 +288,12 @@ impl Actor for SessionActor {
 
 /// Recovers the typed store error from a failed `pre_start`.
 pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error {
-    let source = match err {
+    refused_activation(key, spawn_store_error(err))
+}
+
+/// The store error inside a failed spawn.
+fn spawn_store_error(err: ractor::SpawnErr) -> StoreError {
+    match err {
         ractor::SpawnErr::StartupFailed(inner) => match inner.downcast::<StoreError>() {
             Ok(store) => *store,
             Err(other) => StoreError::Unavailable {
@@ -300,7 +305,12 @@ pub(crate) fn activation_error(key: &SessionKey, err: ractor::SpawnErr) -> Error
             backend: "session",
             detail: other.to_string(),
         },
-    };
+    }
+}
+
+/// The caller's error for an activation the store refused: `OwnedElsewhere` when another
+/// process holds the session's lease, `Activation` otherwise.
+pub(crate) fn refused_activation(key: &SessionKey, source: StoreError) -> Error {
     match source {
         StoreError::NotOwner {
             owner: Some(owner), ..

@@ -7,6 +7,7 @@
 
 mod ack_log;
 mod baseline;
+mod cluster;
 mod driver;
 mod ledger;
 mod options;
@@ -26,19 +27,24 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use turnstile::store::{open_store, FaultyStore, StoreUrl};
 use turnstile::{
-    config::DEFAULT_WINDOW, context::ExtractiveSummarizer, Agent, EchoAgent, MockLlmAgent,
-    OverlapPolicy, Runtime, SessionKey, Store,
+    config::{Ownership, DEFAULT_WINDOW},
+    context::ExtractiveSummarizer,
+    Agent, EchoAgent, MockLlmAgent, OverlapPolicy, Runtime, SessionKey, Store,
 };
 
 use self::ack_log::AckLog;
+use self::cluster::ClusterTarget;
 use self::driver::{drive, Interrupts, Plan, Shared};
 use self::ledger::MAX_LEDGER_TURNS;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
+use self::report::ClusterFigures;
 use self::report::{Figures, Measured, Report};
 use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
 use self::verify::verify;
 
+/// Most runtimes `--cluster` starts in one process.
+const MAX_CLUSTER: usize = 64;
 /// Users the sessions are spread over: enough that per-user listings stay small.
 const USERS: usize = 1_000;
 /// Slack on top of the agent's latency that the p99 target allows (the issue's "+ 2 ms").
@@ -119,6 +125,13 @@ pub struct LoadArgs {
     /// error except `busy` under `--policy reject`, which is that policy's promised answer.
     #[arg(long, default_value = "0", value_name = "FRACTION")]
     allow_failures: Fraction,
+    /// Run N runtimes in this process that share the store's sessions one owner at a time,
+    /// as N `turnstile serve --cluster` processes would: each with its own connection and lease
+    /// identity, each turn sent to one at random and on to the session's owner when it is
+    /// another (counted as `forwarded`). Needs a store that keeps leases (redis, memory) and
+    /// `--burst 1` without interrupts.
+    #[arg(long, value_name = "N")]
+    cluster: Option<usize>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -145,6 +158,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, String> {
     });
     let report = match args.as_baseline {
         Some(kind) => baseline::run_here(&args, kind, &run_id).await?,
+        None if args.cluster.is_some() => run_cluster(&args, &run_id).await?,
         None => {
             let mut report = run_turnstile(&args, &run_id).await?;
             // A baseline that fails is recorded in its entry: turnstile's report still prints.
@@ -187,6 +201,16 @@ fn check(args: &LoadArgs) -> Result<(), String> {
              (the verification keeps 4 bytes per turn in memory); run fewer sessions or turns, \
              or several runs"
         ));
+    }
+    if let Some(n) = args.cluster {
+        if n == 0 || n > MAX_CLUSTER {
+            return Err(format!("--cluster must be between 1 and {MAX_CLUSTER}"));
+        }
+        if args.burst > 1 || args.interrupt_rate.0 > 0.0 || !args.baseline.is_empty() {
+            return Err(
+                "--cluster runs with --burst 1, no --interrupt-rate and no --baseline".into(),
+            );
+        }
     }
     if args.interrupt_rate.0 > 0.0 {
         if args.agent != AgentKind::Mock || args.latency.max.is_zero() {
@@ -246,13 +270,64 @@ async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> 
         opened.store().clone()
     };
     let keys = keys(args, "load", run_id)?;
-    let runtime = build_runtime(args, store.clone())?;
+    let runtime = build_runtime(args, store.clone(), None)?;
     let target = Arc::new(TurnstileTarget {
         runtime,
         ordered: args.burst > 1,
     });
     let figures = measure(args, target, keys, store.as_ref(), "turnstile").await?;
     Ok(report(args, run_id, opened.describe(), figures))
+}
+
+/// `--cluster N`: N runtimes sharing the store's sessions, one owner per session.
+async fn run_cluster(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
+    let n = args.cluster.unwrap_or(1);
+    let first = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    if first.store().leases().is_none() {
+        return Err(format!(
+            "--cluster needs a store that keeps leases (redis://…, memory); {} does not",
+            args.store
+        ));
+    }
+    // Each runtime gets its own handle (its own connection), as a process would; the memory
+    // store is one per process, so its runtimes share the one handle.
+    let mut stores = vec![first.store().clone()];
+    for _ in 1..n {
+        let store = if matches!(args.store, StoreUrl::Memory) {
+            first.store().clone()
+        } else {
+            open_store(&args.store)
+                .await
+                .map_err(|e| e.to_string())?
+                .store()
+                .clone()
+        };
+        stores.push(store);
+    }
+    let runtimes = stores
+        .into_iter()
+        .enumerate()
+        .map(|(i, store)| {
+            let ownership = Ownership::new(format!("load-member-{i}"));
+            build_runtime(args, store, Some(ownership))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = keys(args, "cluster", run_id)?;
+    let target = Arc::new(ClusterTarget::new(runtimes));
+    let figures = measure(
+        args,
+        target.clone(),
+        keys,
+        first.store().as_ref(),
+        "cluster",
+    )
+    .await?;
+    let mut report = report(args, run_id, first.describe(), figures);
+    report.cluster = Some(ClusterFigures {
+        processes: n,
+        forwarded: target.forwarded(),
+    });
+    Ok(report)
 }
 
 /// Drives one design through the workload, finishes it, verifies the store and computes its
@@ -304,10 +379,15 @@ fn report(args: &LoadArgs, run_id: &str, store: String, figures: Figures) -> Rep
         interrupt_rate: args.interrupt_rate.0,
         figures,
         baseline: BTreeMap::new(),
+        cluster: None,
     }
 }
 
-fn build_runtime(args: &LoadArgs, store: Arc<dyn Store>) -> Result<Runtime, String> {
+fn build_runtime(
+    args: &LoadArgs,
+    store: Arc<dyn Store>,
+    ownership: Option<Ownership>,
+) -> Result<Runtime, String> {
     let agent: Arc<dyn Agent> = match args.agent {
         AgentKind::Echo => Arc::new(EchoAgent),
         AgentKind::Mock => Arc::new(
@@ -325,6 +405,9 @@ fn build_runtime(args: &LoadArgs, store: Arc<dyn Store>) -> Result<Runtime, Stri
         .with_window(args.window.unwrap_or(DEFAULT_WINDOW));
     if let Some(after) = args.compact_after {
         builder = builder.with_summarizer(ExtractiveSummarizer::default(), after);
+    }
+    if let Some(ownership) = ownership {
+        builder = builder.with_ownership(ownership);
     }
     if let Some(capacity) = args.capacity {
         builder = builder.with_capacity(capacity);

@@ -8,7 +8,8 @@ use tokio_util::sync::CancellationToken;
 use super::Registry;
 use crate::key::SessionKey;
 use crate::session::{
-    activation_error, delete_unloadable, LeaseKeeper, SessionActor, SessionArgs, SessionShared,
+    activation_error, delete_unloadable, refused_activation, LeaseKeeper, SessionActor,
+    SessionArgs, SessionMsg, SessionShared, StopKind,
 };
 
 /// Supervises one session for as long as it has a slot: spawns its actor (which loads the
@@ -24,6 +25,22 @@ pub(crate) async fn run_session(
     mut shared: Arc<SessionShared>,
 ) {
     loop {
+        if let Some(keeper) = &registry.deps.keeper {
+            // The lease comes first, before any actor exists: what loads next is then what the
+            // last owner left, and a session owned elsewhere costs no actor here.
+            if let Err(refused) = keeper.acquire_within(&key, &registry.deps).await {
+                let error = refused_activation(&key, refused);
+                log_refused(&key, &error);
+                // Deletes too are refused: only the owner may delete a session it holds, and
+                // a store that cannot grant a lease is not one to delete through.
+                for msg in registry.activation_failed(&key, &error) {
+                    if let SessionMsg::Stop(StopKind::Delete(reply)) = msg {
+                        let _ = reply.send(Err(error.clone()));
+                    }
+                }
+                return;
+            }
+        }
         let args = SessionArgs {
             key: key.clone(),
             deps: registry.deps.clone(),
@@ -35,8 +52,11 @@ pub(crate) async fn run_session(
         let (actor, join) = match spawned {
             Ok(spawned) => spawned,
             Err(err) => {
+                if let Some(keeper) = &registry.deps.keeper {
+                    keeper.release(&key).await;
+                }
                 let error = activation_error(&key, err);
-                tracing::warn!(%key, %error, "activation failed");
+                log_refused(&key, &error);
                 let deletes = registry.activation_failed(&key, &error);
                 delete_unloadable(&registry.deps, &key, deletes).await;
                 return;
@@ -50,6 +70,14 @@ pub(crate) async fn run_session(
             Some(next) => shared = next,
             None => return,
         }
+    }
+}
+
+fn log_refused(key: &SessionKey, error: &crate::Error) {
+    if matches!(error, crate::Error::OwnedElsewhere { .. }) {
+        tracing::debug!(%key, %error, "not activated: owned elsewhere");
+    } else {
+        tracing::warn!(%key, %error, "activation failed");
     }
 }
 

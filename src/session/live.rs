@@ -88,26 +88,7 @@ impl Live {
     /// Loads the session from the store (activation).
     pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
         let SessionArgs { key, deps, shared } = args;
-        let limit = deps.config.activation_timeout;
-        if let Some(keeper) = &deps.keeper {
-            // The lease comes first: what loads next is then what the last owner left.
-            tokio::time::timeout(limit, keeper.acquire(&key))
-                .await
-                .map_err(|_| StoreError::Unavailable {
-                    backend: deps.store.name(),
-                    detail: format!(
-                        "taking session {key}'s lease did not finish within {} ms",
-                        limit.as_millis()
-                    ),
-                })??;
-        }
-        let loaded = Self::read(&key, &deps).await;
-        if loaded.is_err() {
-            if let Some(keeper) = &deps.keeper {
-                keeper.release(&key).await;
-            }
-        }
-        let loaded = loaded?;
+        let loaded = Self::read(&key, &deps).await?;
         let record = loaded
             .record
             .unwrap_or_else(|| SessionRecord::new(key.clone(), now_ms()));

@@ -7,6 +7,7 @@
 //! session without another write.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -15,7 +16,6 @@ use tokio::time::Instant;
 use crate::config::Ownership;
 use crate::key::SessionKey;
 use crate::store::{Claim, Lease, Leases, Owner, StoreError};
-use std::sync::Arc;
 
 /// A lease's local deadline ends this share of its TTL before the store's expiry, so that a
 /// clock running slower here than in the store cannot make this process write after it.
@@ -111,6 +111,24 @@ impl LeaseKeeper {
         }
     }
 
+    /// [`LeaseKeeper::acquire`] within the activation timeout.
+    pub(crate) async fn acquire_within(
+        &self,
+        key: &SessionKey,
+        deps: &super::SessionDeps,
+    ) -> Result<(), StoreError> {
+        let limit = deps.config.activation_timeout;
+        tokio::time::timeout(limit, self.acquire(key))
+            .await
+            .map_err(|_| StoreError::Unavailable {
+                backend: deps.store.name(),
+                detail: format!(
+                    "taking session {key}'s lease did not finish within {} ms (activation_timeout)",
+                    limit.as_millis()
+                ),
+            })?
+    }
+
     /// The lease a write of `key` carries now; [`StoreError::NotOwner`] when this process no
     /// longer holds it, or its local deadline has passed (then no write is attempted at all).
     pub(crate) fn fence(&self, key: &SessionKey) -> Result<Lease, StoreError> {
@@ -200,5 +218,95 @@ impl LeaseKeeper {
     /// How many leases this process holds.
     pub(crate) fn held(&self) -> usize {
         self.held.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Claimant, MemoryStore, Store};
+
+    const TTL: Duration = Duration::from_secs(10);
+
+    fn keeper(store: &MemoryStore, address: &str) -> LeaseKeeper {
+        let ownership = Ownership::new(address).with_lease_ttl(TTL);
+        LeaseKeeper::new(store.leases().expect("memory leases"), ownership)
+    }
+
+    fn key(s: &str) -> SessionKey {
+        SessionKey::new("u", s).expect("key")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_fences_writes_until_four_fifths_of_its_ttl_without_renewal() {
+        let store = MemoryStore::new();
+        let keeper = keeper(&store, "http://a");
+        let k = key("s");
+        keeper.acquire(&k).await.expect("granted");
+        assert!(keeper.fence(&k).is_ok());
+        tokio::time::advance(TTL * 4 / 5 - Duration::from_millis(1)).await;
+        assert!(keeper.fence(&k).is_ok(), "still inside the margin");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            matches!(
+                keeper.fence(&k),
+                Err(StoreError::NotOwner { owner: None, .. })
+            ),
+            "past the local deadline nothing is written, though the store's lease still lasts"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewal_extends_the_local_deadline_from_before_the_request() {
+        let store = MemoryStore::new();
+        let keeper = keeper(&store, "http://a");
+        let k = key("s");
+        keeper.acquire(&k).await.expect("granted");
+        tokio::time::advance(TTL / 2).await;
+        keeper.renew_all().await;
+        assert!(keeper.take_lost().is_empty());
+        tokio::time::advance(TTL * 4 / 5 - Duration::from_millis(1)).await;
+        assert!(keeper.fence(&k).is_ok(), "renewed at TTL/2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_taken_by_another_process_is_reported_lost_and_forgotten() {
+        let store = MemoryStore::new();
+        let a = keeper(&store, "http://a");
+        let k = key("s");
+        a.acquire(&k).await.expect("granted");
+        // a's process stalls past the store's expiry; b takes the session.
+        tokio::time::advance(TTL + Duration::from_millis(1)).await;
+        let b = keeper(&store, "http://b");
+        b.acquire(&k).await.expect("b takes the expired lease");
+        a.renew_all().await;
+        assert_eq!(a.take_lost(), std::slice::from_ref(&k));
+        assert_eq!(a.held(), 0);
+        assert!(a.fence(&k).is_err());
+        match a.acquire(&k).await {
+            Err(StoreError::NotOwner {
+                owner: Some(owner), ..
+            }) => assert_eq!(owner.address, "http://b"),
+            other => panic!("expected the owner to be named, got {other:?}"),
+        }
+        assert!(b.fence(&k).is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_forgets_the_lease_and_frees_the_session() {
+        let store = MemoryStore::new();
+        let a = keeper(&store, "http://a");
+        let k = key("s");
+        a.acquire(&k).await.expect("granted");
+        a.release(&k).await;
+        assert_eq!(a.held(), 0);
+        let other = Claimant::new("http://b");
+        let claim = store
+            .leases()
+            .expect("leases")
+            .acquire(&k, &other, TTL)
+            .await
+            .expect("acquire");
+        assert!(matches!(claim, Claim::Granted(_)), "{claim:?}");
     }
 }

@@ -228,6 +228,18 @@ pub struct Report {
     pub figures: Figures,
     /// Baselines by name (`mutex-gate`, `ractor`); empty without `--baseline`.
     pub baseline: BTreeMap<String, BaselineFigures>,
+    /// With `--cluster N`: the runtimes and how many turns went on to their session's owner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterFigures>,
+}
+
+/// What `--cluster N` adds to the report.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct ClusterFigures {
+    /// Runtimes sharing the sessions.
+    pub processes: usize,
+    /// Turns a runtime refused as owned elsewhere and that were sent on to the owner.
+    pub forwarded: u64,
 }
 
 impl Report {
@@ -294,6 +306,12 @@ impl Report {
             if let Some(figures) = &baseline.figures {
                 row(name, figures);
             }
+        }
+        if let Some(cluster) = &self.cluster {
+            println!(
+                "cluster: {} runtimes sharing the sessions; {} turns went on to their session's owner",
+                cluster.processes, cluster.forwarded
+            );
         }
         let f = &self.figures;
         let r = &f.failures_by_reason;

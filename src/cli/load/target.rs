@@ -237,7 +237,7 @@ impl Target for TurnstileTarget {
 }
 
 /// A runtime answer as the ledger records it.
-fn acknowledge(result: turnstile::Result<Outcome>) -> Result<Ack, Failure> {
+pub fn acknowledge(result: turnstile::Result<Outcome>) -> Result<Ack, Failure> {
     let outcome = result.map_err(|err| classify(&err))?;
     let kind = match outcome.kind {
         OutcomeKind::Completed => AckKind::Completed,
