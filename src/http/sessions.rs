@@ -74,6 +74,8 @@ pub(crate) struct SessionBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     summary: Option<String>,
     live: bool,
+    /// Messages sent to the session here and not answered yet (running plus waiting).
+    pending: usize,
     unsaved: usize,
     shutdown_interrupted: bool,
     /// The advertised address of the process that holds the session (its lease), `null` when
@@ -96,6 +98,7 @@ impl SessionBody {
             events: view.events,
             summary: view.record.summary.map(|s| s.text),
             live: view.live,
+            pending: 0,
             unsaved: view.unsaved,
             shutdown_interrupted: view.record.shutdown_interrupted,
             owner: None,
@@ -187,7 +190,8 @@ pub(crate) async fn get_session(
     let runtime = gateway.runtime();
     match runtime.state(&key).await? {
         Some(view) => {
-            let body = SessionBody::of(view, caller.is_admin());
+            let mut body = SessionBody::of(view, caller.is_admin());
+            body.pending = runtime.pending(&key);
             Ok(Json(body.with_owner(runtime, &key).await?))
         }
         None => Err(ApiError::NotFound(format!("no session {key}"))),
