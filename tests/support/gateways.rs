@@ -71,15 +71,27 @@ impl Gateways {
         config: HttpConfig,
     ) -> Self {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        Self::start_over(store.clone(), vec![store; n], agent, lease_ttl, config).await
+    }
+
+    /// One gateway over each of `views` (wrappers of `store`, say, that lie or fail), with
+    /// `store` kept for the test's checks.
+    pub async fn start_over(
+        store: Arc<dyn Store>,
+        views: Vec<Arc<dyn Store>>,
+        agent: Arc<dyn Agent>,
+        lease_ttl: Duration,
+        config: HttpConfig,
+    ) -> Self {
         let mut members = Vec::new();
-        for _ in 0..n {
+        for view in views {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind a loopback port");
             let base = format!("http://{}", listener.local_addr().expect("bound address"));
             let runtime = Runtime::builder()
                 .agent_arc(agent.clone())
-                .store_arc(store.clone())
+                .store_arc(view)
                 .with_ownership(Ownership::new(base.clone()).with_lease_ttl(lease_ttl))
                 .build()
                 .expect("runtime");
