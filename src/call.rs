@@ -49,6 +49,25 @@ pub struct CallOptions {
     pub deadline: Option<Duration>,
     /// For streamed calls: interrupt the turn when the stream is dropped before it ends.
     pub cancel_on_drop: bool,
+    /// Makes the call idempotent: a message whose id the session already accepted is answered
+    /// with that message's outcome and never runs or is stored again (see
+    /// `docs/runtime-semantics.md`, "Retries"). At most
+    /// [`MAX_REQUEST_ID_BYTES`](crate::config::MAX_REQUEST_ID_BYTES) bytes of visible ASCII.
+    pub request_id: Option<String>,
+}
+
+use crate::config::MAX_REQUEST_ID_BYTES;
+
+/// Checks a request id: 1 to [`MAX_REQUEST_ID_BYTES`] bytes of visible ASCII (`!` to `~`).
+pub(crate) fn check_request_id(id: &str) -> Result<(), crate::Error> {
+    if id.is_empty() || id.len() > MAX_REQUEST_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(crate::Error::InvalidRequest(format!(
+            "a request id must be 1 to {MAX_REQUEST_ID_BYTES} bytes of visible ASCII \
+             (letters, digits, punctuation; no spaces or control characters)"
+        )));
+    }
+    Ok(())
 }
 
 impl CallOptions {
@@ -73,6 +92,12 @@ impl CallOptions {
     /// Interrupt the turn if the stream is dropped before it ends.
     pub fn with_cancel_on_drop(mut self) -> Self {
         self.cancel_on_drop = true;
+        self
+    }
+
+    /// Options with this request id ([`CallOptions::request_id`]).
+    pub fn with_request_id(mut self, id: impl Into<String>) -> Self {
+        self.request_id = Some(id.into());
         self
     }
 }

@@ -78,6 +78,9 @@ pub struct RuntimeConfig {
     pub ownership: Option<Ownership>,
 }
 
+/// Longest accepted request id (`CallOptions::request_id`).
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
+
 /// Default lease TTL: a dead owner's sessions move to another process within about this long.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 

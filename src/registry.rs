@@ -59,9 +59,10 @@ pub(crate) enum RouteError {
     /// Refused for good.
     Refused(Error),
     /// The runtime is full and nothing could be evicted yet (or others for this key wait ahead);
-    /// the message is handed back, with the caller's place in its key's line, so that the
-    /// caller may wait for a free slot and try again.
-    AtCapacity(SessionMsg, Place),
+    /// the message is handed back (boxed: this rare path should not size every `Result`), with
+    /// the caller's place in its key's line, so that the caller may wait for a free slot and try
+    /// again.
+    AtCapacity(Box<SessionMsg>, Place),
 }
 
 impl SlotMsg for SessionMsg {
@@ -192,7 +193,7 @@ impl Registry {
             Route::Accepted => Ok(()),
             Route::Refused(err) => Err(RouteError::Refused(err)),
             Route::Behind(msg) => Err(RouteError::AtCapacity(
-                msg,
+                Box::new(msg),
                 Place::Behind(behind.expect("the machine was told so")),
             )),
             Route::AtCapacity(msg) => {
@@ -201,7 +202,7 @@ impl Registry {
                 } else {
                     Place::First(inner.lines.open(key))
                 };
-                Err(RouteError::AtCapacity(msg, place))
+                Err(RouteError::AtCapacity(Box::new(msg), place))
             }
         };
         drop(inner);

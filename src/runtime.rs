@@ -174,8 +174,12 @@ impl Runtime {
                 max,
             });
         }
+        if let Some(id) = &options.request_id {
+            crate::call::check_request_id(id)?;
+        }
         let (reply, rx) = oneshot::channel();
         let request = TurnRequest {
+            request_id: options.request_id.clone(),
             input,
             policy: options.policy.unwrap_or(self.config().default_policy),
             attributes: options.attributes.clone(),

@@ -174,6 +174,8 @@ pub(crate) struct TurnRequest {
     pub reply: oneshot::Sender<Result<Outcome, Error>>,
     /// When the call entered the runtime, for latency metrics.
     pub admitted: Instant,
+    /// The caller's request id (see `CallOptions::request_id`).
+    pub request_id: Option<String>,
 }
 
 /// A turn's child task reporting back.
@@ -237,6 +239,13 @@ impl Actor for SessionActor {
                     Box::pin(live.retry_backlog(request)).await
                 } else {
                     Some(request)
+                };
+                // A message with a request id may be a retry: answered without running.
+                let request = match request {
+                    Some(request) if request.request_id.is_some() => {
+                        Box::pin(live.replay(request)).await
+                    }
+                    other => other,
                 };
                 if let Some(request) = request {
                     live.admit(request, &myself);

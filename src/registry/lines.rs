@@ -130,7 +130,7 @@ impl Registry {
                 Ok(()) => return Ok(()),
                 Err(RouteError::Refused(err)) => return Err(err),
                 Err(RouteError::AtCapacity(back, given)) => {
-                    msg = back;
+                    msg = *back;
                     match given {
                         Place::None => {}
                         Place::First(guard) => {

@@ -30,6 +30,7 @@ use crate::store::StoreError;
 
 mod compaction;
 mod persist;
+mod replay;
 
 /// Everything a live session holds. Owned by its actor; nothing else mutates it.
 pub(crate) struct Live {
@@ -63,6 +64,13 @@ pub(crate) struct Live {
     summary: Option<Arc<str>>,
     /// A compaction task is running (at most one per session).
     compacting: bool,
+    /// The last append failed in a way that leaves its outcome unknown (a timeout, a lost
+    /// connection): the next write first reads back whether it committed.
+    uncertain: Option<persist::Uncertain>,
+    /// Request ids of the messages running or waiting here.
+    in_flight: std::collections::HashSet<String>,
+    /// Retries of messages in flight, answered with the original's answer.
+    attached: std::collections::HashMap<String, Vec<TurnRequest>>,
     /// A turn that completed in place (see `task::start`), waiting to be recorded.
     immediate: Option<TurnFinished>,
 }
@@ -115,6 +123,9 @@ impl Live {
             next_turn_id: 0,
             summary: None,
             compacting: false,
+            uncertain: None,
+            in_flight: std::collections::HashSet::new(),
+            attached: std::collections::HashMap::new(),
             immediate: None,
         }
         .with_summary_cache())
@@ -316,6 +327,7 @@ impl Live {
             ),
         };
         let superseded_inputs: Vec<String> = superseded.iter().map(|r| r.input.clone()).collect();
+        let ran = output.is_some();
         let write = TurnWrite {
             inputs: &running.inputs,
             record,
@@ -323,9 +335,19 @@ impl Live {
             duration_ms: u64::try_from(running.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             superseded: &superseded_inputs,
         };
-        let events = task::turn_events(write, self.record.next_seq, now_ms());
+        let mut events = task::turn_events(write, self.record.next_seq, now_ms());
         let answers = answers_for(&running.requests, &events, failure);
         let first_superseded = events.len() - superseded.len();
+        // Inputs carry their request ids: the turn's own first (when it left a trace), then the
+        // superseded ones at the end.
+        if ran {
+            for (event, request) in events.iter_mut().zip(&running.requests) {
+                event.request_id.clone_from(&request.request_id);
+            }
+        }
+        for (event, request) in events[first_superseded..].iter_mut().zip(&superseded) {
+            event.request_id.clone_from(&request.request_id);
+        }
         let superseded_seqs: Vec<u64> = events[first_superseded..].iter().map(|e| e.seq).collect();
         self.apply(events);
         let saved = self.flush().await;
@@ -358,7 +380,16 @@ impl Live {
         }
     }
 
-    fn answer(&self, request: TurnRequest, answer: Result<Outcome, Error>) {
+    fn answer(&mut self, mut request: TurnRequest, answer: Result<Outcome, Error>) {
+        if let Some(id) = request.request_id.take() {
+            for retry in self.answer_retries(&id) {
+                self.send_answer(retry, answer.clone());
+            }
+        }
+        self.send_answer(request, answer);
+    }
+
+    fn send_answer(&self, request: TurnRequest, answer: Result<Outcome, Error>) {
         metrics::histogram!("turnstile_turn_seconds")
             .record(request.admitted.elapsed().as_secs_f64());
         if let Err(err) = &answer {

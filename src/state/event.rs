@@ -24,6 +24,10 @@ pub struct Event {
     /// Scoped state changes made by this event; `null` values delete keys. Never holds `temp:` keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_delta: Option<StateDelta>,
+    /// The caller's request id, on a user input that came with one: a later message with the
+    /// same id is answered from the log instead of running again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// Fields written by a newer version of turnstile: kept and written back unchanged.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -39,6 +43,7 @@ impl Event {
             at_ms,
             kind,
             state_delta: None,
+            request_id: None,
             extra: Map::new(),
         }
     }

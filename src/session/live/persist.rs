@@ -10,6 +10,13 @@ use crate::session::{SessionArgs, TurnRequest};
 use crate::state::{Event, EventKind};
 use crate::store::StoreError;
 
+/// An append whose outcome is unknown: what it was based on and how many events it carried.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Uncertain {
+    base: u64,
+    count: usize,
+}
+
 impl Live {
     /// Whether a new turn must first retry saving the backlog (see [`Live::retry_backlog`]).
     pub(crate) fn backlog_due(&self) -> bool {
@@ -62,10 +69,17 @@ impl Live {
     /// the session reloads from the store and the unsaved events are dropped: they were never
     /// acknowledged.
     pub(super) async fn flush(&mut self) -> Result<(), Error> {
+        if let Some(uncertain) = self.uncertain.take() {
+            self.read_back(uncertain).await?;
+        }
         if self.unsaved.is_empty() {
             return Ok(());
         }
         let store = self.deps.store.clone();
+        let attempted = Uncertain {
+            base: self.record.version,
+            count: self.unsaved.len(),
+        };
         let written = match &self.deps.keeper {
             None => {
                 store
@@ -90,6 +104,10 @@ impl Live {
                 Ok(())
             }
             Err(err) => {
+                if err.is_environmental() {
+                    // A timeout or a lost connection does not say whether the write committed.
+                    self.uncertain = Some(attempted);
+                }
                 let conflict = matches!(err, StoreError::Conflict { .. });
                 if matches!(err, StoreError::NotOwner { .. } | StoreError::Fenced { .. }) {
                     self.lost_lease();
@@ -102,6 +120,39 @@ impl Live {
                 Err(error)
             }
         }
+    }
+
+    /// Finds out whether an append whose outcome was unknown committed, by reading back the
+    /// log where its events would be: events carry random ids, so finding this session's own
+    /// there means the write committed (as version `base + 1`), and it is adopted (its events
+    /// are no longer unsaved). Otherwise the events are written again; the store's
+    /// compare-and-set still refuses that if anyone else wrote meanwhile.
+    async fn read_back(&mut self, attempted: Uncertain) -> Result<(), Error> {
+        let Some(first) = self.unsaved.first().map(|e| e.seq) else {
+            return Ok(());
+        };
+        let store = self.deps.store.clone();
+        let written = match store.read_events(&self.key, first, attempted.count).await {
+            Ok(events) => events,
+            Err(err) => {
+                self.uncertain = Some(attempted);
+                return Err(Error::store(&self.key, err));
+            }
+        };
+        let ours = written.len() == attempted.count
+            && written
+                .iter()
+                .zip(&self.unsaved)
+                .all(|(stored, mine)| stored.id == mine.id);
+        if ours {
+            tracing::info!(key = %self.key, "an append with an unknown outcome had committed");
+            self.record.version = attempted.base + 1;
+            self.unsaved.drain(..attempted.count);
+            if self.unsaved.is_empty() {
+                self.shared.dirty.store(false, Ordering::Release);
+            }
+        }
+        Ok(())
     }
 
     async fn reload(&mut self) {

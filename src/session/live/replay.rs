@@ -1,0 +1,167 @@
+//! Idempotent messages: a message whose request id the session already accepted is answered with
+//! that message's outcome, and never runs or is stored again.
+//!
+//! The session looks in two places: the messages in flight (running or waiting), whose answer a
+//! retry shares, and the log's newest events (its context window, loaded again on activation),
+//! where each user input keeps its request id. A retry of a message whose turn is in the log but
+//! not yet acknowledged by the store (a store outage) first writes it; its answer is then the
+//! stored one.
+
+use super::Live;
+use crate::call::{Outcome, OutcomeKind};
+use crate::session::TurnRequest;
+use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq};
+
+impl Live {
+    /// Answers `request` if its id was seen before (from the log, or later with the answer of
+    /// the message in flight); returns it when it is a new message to admit.
+    pub(crate) async fn replay(&mut self, request: TurnRequest) -> Option<TurnRequest> {
+        let Some(id) = request.request_id.clone() else {
+            return Some(request);
+        };
+        if self.in_flight.contains(&id) {
+            self.attached.entry(id).or_default().push(request);
+            return None;
+        }
+        let Some((input_seq, _)) = find_answer(self.window.events(), &id) else {
+            self.in_flight.insert(id);
+            return Some(request);
+        };
+        if self
+            .unsaved
+            .first()
+            .is_some_and(|first| first.seq <= input_seq)
+        {
+            // The original ran, its caller was told the store failed, and the session kept it:
+            // write it now, so that the answer given is a durable one.
+            if let Err(error) = self.flush().await {
+                self.answer(request, Err(error));
+                return None;
+            }
+        }
+        // A flush that met a conflict reloaded the session: look again in what is stored.
+        match find_answer(self.window.events(), &id) {
+            Some((_, outcome)) => {
+                metrics::counter!("turnstile_replayed_total").increment(1);
+                self.answer(request, Ok(outcome));
+                None
+            }
+            None => {
+                self.in_flight.insert(id);
+                Some(request)
+            }
+        }
+    }
+
+    /// A message with `request_id` is being answered: it is no longer in flight, and the
+    /// retries attached to it are handed back to get the same answer.
+    pub(super) fn answer_retries(&mut self, request_id: &str) -> Vec<TurnRequest> {
+        self.in_flight.remove(request_id);
+        let retries = self.attached.remove(request_id).unwrap_or_default();
+        if !retries.is_empty() {
+            metrics::counter!("turnstile_replayed_total").increment(retries.len() as u64);
+        }
+        retries
+    }
+}
+
+/// The outcome of the message with request id `id` among `events`: its input's seq, and the
+/// answer its caller got (or would have got).
+pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Outcome)> {
+    let pos = events.iter().rposition(|e| {
+        e.request_id.as_deref() == Some(id) && matches!(e.kind, EventKind::UserInput { .. })
+    })?;
+    let input = &events[pos];
+    let EventKind::UserInput { disposition, .. } = &input.kind else {
+        return None;
+    };
+    if *disposition == InputDisposition::Superseded {
+        let outcome = Outcome {
+            kind: OutcomeKind::Superseded,
+            output: String::new(),
+            seq: input.seq,
+        };
+        return Some((input.seq, outcome));
+    }
+    let rest = &events[pos + 1..];
+    let at = rest
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::AgentOutput { .. }))?;
+    let EventKind::AgentOutput { text, status, .. } = &rest[at].kind else {
+        return None;
+    };
+    // Of a merged turn's inputs, only the last is answered with the turn's own outcome.
+    let merged_later = rest[..at]
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::UserInput { .. }));
+    let kind = match (merged_later, status) {
+        (true, _) => OutcomeKind::Merged,
+        (false, OutputStatus::Final) => OutcomeKind::Completed,
+        (false, OutputStatus::Interrupted(reason)) => OutcomeKind::Interrupted(*reason),
+    };
+    let outcome = Outcome {
+        kind,
+        output: text.clone(),
+        seq: rest[at].seq,
+    };
+    Some((input.seq, outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Author, InterruptReason};
+
+    fn input(seq: Seq, id: &str, disposition: InputDisposition) -> Event {
+        let mut event = Event::new(
+            seq,
+            Author::User,
+            0,
+            EventKind::UserInput {
+                text: format!("in {seq}"),
+                disposition,
+            },
+        );
+        event.request_id = Some(id.to_owned());
+        event
+    }
+
+    fn output(seq: Seq, status: OutputStatus) -> Event {
+        Event::new(
+            seq,
+            Author::Agent,
+            0,
+            EventKind::AgentOutput {
+                text: format!("out {seq}"),
+                status,
+                duration_ms: 0,
+                usage: None,
+            },
+        )
+    }
+
+    #[test]
+    fn each_disposition_is_answered_as_it_was_the_first_time() {
+        let events = vec![
+            input(1, "a", InputDisposition::Answered),
+            output(2, OutputStatus::Final),
+            input(3, "m1", InputDisposition::Merged),
+            input(4, "m2", InputDisposition::Merged),
+            output(5, OutputStatus::Interrupted(InterruptReason::Requested)),
+            input(6, "s", InputDisposition::Superseded),
+        ];
+        let answer = |id| find_answer(&events, id).map(|(seq, o)| (seq, o.kind, o.seq));
+        assert_eq!(answer("a"), Some((1, OutcomeKind::Completed, 2)));
+        assert_eq!(answer("m1"), Some((3, OutcomeKind::Merged, 5)));
+        assert_eq!(
+            answer("m2"),
+            Some((4, OutcomeKind::Interrupted(InterruptReason::Requested), 5))
+        );
+        assert_eq!(answer("s"), Some((6, OutcomeKind::Superseded, 6)));
+        assert_eq!(answer("unknown"), None);
+        assert_eq!(
+            find_answer(&events, "a").map(|(_, o)| o.output),
+            Some("out 2".into())
+        );
+    }
+}
