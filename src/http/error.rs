@@ -301,7 +301,12 @@ impl ApiError {
         // that is down, a drain, a slow model) and are logged below ERROR.
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(status = status.as_u16(), error = %self, "request failed");
-        } else if self.code() == "draining" {
+        } else if matches!(
+            self.code(),
+            "draining" | "owner_unreachable" | "owner_restarted"
+        ) {
+            // Expected for a while during a drain or a failover, once per request: the
+            // forwarder logs the failed forward itself.
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");
         } else if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), error = %self, "request failed");
@@ -446,6 +451,35 @@ mod tests {
         }
         let bug = as_api(IoError::from(ErrorKind::InvalidData));
         assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn forwarding_refusals_carry_the_lease_ttl_as_retry_after() {
+        let ttl = Duration::from_millis(1_500);
+        let cases = [
+            (
+                ApiError::OwnerUnreachable { retry_after: ttl },
+                503,
+                "owner_unreachable",
+            ),
+            (
+                ApiError::OwnerRestarted { retry_after: ttl },
+                503,
+                "owner_restarted",
+            ),
+            (
+                ApiError::OwnerFailed { retry_after: ttl },
+                502,
+                "owner_failed",
+            ),
+        ];
+        for (error, status, code) in cases {
+            assert_eq!((error.status().as_u16(), error.code()), (status, code));
+            let response = error.into_response();
+            assert_eq!(response.headers()[header::RETRY_AFTER], "2", "{code}");
+        }
+        assert_eq!(retry_seconds(Duration::from_millis(300)), 1);
+        assert_eq!(retry_seconds(Duration::from_secs(10)), 10);
     }
 
     #[test]
