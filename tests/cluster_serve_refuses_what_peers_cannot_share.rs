@@ -26,11 +26,11 @@ fn a_store_private_to_one_process_or_without_leases_is_refused() {
     let local = ["serve", "--cluster", "--addr", "127.0.0.1:0"];
     refused(
         &[&local[..], &["--store", "memory"]].concat(),
-        "the memory store lives in this process's memory. Stores that do: redis://HOST:PORT",
+        "the memory store lives in this process's memory. Stores that do: redis://HOST:PORT, redis+cluster://",
     );
     refused(
         &[&local[..], &["--store", "file:tmp"]].concat(),
-        "store keeps no session leases. Stores that do: redis://HOST:PORT",
+        "store keeps no session leases. Stores that do: redis://HOST:PORT, redis+cluster://",
     );
 }
 

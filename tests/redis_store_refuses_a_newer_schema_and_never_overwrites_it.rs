@@ -70,7 +70,7 @@ async fn a_head_from_a_newer_turnstile_is_refused_and_never_overwritten() {
         .await
         .expect("connect");
     let heads: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*:h:*"))
+        .arg(format!("{prefix}:s:*:h"))
         .query_async(&mut conn)
         .await
         .expect("KEYS");

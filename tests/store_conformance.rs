@@ -173,3 +173,23 @@ async fn postgres_store_refuses_stale_writes_from_a_second_pool() {
     })
     .await;
 }
+
+/// PostgreSQL keeps leases too: two pools on one schema see one holder at a time, fenced writes
+/// of anyone else are refused, epochs only grow, and leases expire by the server's clock.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_passes_the_lease_checks() {
+    use turnstile::store::PostgresOptions;
+    let database = Arc::new(TestDatabase::create().await);
+    conformance::run_leases(|| {
+        let database = database.clone();
+        async move {
+            let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+            let options = PostgresOptions::default().with_schema(schema);
+            let a = database.store_with(options.clone()).await;
+            let b = database.store_with(options).await;
+            (Arc::new(a) as Arc<dyn Store>, Arc::new(b) as Arc<dyn Store>)
+        }
+    })
+    .await;
+}

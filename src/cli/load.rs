@@ -10,6 +10,7 @@ mod baseline;
 mod cluster;
 mod driver;
 mod ledger;
+mod open_loop;
 mod options;
 mod report;
 mod rss;
@@ -35,7 +36,9 @@ use turnstile::{
 use self::ack_log::AckLog;
 use self::cluster::ClusterTarget;
 use self::driver::{drive, Interrupts, Plan, Shared};
+pub use self::ledger::turn_of;
 use self::ledger::MAX_LEDGER_TURNS;
+use self::open_loop::Step;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
 use self::report::ClusterFigures;
 use self::report::{Figures, Measured, Report};
@@ -132,6 +135,25 @@ pub struct LoadArgs {
     /// `--burst 1` without interrupts.
     #[arg(long, value_name = "N")]
     cluster: Option<usize>,
+    /// Send turns open-loop at this many per second, whatever the service's speed, and measure
+    /// each turn's latency from when it was due (no coordinated omission). Sends every turn once,
+    /// then stops.
+    #[arg(long, value_name = "TURNS_PER_SEC", value_parser = open_loop::parse_rate, conflicts_with = "rate_curve")]
+    rate: Option<f64>,
+    /// Open-loop steps, e.g. `100:30s,500:30s,1000:30s` (turns per second : seconds); the report
+    /// gives each step's achieved rate and percentiles. Stops early when every turn was sent.
+    #[arg(long, value_name = "STEPS")]
+    rate_curve: Option<open_loop::RateCurve>,
+    /// With `--rate-curve`: report the highest step rate whose p99 stays within this many ms.
+    #[arg(long, value_name = "MS", requires = "rate_curve")]
+    slo_ms: Option<u64>,
+    /// Send turns as streams and report the time to each turn's first chunk (`ttfc_us`).
+    #[arg(long)]
+    stream: bool,
+    /// Send no turn after this many seconds (turns already sent are answered and verified;
+    /// turns never sent are not counted).
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    duration: Option<Duration>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -145,6 +167,9 @@ pub struct LoadArgs {
     /// verification pass must report one lost turn.
     #[arg(long, hide = true)]
     fault_drop_one_append: bool,
+    /// Testing only (soak runs): every N-th append fails with a store error, writing nothing.
+    #[arg(long, hide = true, value_name = "N")]
+    fault_fail_every: Option<usize>,
 }
 
 /// Runs `turnstile load`. Exits non-zero when the verification found a turn lost, duplicated,
@@ -206,11 +231,23 @@ fn check(args: &LoadArgs) -> Result<(), String> {
         if n == 0 || n > MAX_CLUSTER {
             return Err(format!("--cluster must be between 1 and {MAX_CLUSTER}"));
         }
-        if args.burst > 1 || args.interrupt_rate.0 > 0.0 || !args.baseline.is_empty() {
+        if args.burst > 1
+            || args.interrupt_rate.0 > 0.0
+            || !args.baseline.is_empty()
+            || args.stream
+            || schedule(args).is_some()
+        {
             return Err(
-                "--cluster runs with --burst 1, no --interrupt-rate and no --baseline".into(),
+                "--cluster runs with --burst 1, and without --interrupt-rate, --baseline, \
+                 --stream, --rate or --rate-curve"
+                    .into(),
             );
         }
+    }
+    if schedule(args).is_some() && (args.burst > 1 || !args.baseline.is_empty()) {
+        return Err(
+            "--rate and --rate-curve send single turns: use --burst 1, and no --baseline".into(),
+        );
     }
     if args.interrupt_rate.0 > 0.0 {
         if args.agent != AgentKind::Mock || args.latency.max.is_zero() {
@@ -243,6 +280,30 @@ fn plan(args: &LoadArgs) -> Plan {
             rate: args.interrupt_rate.0,
             seed: args.seed,
         }),
+        ttfc: args.stream,
+        duration: args.duration,
+    }
+}
+
+/// `--duration`: positive seconds, at most a day.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s <= 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("bad duration {text:?}; expected seconds, above 0, at most 86400"))
+}
+
+/// The open-loop schedule, if `--rate` or `--rate-curve` asked for one.
+fn schedule(args: &LoadArgs) -> Option<Vec<Step>> {
+    match (args.rate, &args.rate_curve) {
+        (Some(rate), _) => Some(vec![Step {
+            rate,
+            duration: None,
+        }]),
+        (None, Some(curve)) => Some(curve.0.clone()),
+        (None, None) => None,
     }
 }
 
@@ -262,9 +323,12 @@ fn keys(args: &LoadArgs, design: &str, run_id: &str) -> Result<Arc<[SessionKey]>
 
 async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
     let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
-    let store = if args.fault_drop_one_append {
+    let store = if args.fault_drop_one_append || args.fault_fail_every.is_some() {
         let faulty = FaultyStore::new(opened.store().clone());
-        faulty.drop_next_appends(1);
+        if args.fault_drop_one_append {
+            faulty.drop_next_appends(1);
+        }
+        faulty.fail_every_nth_append(args.fault_fail_every.unwrap_or(0));
         faulty
     } else {
         opened.store().clone()
@@ -273,7 +337,9 @@ async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> 
     let runtime = build_runtime(args, store.clone(), None)?;
     let target = Arc::new(TurnstileTarget {
         runtime,
-        ordered: args.burst > 1,
+        // Open-loop arrivals wait for the previous turn of their session to be admitted, which
+        // only the streaming path reports.
+        ordered: args.burst > 1 || schedule(args).is_some(),
     });
     let figures = measure(args, target, keys, store.as_ref(), "turnstile").await?;
     Ok(report(args, run_id, opened.describe(), figures))
@@ -347,7 +413,8 @@ async fn measure<T: Target>(
     let shared = Arc::new(Shared::new(target, keys, &plan, ack_log)?);
     let progress = progress_bar(args.progress, (plan.sessions * plan.turns) as u64, label);
     let rss_before = rss_bytes();
-    let (elapsed, sample) = drive(shared.clone(), plan, progress).await;
+    let steps = schedule(args);
+    let (elapsed, sample, open) = drive(shared.clone(), plan, progress, steps.as_deref()).await?;
     let counters = shared.target.counters();
     shared.target.finish().await;
     let verdict = verify(store, &shared.keys, &shared.ledger).await?;
@@ -360,6 +427,9 @@ async fn measure<T: Target>(
         sample,
         rss_before,
         latency_budget: args.latency.max + LATENCY_SLACK,
+        ttfc: shared.ttfc(),
+        open,
+        slo: args.slo_ms.map(Duration::from_millis),
     }))
 }
 
@@ -432,7 +502,7 @@ fn progress_bar(mode: ProgressMode, total: u64, label: &str) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     if let Ok(style) = ProgressStyle::with_template(
-        "{prefix:>10} [{bar:40}] {human_pos}/{human_len} turns  {per_sec}  eta {eta}",
+        "{prefix:>10} [{bar:40}] {human_pos}/{human_len} turns  {per_sec}  eta {eta}  {msg}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }

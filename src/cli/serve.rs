@@ -83,7 +83,7 @@ pub struct ServeArgs {
     compact_after: Option<usize>,
     /// Share the store's sessions with other `serve --cluster` processes: one owner per session
     /// (a lease in the store), and requests for a session another process owns forwarded there.
-    /// Needs a store that keeps leases (redis://…).
+    /// Needs a store that keeps leases (redis://…, redis+cluster://…, postgres://…).
     #[arg(long)]
     cluster: bool,
     /// The URL other processes reach this one at, `http://HOST:PORT`. Defaults to `http://` and

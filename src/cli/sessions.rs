@@ -6,6 +6,7 @@
 //! or collecting a session that another process has live is possible and that process's copy
 //! wins at its next write (see `docs/load.md`).
 
+mod check_acks;
 mod format;
 mod transfer;
 
@@ -85,6 +86,14 @@ enum SessionsCommand {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+    /// Check ack logs of `turnstile load --ack-log` against the store: every acknowledged turn
+    /// present and answering its message, no load input stored twice or out of order. Exits 1
+    /// when anything is wrong.
+    CheckAcks {
+        /// The ack logs.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Create a session from a document made by `export` (`-` reads stdin). A bad or
     /// newer-schema document, or an existing session, is refused and nothing is written.
     Import {
@@ -110,6 +119,7 @@ pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
             list(store, &user, PageRequest { limit, cursor }, json).await
         }
         SessionsCommand::Show { key, events } => show(store, &key, events, json).await,
+        SessionsCommand::CheckAcks { files } => check_acks::check_acks(store, &files, json).await,
         SessionsCommand::Delete { key } => {
             let deleted = store
                 .delete(&key)

@@ -23,6 +23,8 @@ use crate::state::Event;
 /// asked. It also counts loads per session ([`FaultyStore::loads_of`]).
 pub struct FaultyStore {
     inner: Arc<dyn Store>,
+    /// Every n-th append attempt fails (0: none).
+    failing_every: AtomicUsize,
     failing_appends: AtomicUsize,
     failing_loads: AtomicUsize,
     dropping_appends: AtomicUsize,
@@ -95,6 +97,7 @@ impl FaultyStore {
         Arc::new(Self {
             inner,
             failing_appends: AtomicUsize::new(0),
+            failing_every: AtomicUsize::new(0),
             failing_loads: AtomicUsize::new(0),
             dropping_appends: AtomicUsize::new(0),
             append_delay: Mutex::new(None),
@@ -142,6 +145,12 @@ impl FaultyStore {
     /// Makes the next `n` appends fail with [`StoreError::Unavailable`], writing nothing.
     pub fn fail_next_appends(&self, n: usize) {
         self.failing_appends.store(n, Ordering::SeqCst);
+    }
+
+    /// Makes every `n`-th append attempt fail with [`StoreError::Unavailable`], writing nothing,
+    /// from now on (0 stops it): a steady trickle of store failures for soak runs.
+    pub fn fail_every_nth_append(&self, n: usize) {
+        self.failing_every.store(n, Ordering::SeqCst);
     }
 
     /// Makes the next `n` loads fail with [`StoreError::Unavailable`].
@@ -204,7 +213,12 @@ impl FaultyStore {
         key: &SessionKey,
         base_version: u64,
     ) -> Option<Result<u64, StoreError>> {
-        self.appends_attempted.fetch_add(1, Ordering::SeqCst);
+        let attempt = self.appends_attempted.fetch_add(1, Ordering::SeqCst) + 1;
+        let every = self.failing_every.load(Ordering::SeqCst);
+        if every > 0 && attempt.is_multiple_of(every) {
+            self.appends_failed.fetch_add(1, Ordering::SeqCst);
+            return Some(Err(injected("append")));
+        }
         let delay = *self.append_delay.lock();
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;

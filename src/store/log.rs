@@ -26,7 +26,8 @@ pub async fn read_log(
     let mut events: Vec<Event> = Vec::new();
     while (events.len() as u64) < upto {
         let from = events.len() as u64 + 1;
-        let want = usize::try_from(upto + 1 - from)
+        // `upto - (from - 1)`, not `upto + 1 - from`: `upto` may be `Seq::MAX` ("all of it").
+        let want = usize::try_from(upto - (from - 1))
             .unwrap_or(usize::MAX)
             .min(page);
         let read = store.read_events(key, from, want).await?;
@@ -82,5 +83,12 @@ mod tests {
         );
         let missing = SessionKey::new("u", "none").unwrap();
         assert!(read_log(&store, &missing, 9, 4).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_largest_bound_means_the_whole_log() {
+        let (store, key) = session_of(3).await;
+        let all = read_log(&store, &key, Seq::MAX, 4).await.unwrap();
+        assert_eq!(seqs(&all), (1..=6).collect::<Vec<_>>());
     }
 }

@@ -103,7 +103,7 @@ pub enum OpenStoreError {
 }
 
 /// Opens the store `url` names: a new memory store, a file store (taking its folder's lock; a
-/// `file:tmp` folder is created first), or a connection to Redis or a pool of connections to
+/// `file:tmp` folder is created first), or a connection to Redis (a server or a Cluster) or a pool of connections to
 /// PostgreSQL (whose tables are created or migrated first).
 ///
 /// The file store's blocking open runs on tokio's blocking pool.
@@ -113,7 +113,7 @@ pub async fn open_store(url: &StoreUrl) -> Result<OpenedStore, OpenStoreError> {
         StoreUrl::Memory => {
             return Ok(opened(url, Arc::new(MemoryStore::new()), None, None));
         }
-        StoreUrl::Redis(address) => {
+        StoreUrl::Redis(address) | StoreUrl::RedisCluster(address) => {
             let store = open_redis(url, address).await?;
             return Ok(opened(url, store, None, None));
         }

@@ -4,6 +4,7 @@
 //! (head, events, shared state) in one transaction. See `docs/stores.md` for the tables.
 
 mod codec;
+mod leases;
 mod options;
 mod removal;
 mod schema;
@@ -30,8 +31,8 @@ pub use self::options::PostgresOptions;
 pub use self::schema::LAYOUT_VERSION;
 use self::sql::Sql;
 use super::{
-    check_continues, check_page, GcPolicy, GcReport, LoadedSession, Page, PageRequest, SessionMeta,
-    Store, StoreError,
+    check_continues, check_page, GcPolicy, GcReport, Lease, Leases, LoadedSession, Page,
+    PageRequest, SessionMeta, Store, StoreError,
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Seq, SessionRecord, SplitDelta, StateMap};
@@ -207,6 +208,83 @@ impl PostgresStore {
         }
     }
 
+    /// Appends one turn: compare-and-set on the version and, for a fenced write, on the lease.
+    async fn write(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        fence: Option<&Lease>,
+    ) -> Result<u64, StoreError> {
+        let stored = match self.base_head(key, base_version).await {
+            // A writer that lost its lease hears so, not that its version is stale: it must
+            // stop, not reload and try again.
+            Err(StoreError::Conflict { .. }) if fence.is_some() => {
+                return Err(self.refusal(key, base_version, fence).await);
+            }
+            other => other?,
+        };
+        let (record, epoch) = match stored {
+            Some(head) => (head.record, head.epoch),
+            None => (
+                SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
+                // Any value will do as long as a re-created session rarely repeats it.
+                uuid::Uuid::new_v4().as_u64_pair().0 as i64,
+            ),
+        };
+        let mut turn = fold(key, record, events)?;
+        turn.record.version = base_version + 1;
+        let record_json = serde_json::to_string(&turn.record)
+            .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?;
+        let (user_sets, user_removed) = split_removals(&turn.shared.user);
+        let (app_sets, app_removed) = split_removals(&turn.shared.app);
+        let statement = if base_version == 0 {
+            &self.sql.append_new
+        } else {
+            &self.sql.append_existing
+        };
+        // Whatever happens next, the cached head is no longer known to be current.
+        self.remember(key, None);
+        let rows = self
+            .query(
+                &key.to_string(),
+                statement,
+                &[
+                    &key.user_id(),
+                    &key.session_id(),
+                    &bigint(base_version),
+                    &bigint(turn.record.version),
+                    &bigint(turn.record.updated_ms),
+                    &record_json,
+                    &epoch,
+                    &turn.seqs,
+                    &turn.bodies,
+                    &user_sets,
+                    &user_removed,
+                    &!turn.shared.user.is_empty(),
+                    &app_sets,
+                    &app_removed,
+                    &!turn.shared.app.is_empty(),
+                    &fence.map(|l| l.token.as_str()),
+                    &fence.map(|l| bigint(l.epoch)),
+                ],
+            )
+            .await?;
+        let applied: i64 = rows.first().map_or(0, |row| row.get(0));
+        if applied == 1 {
+            let version = turn.record.version;
+            self.remember(
+                key,
+                Some(StoredHead {
+                    record: turn.record,
+                    epoch,
+                }),
+            );
+            return Ok(version);
+        }
+        Err(self.refusal(key, base_version, fence).await)
+    }
+
     /// The head an append based on `base_version` folds onto: the cached one if current, else
     /// the stored one; `Conflict` when the stored version is another.
     async fn base_head(
@@ -321,72 +399,7 @@ impl Store for PostgresStore {
         base_version: u64,
         events: &[Event],
     ) -> Result<u64, StoreError> {
-        let stored = self.base_head(key, base_version).await?;
-        let (record, epoch) = match stored {
-            Some(head) => (head.record, head.epoch),
-            None => (
-                SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
-                // Any value will do as long as a re-created session rarely repeats it.
-                uuid::Uuid::new_v4().as_u64_pair().0 as i64,
-            ),
-        };
-        let mut turn = fold(key, record, events)?;
-        turn.record.version = base_version + 1;
-        let record_json = serde_json::to_string(&turn.record)
-            .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?;
-        let (user_sets, user_removed) = split_removals(&turn.shared.user);
-        let (app_sets, app_removed) = split_removals(&turn.shared.app);
-        let statement = if base_version == 0 {
-            &self.sql.append_new
-        } else {
-            &self.sql.append_existing
-        };
-        // Whatever happens next, the cached head is no longer known to be current.
-        self.remember(key, None);
-        let rows = self
-            .query(
-                &key.to_string(),
-                statement,
-                &[
-                    &key.user_id(),
-                    &key.session_id(),
-                    &bigint(base_version),
-                    &bigint(turn.record.version),
-                    &bigint(turn.record.updated_ms),
-                    &record_json,
-                    &epoch,
-                    &turn.seqs,
-                    &turn.bodies,
-                    &user_sets,
-                    &user_removed,
-                    &!turn.shared.user.is_empty(),
-                    &app_sets,
-                    &app_removed,
-                    &!turn.shared.app.is_empty(),
-                ],
-            )
-            .await?;
-        let applied: i64 = rows.first().map_or(0, |row| row.get(0));
-        if applied == 1 {
-            let version = turn.record.version;
-            self.remember(
-                key,
-                Some(StoredHead {
-                    record: turn.record,
-                    epoch,
-                }),
-            );
-            return Ok(version);
-        }
-        // Refused: read what is there now, for the error and for the next attempt.
-        let stored = self.head(key).await?;
-        let found = stored.as_ref().map_or(0, |h| h.record.version);
-        self.remember(key, stored);
-        Err(StoreError::Conflict {
-            key: key.clone(),
-            expected: base_version,
-            found,
-        })
+        self.write(key, base_version, events, None).await
     }
 
     async fn read_events(
@@ -462,6 +475,20 @@ impl Store for PostgresStore {
 
     async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
         self.remove_user(user_id).await
+    }
+
+    fn leases(&self) -> Option<Arc<dyn Leases>> {
+        Some(Arc::new(self.clone()))
+    }
+
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        self.write(key, base_version, events, Some(lease)).await
     }
 
     async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {

@@ -1,10 +1,16 @@
 //! The Redis store, for several processes or hosts sharing sessions.
 //!
-//! The fold happens here in Rust; one Lua script checks the version and writes the turn (events,
-//! head, indexes, shared state) atomically. See `docs/stores.md` for the key layout.
+//! The fold happens here in Rust; one Lua script checks the version and writes the turn's events
+//! and head atomically, all in the session's own hash slot, so the store runs on a standalone
+//! Redis and on Redis Cluster alike. Shared state and indexes follow in separate commands. See
+//! `docs/stores.md` for the key layout and what is promised when a follow-up write fails.
 
+mod append;
 mod codec;
+mod conn;
 pub(crate) mod keys;
+mod layout;
+mod leases;
 mod listing;
 mod options;
 
@@ -16,29 +22,29 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lru::LruCache;
 use parking_lot::Mutex;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 
-use self::codec::{
-    corrupt, decode_events, decode_head, decode_state, push_delta, redis_error, unavailable,
-    StoredHead,
-};
-use self::keys::{gc_member, Keys};
+use self::codec::{corrupt, decode_events, decode_head, decode_state, redis_error, StoredHead};
+use self::conn::Connection;
+use self::keys::{gc_member, Keys, SessionKeys};
 pub use self::options::RedisOptions;
 use super::{
-    check_continues, GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store, StoreError,
+    GcPolicy, GcReport, Lease, Leases, LoadedSession, Page, PageRequest, Store, StoreError,
 };
 use crate::key::SessionKey;
-use crate::state::{Event, Seq, SessionRecord, SplitDelta, StateMap};
-
-/// The fields of a head hash: version, record, epoch.
-const HEAD_FIELDS: [&str; 3] = ["v", "r", "e"];
+use crate::state::{Event, Seq, SplitDelta, StateMap};
 
 /// Heads kept by [`RedisStore`]'s cache: about the live sessions of a busy process, at a few
 /// hundred bytes to a few KB each.
 const HEAD_CACHE: usize = 4_096;
 
-/// Stores sessions in Redis, shared by every process that connects with the same prefix.
+/// Most events a session's log may hold past its head's checkpoint: an append that would leave
+/// more writes a new checkpoint. Bounds what a load (or a listing) reads beyond its window and
+/// folds, while most appends write a few small fields instead of the whole record.
+const CHECKPOINT_EVENTS: u64 = 64;
+
+/// Stores sessions in Redis or Redis Cluster, shared by every process that connects with the
+/// same prefix.
 ///
 /// Writes are compare-and-set on the session's version inside one Lua script, so concurrent
 /// writers from several processes never lose an update. A Redis that is down or slow answers
@@ -46,22 +52,52 @@ const HEAD_CACHE: usize = 4_096;
 /// itself. Cloning is cheap and shares the connection.
 #[derive(Clone)]
 pub struct RedisStore {
-    /// Multiplexed and self-healing: clones share one connection, which reconnects on failure.
-    conn: ConnectionManager,
+    /// Multiplexed and self-healing: clones share one connection (one per node on a Cluster).
+    conn: Connection,
     /// Names every key under the configured prefix.
     keys: Keys,
     /// Session expiry in milliseconds; 0 means none (the scripts' convention).
     ttl_ms: u64,
     /// Bound on one call as a whole: a reconnect attempt plus the command.
     deadline: Duration,
-    /// `append.lua`: the compare-and-set write of one turn.
-    append: Script,
-    /// `delete.lua`: removal of one session, optionally only if gc's view is still current.
-    delete: Script,
+    /// The Lua scripts, each run on one session's slot.
+    scripts: Arc<Scripts>,
     /// Heads this process wrote or read last, so that an append based on one needs no read
     /// first (one round trip instead of two). Only a shortcut: the script still checks the
     /// version and epoch, and a stale entry ends in `Conflict`, never in a wrong write.
     heads: Arc<Mutex<LruCache<SessionKey, StoredHead>>>,
+    /// `user:` and `app:` changes of committed appends whose write after the commit failed,
+    /// per session: sent again, under newer changes, with the session's next append.
+    unsent: Arc<Mutex<LruCache<SessionKey, SplitDelta>>>,
+}
+
+/// The store's Lua scripts. Each touches the keys of one session only (one hash slot).
+struct Scripts {
+    /// `append.lua`: the compare-and-set (and, with a lease, fenced) write of one turn.
+    append: Script,
+    /// `load.lua`: a head and its log's tail, read atomically.
+    load: Script,
+    /// `delete.lua`: removal of one session, optionally only if gc's view is still current.
+    delete: Script,
+    /// `acquire.lua`: takes a session's lease.
+    acquire: Script,
+    /// `renew.lua`: extends a lease still held with its token.
+    renew: Script,
+    /// `release.lua`: deletes a lease still held with its token.
+    release: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            append: Script::new(include_str!("redis/append.lua")),
+            load: Script::new(include_str!("redis/load.lua")),
+            delete: Script::new(include_str!("redis/delete.lua")),
+            acquire: Script::new(include_str!("redis/acquire.lua")),
+            renew: Script::new(include_str!("redis/renew.lua")),
+            release: Script::new(include_str!("redis/release.lua")),
+        }
+    }
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -74,65 +110,88 @@ impl std::fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://host:port/db`, `rediss://…`, `redis+unix://…`).
+    /// Connects to `url`: a server (`redis://host:port/db`, `rediss://…`, `redis+unix://…`) or a
+    /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`).
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
-    /// timeout, and [`StoreError::InvalidRequest`] for a bad URL or prefix.
+    /// timeout, [`StoreError::InvalidRequest`] for a bad URL or prefix or for data of the older,
+    /// unversioned layout under the prefix, and [`StoreError::NewerLayout`] when a newer
+    /// turnstile laid out the prefix.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let keys = Keys::new(&options.prefix)?;
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::InvalidRequest(format!("redis url {url:?}: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.response_timeout))
-            // Few, quick retries: callers would rather hear `Unavailable` than wait.
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
         let deadline = options.connect_timeout * 2 + options.response_timeout;
-        let conn =
-            tokio::time::timeout(deadline, ConnectionManager::new_with_config(client, config))
-                .await
-                .map_err(|_| unavailable(format!("no connection to {url} within {deadline:?}")))?
-                .map_err(|e| unavailable(format!("connecting to {url}: {e}")))?;
+        let conn = conn::connect(url, &options, deadline).await?;
         let ttl_ms = options.session_ttl.map_or(0, |ttl| {
             u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
         });
-        Ok(Self {
+        let cache_size = NonZeroUsize::new(HEAD_CACHE).expect("HEAD_CACHE is not zero");
+        let store = Self {
             conn,
             keys,
             ttl_ms,
             deadline,
-            append: Script::new(include_str!("redis/append.lua")),
-            delete: Script::new(include_str!("redis/delete.lua")),
-            heads: Arc::new(Mutex::new(LruCache::new(
-                NonZeroUsize::new(HEAD_CACHE).expect("HEAD_CACHE is not zero"),
-            ))),
-        })
+            scripts: Arc::new(Scripts::new()),
+            heads: Arc::new(Mutex::new(LruCache::new(cache_size))),
+            unsent: Arc::new(Mutex::new(LruCache::new(cache_size))),
+        };
+        store.check_layout().await?;
+        Ok(store)
     }
 
-    /// Runs one Redis exchange within the store's deadline.
-    async fn run<T>(
+    /// Runs one Redis exchange within the store's deadline. `about` (a session, a user…)
+    /// names what an error concerns; it is only formatted on an error.
+    async fn run<T, A: std::fmt::Display + Sync + ?Sized>(
         &self,
-        about: &str,
+        about: &A,
         exchange: impl std::future::Future<Output = Result<T, RedisError>>,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.deadline, exchange).await {
-            Ok(result) => result.map_err(|e| redis_error(about, e)),
-            Err(_) => Err(unavailable(format!("no answer within {:?}", self.deadline))),
+            Ok(result) => result.map_err(|e| redis_error(&about.to_string(), e)),
+            Err(_) => Err(codec::unavailable(format!(
+                "no answer within {:?}",
+                self.deadline
+            ))),
         }
     }
 
-    /// The stored head of `key`, if any.
-    async fn head(&self, key: &SessionKey) -> Result<Option<StoredHead>, StoreError> {
+    /// The keys of one session.
+    fn session_keys(&self, key: &SessionKey) -> SessionKeys {
+        self.keys.session(key)
+    }
+
+    /// Reads a session's head and at least `window` of its newest events (all the events past
+    /// its checkpoint, in any case) in one atomic step. Checks that they agree.
+    async fn read_session(
+        &self,
+        key: &SessionKey,
+        window: usize,
+    ) -> Result<(Option<StoredHead>, Vec<Event>), StoreError> {
+        let names = self.session_keys(key);
+        // Lua numbers are doubles: a count past any real log, kept exact as a Lua integer.
+        let count = window.min(1 << 40);
+        let mut call = self.scripts.load.prepare_invoke();
+        call.key(&names.head).key(&names.log).arg(count);
         let mut conn = self.conn.clone();
-        let cmd = redis::cmd("HMGET")
-            .arg(self.keys.head(key))
-            .arg(&HEAD_FIELDS[..])
-            .to_owned();
-        let fields = self
-            .run(&key.to_string(), cmd.query_async(&mut conn))
-            .await?;
-        decode_head(key, fields)
+        let (fields, raw): (Vec<Option<String>>, Vec<String>) =
+            self.run(key, call.invoke_async(&mut conn)).await?;
+        let events = decode_events(key, raw)?;
+        let dense = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
+        if !dense {
+            return Err(corrupt(key, "the log's newest events are not in sequence"));
+        }
+        let head = decode_head(key, fields, &events)?;
+        let next_seq = head.as_ref().map_or(1, |h| h.record.next_seq);
+        let mismatch = match events.last() {
+            Some(event) => event.seq + 1 != next_seq,
+            None => window > 0 && next_seq != 1,
+        };
+        if mismatch {
+            return Err(corrupt(
+                key,
+                "the log's newest events do not match the head",
+            ));
+        }
+        Ok((head, events))
     }
 
     /// Remembers (or, with `None`, forgets) the stored head of `key`.
@@ -148,23 +207,61 @@ impl RedisStore {
         }
     }
 
-    /// Runs the delete script for `key`; with `score`, only if gc's view is still current.
-    async fn delete_one(&self, key: &SessionKey, score: Option<&str>) -> Result<bool, StoreError> {
+    /// Runs the delete script for `key`, then drops its index entries. With `score` (gc's),
+    /// only if the session was not updated after it; `Ok(Kept(updated_ms))` otherwise.
+    async fn delete_one(
+        &self,
+        key: &SessionKey,
+        score: Option<&str>,
+    ) -> Result<Deleted, StoreError> {
         self.remember(key, None);
+        let names = self.session_keys(key);
         let mut conn = self.conn.clone();
-        let mut call = self.delete.prepare_invoke();
-        call.key(self.keys.head(key))
-            .key(self.keys.log(key))
-            .key(self.keys.index(key.user_id()))
-            .key(self.keys.gc())
-            .arg(key.session_id())
-            .arg(gc_member(key))
+        let mut call = self.scripts.delete.prepare_invoke();
+        call.key(&names.head)
+            .key(&names.log)
             .arg(score.unwrap_or(""));
-        let removed: i64 = self
-            .run(&key.to_string(), call.invoke_async(&mut conn))
+        let (outcome, updated): (i64, String) = self.run(key, call.invoke_async(&mut conn)).await?;
+        if outcome == 2 {
+            let updated = updated
+                .parse()
+                .map_err(|_| corrupt(key, format!("updated_ms {updated:?} is not a number")))?;
+            return Ok(Deleted::Kept(updated));
+        }
+        let user_index = redis::cmd("ZREM")
+            .arg(self.keys.index(key.user_id()))
+            .arg(key.session_id())
+            .to_owned();
+        let gc_index = redis::cmd("ZREM")
+            .arg(self.keys.gc())
+            .arg(gc_member(key))
+            .to_owned();
+        let mut other = self.conn.clone();
+        let (_, _): (i64, i64) = self
+            .run(key, async {
+                futures::try_join!(
+                    user_index.query_async::<i64>(&mut conn),
+                    gc_index.query_async::<i64>(&mut other)
+                )
+            })
             .await?;
-        Ok(removed == 1)
+        Ok(if outcome == 1 {
+            Deleted::Removed
+        } else {
+            Deleted::Absent
+        })
     }
+}
+
+/// What [`RedisStore::delete_one`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deleted {
+    /// The session existed and is gone.
+    Removed,
+    /// There was no such session (its index entries are gone now too).
+    Absent,
+    /// Kept: it was updated at this `updated_ms`, after the score gc saw.
+    Kept(u64),
 }
 
 #[async_trait]
@@ -174,48 +271,28 @@ impl Store for RedisStore {
     }
 
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
-        let mut conn = self.conn.clone();
-        // LRANGE 1 0 is empty; `-0` would mean the whole list.
-        let (start, stop) = match window {
-            0 => (1, 0),
-            n => (-(i64::try_from(n).unwrap_or(i64::MAX)), -1),
+        let user_state = async {
+            if key.is_anonymous() {
+                return Ok(HashMap::new());
+            }
+            let mut conn = self.conn.clone();
+            let cmd = redis::cmd("HGETALL")
+                .arg(self.keys.user_state(key.user_id()))
+                .to_owned();
+            self.run(key, cmd.query_async(&mut conn)).await
         };
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("HMGET")
-            .arg(self.keys.head(key))
-            .arg(&HEAD_FIELDS[..])
-            .cmd("LRANGE")
-            .arg(self.keys.log(key))
-            .arg(start)
-            .arg(stop)
-            .cmd("HGETALL")
-            .arg(self.keys.user_state(key.user_id()))
-            .cmd("HGETALL")
-            .arg(self.keys.app());
-        type Reply = (
-            (Option<String>, Option<String>, Option<String>),
-            Vec<String>,
-            HashMap<String, String>,
-            HashMap<String, String>,
-        );
-        let (head, raw_events, user, app): Reply = self
-            .run(&key.to_string(), pipe.query_async(&mut conn))
-            .await?;
-        let head = decode_head(key, head)?;
-        self.remember(key, head.clone());
-        let record = head.map(|h| h.record);
-        let events = decode_events(key, raw_events)?;
-        let next_seq = record.as_ref().map_or(1, |r| r.next_seq);
-        let dense = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
-        if !dense || events.last().is_some_and(|e| e.seq + 1 != next_seq) {
-            return Err(corrupt(
-                key,
-                "the log's newest events do not match the head",
-            ));
-        }
+        let app_state = async {
+            let mut conn = self.conn.clone();
+            let cmd = redis::cmd("HGETALL").arg(self.keys.app()).to_owned();
+            self.run(key, cmd.query_async(&mut conn)).await
+        };
+        let ((head, mut events), user, app) =
+            futures::try_join!(self.read_session(key, window), user_state, app_state)?;
+        let cached = head.clone().unwrap_or_else(|| StoredHead::absent(key));
+        self.remember(key, Some(cached));
+        events.drain(..events.len().saturating_sub(window));
         Ok(LoadedSession {
-            record,
+            record: head.map(|h| h.record),
             events,
             user_state: if key.is_anonymous() {
                 StateMap::new()
@@ -232,89 +309,22 @@ impl Store for RedisStore {
         base_version: u64,
         events: &[Event],
     ) -> Result<u64, StoreError> {
-        let cached = self.heads.lock().get(key).cloned();
-        let stored = match cached.filter(|h| h.record.version == base_version) {
-            Some(head) => Some(head),
-            None => {
-                let stored = self.head(key).await?;
-                let found = stored.as_ref().map_or(0, |h| h.record.version);
-                if found != base_version {
-                    self.remember(key, stored);
-                    return Err(StoreError::Conflict {
-                        key: key.clone(),
-                        expected: base_version,
-                        found,
-                    });
-                }
-                stored
-            }
-        };
-        let (mut record, epoch) = match stored {
-            Some(head) => (head.record, head.epoch),
-            None => (
-                SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
-                uuid::Uuid::new_v4().simple().to_string(),
-            ),
-        };
-        check_continues(key, record.next_seq, events)?;
-        let mut shared = SplitDelta::default();
-        let mut lines = Vec::with_capacity(events.len());
-        for event in events {
-            record.apply(event);
-            if let Some(delta) = &event.state_delta {
-                shared.merge(SplitDelta::from_delta(delta));
-            }
-            lines.push(serde_json::to_string(event).map_err(|e| {
-                StoreError::InvalidRequest(format!(
-                    "session {key}: event cannot be serialised: {e}"
-                ))
-            })?);
-        }
-        if key.is_anonymous() {
-            shared.user.clear();
-        }
-        record.version = base_version + 1;
-        let record_json = serde_json::to_string(&record)
-            .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?;
+        self.append_turn(key, base_version, events, None).await
+    }
 
-        let mut call = self.append.prepare_invoke();
-        call.key(self.keys.head(key))
-            .key(self.keys.log(key))
-            .key(self.keys.index(key.user_id()))
-            .key(self.keys.user_state(key.user_id()))
-            .key(self.keys.app())
-            .key(self.keys.gc())
-            .arg(base_version)
-            .arg(&epoch)
-            .arg(record.version)
-            .arg(record_json)
-            .arg(key.session_id())
-            .arg(gc_member(key))
-            .arg(record.updated_ms)
-            .arg(self.ttl_ms)
-            .arg(lines.len())
-            .arg(&lines);
-        push_delta(&mut call, &shared.user);
-        push_delta(&mut call, &shared.app);
-        let mut conn = self.conn.clone();
-        // Whatever happens next, the cached head is no longer known to be current.
-        self.remember(key, None);
-        let (applied, version): (i64, String) = self
-            .run(&key.to_string(), call.invoke_async(&mut conn))
-            .await?;
-        let version: u64 = version
-            .parse()
-            .map_err(|_| corrupt(key, format!("stored version {version:?} is not a number")))?;
-        if applied == 1 {
-            self.remember(key, Some(StoredHead { record, epoch }));
-            Ok(version)
-        } else {
-            Err(StoreError::Conflict {
-                key: key.clone(),
-                expected: base_version,
-                found: version,
-            })
-        }
+    fn leases(&self) -> Option<Arc<dyn Leases>> {
+        Some(Arc::new(self.clone()))
+    }
+
+    async fn append_fenced(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: &Lease,
+    ) -> Result<u64, StoreError> {
+        self.append_turn(key, base_version, events, Some(lease))
+            .await
     }
 
     async fn read_events(
@@ -334,18 +344,16 @@ impl Store for RedisStore {
             .unwrap_or(-1);
         let mut conn = self.conn.clone();
         let cmd = redis::cmd("LRANGE")
-            .arg(self.keys.log(key))
+            .arg(self.session_keys(key).log)
             .arg(start)
             .arg(stop)
             .to_owned();
-        let raw: Vec<String> = self
-            .run(&key.to_string(), cmd.query_async(&mut conn))
-            .await?;
+        let raw: Vec<String> = self.run(key, cmd.query_async(&mut conn)).await?;
         decode_events(key, raw)
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
-        self.delete_one(key, None).await
+        Ok(self.delete_one(key, None).await? == Deleted::Removed)
     }
 
     async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {

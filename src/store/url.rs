@@ -11,11 +11,11 @@ use std::str::FromStr;
 pub const TEMP_FOLDER_URL: &str = "file:tmp";
 
 /// What every accepted spelling looks like, for error messages and help texts.
-const EXPECTED: &str =
-    "expected memory, file, file:PATH, file:tmp, redis://HOST:PORT or postgres://USER@HOST/DATABASE";
+const EXPECTED: &str = "expected memory, file, file:PATH, file:tmp, redis://HOST:PORT, \
+     redis+cluster://HOST:PORT[,HOST:PORT…] or postgres://USER@HOST/DATABASE";
 
 /// Which store to open, parsed from `memory`, `file`, `file:PATH`, `file:tmp`, a `redis://` (or
-/// `rediss://`) URL, or a `postgres://` (or `postgresql://`) URL. [`Display`](fmt::Display) and
+/// `rediss://`) URL, a `redis+cluster://` (or `rediss+cluster://`) URL, or a `postgres://` (or `postgresql://`) URL. [`Display`](fmt::Display) and
 /// `Debug` print the same spelling back with any password replaced by `***`, so that errors,
 /// reports and logs never carry it; [`StoreUrl::unredacted`] gives the whole spelling, to hand to
 /// a process that must open the same store.
@@ -35,6 +35,10 @@ pub enum StoreUrl {
     TempFolder,
     /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`).
     Redis(String),
+    /// `redis+cluster://HOST:PORT[,HOST:PORT…]` or `rediss+cluster://…`: the Redis store on
+    /// the Redis Cluster those nodes belong to (feature `redis`). Credentials, if any, come
+    /// before the first host and hold for every node.
+    RedisCluster(String),
     /// `postgres://…` or `postgresql://…`: the PostgreSQL store at that URL (feature
     /// `postgres`); `schema=NAME` and `pool_size=N` in its query are the store's own options.
     Postgres(String),
@@ -79,6 +83,9 @@ impl StoreUrl {
         if text.starts_with("redis://") || text.starts_with("rediss://") {
             return Ok(Self::Redis(text.to_owned()));
         }
+        if text.starts_with("redis+cluster://") || text.starts_with("rediss+cluster://") {
+            return Ok(Self::RedisCluster(text.to_owned()));
+        }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return Ok(Self::Postgres(text.to_owned()));
         }
@@ -108,7 +115,9 @@ impl fmt::Display for StoreUrl {
             Self::Folder(path) if path.as_os_str() == "tmp" => f.write_str("file:./tmp"),
             Self::Folder(path) => write!(f, "file:{}", path.display()),
             Self::TempFolder => f.write_str(TEMP_FOLDER_URL),
-            Self::Redis(url) | Self::Postgres(url) => f.write_str(&redact(url)),
+            Self::Redis(url) | Self::RedisCluster(url) | Self::Postgres(url) => {
+                f.write_str(&redact(url))
+            }
         }
     }
 }
@@ -124,7 +133,7 @@ impl StoreUrl {
     /// process that must open the same store; never for a log line or a report.
     pub fn unredacted(&self) -> String {
         match self {
-            Self::Redis(url) | Self::Postgres(url) => url.clone(),
+            Self::Redis(url) | Self::RedisCluster(url) | Self::Postgres(url) => url.clone(),
             other => other.to_string(),
         }
     }
@@ -160,6 +169,12 @@ mod tests {
         assert_eq!(StoreUrl::parse(&url.unredacted()).unwrap(), url);
         let plain = StoreUrl::parse("redis://127.0.0.1:6379").unwrap();
         assert_eq!(plain.to_string(), "redis://127.0.0.1:6379");
+        let cluster = StoreUrl::parse("redis+cluster://app:s3cret@h1:7000,h2:7001").unwrap();
+        assert_eq!(
+            cluster.to_string(),
+            "redis+cluster://app:***@h1:7000,h2:7001"
+        );
+        assert_eq!(StoreUrl::parse(&cluster.unredacted()).unwrap(), cluster);
         let user_only = StoreUrl::parse("rediss://app@h:1").unwrap();
         assert_eq!(user_only.to_string(), "rediss://app@h:1");
     }
@@ -177,6 +192,10 @@ mod tests {
                 StoreUrl::Redis("redis://127.0.0.1:6379".into()),
             ),
             ("rediss://h:1/2", StoreUrl::Redis("rediss://h:1/2".into())),
+            (
+                "redis+cluster://h1:7000,h2:7001",
+                StoreUrl::RedisCluster("redis+cluster://h1:7000,h2:7001".into()),
+            ),
             (
                 "postgres://u@h/db?schema=s",
                 StoreUrl::Postgres("postgres://u@h/db?schema=s".into()),

@@ -13,5 +13,7 @@ pub mod http;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
+pub mod redis_cluster;
+#[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod stores;

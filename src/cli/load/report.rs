@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::driver::Sample;
 use super::ledger::Ledger;
+use super::open_loop::{OpenLoop, StepFigures};
 use super::rss::peak_rss_bytes;
 use super::target::{FailureCounts, TargetCounters};
 use super::verify::Verdict;
@@ -28,6 +29,19 @@ pub struct LatencyReport {
     pub max: u64,
 }
 
+impl LatencyReport {
+    /// The percentiles of `h` (all zero when it is empty).
+    pub fn of(h: &Histogram<u64>) -> Self {
+        Self {
+            p50: h.value_at_quantile(0.50),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
 /// The figures of one design on the workload.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Figures {
@@ -45,10 +59,23 @@ pub struct Figures {
     pub turns_per_sec: f64,
     /// Duration of the workload, without the verification pass.
     pub elapsed_sec: f64,
-    /// Latency of acknowledged turns, as seen by the caller.
+    /// Latency of acknowledged turns, as seen by the caller (open-loop: from the time the
+    /// schedule meant to send them).
     pub latency_us: LatencyReport,
+    /// Time to the first streamed chunk, from the same start as `latency_us`; `null` unless
+    /// `--stream`.
+    pub ttfc_us: Option<LatencyReport>,
     /// The agent's longest latency + 2 ms: the target for p99.
     pub latency_budget_us: u64,
+    /// Open-loop runs: turns sent per second of the schedule; `null` for closed-loop callers.
+    pub offered_rate: Option<f64>,
+    /// Turns acknowledged per second of the run (the same as `turns_per_sec`), to set against
+    /// `offered_rate`.
+    pub achieved_rate: f64,
+    /// Open-loop runs: each step's offered and achieved rate and latency; `[]` otherwise.
+    pub steps: Vec<StepFigures>,
+    /// With `--slo-ms`: the highest step rate whose p99 stayed within it; `null` when none did.
+    pub max_rate_within_slo: Option<f64>,
     /// Share of acknowledged turns slower than `latency_budget_us` (0..1).
     pub share_over_budget: f64,
     /// Sessions loaded from the store into memory.
@@ -109,6 +136,12 @@ pub struct Measured<'a> {
     pub rss_before: u64,
     /// The p99 target: the agent's longest latency + 2 ms.
     pub latency_budget: Duration,
+    /// Times to first chunk, with `--stream`.
+    pub ttfc: Option<Histogram<u64>>,
+    /// The open-loop schedule's figures, with `--rate` or `--rate-curve`.
+    pub open: Option<OpenLoop>,
+    /// `--slo-ms`.
+    pub slo: Option<Duration>,
 }
 
 impl Figures {
@@ -127,14 +160,22 @@ impl Figures {
             turns_merged: m.ledger.merged(),
             turns_per_sec: ok as f64 / m.elapsed.as_secs_f64().max(1e-9),
             elapsed_sec: m.elapsed.as_secs_f64(),
-            latency_us: LatencyReport {
-                p50: h.value_at_quantile(0.50),
-                p90: h.value_at_quantile(0.90),
-                p99: h.value_at_quantile(0.99),
-                p999: h.value_at_quantile(0.999),
-                max: h.max(),
-            },
+            latency_us: LatencyReport::of(h),
+            ttfc_us: m.ttfc.as_ref().map(LatencyReport::of),
             latency_budget_us: budget_us,
+            offered_rate: m.open.as_ref().map(|o| o.offered_rate),
+            achieved_rate: ok as f64 / m.elapsed.as_secs_f64().max(1e-9),
+            steps: m.open.as_ref().map(|o| o.steps.clone()).unwrap_or_default(),
+            max_rate_within_slo: m.slo.and_then(|slo| {
+                let slo_us = u64::try_from(slo.as_micros()).unwrap_or(u64::MAX);
+                m.open
+                    .as_ref()?
+                    .steps
+                    .iter()
+                    .filter(|s| s.sent > 0 && s.latency_us.p99 <= slo_us)
+                    .map(|s| s.offered_rate)
+                    .reduce(f64::max)
+            }),
             share_over_budget: if h.is_empty() {
                 0.0
             } else {
@@ -307,13 +348,38 @@ impl Report {
                 row(name, figures);
             }
         }
+        let f = &self.figures;
+        if let Some(offered) = f.offered_rate {
+            println!(
+                "open loop: offered {offered:.0} turns/s, achieved {:.0} turns/s (latency from each turn's due time)",
+                f.achieved_rate
+            );
+            for step in &f.steps {
+                println!(
+                    "  step {:>8.0}/s: sent {:>8}, achieved {:>8.0}/s, p50 {} µs, p99 {} µs",
+                    step.offered_rate,
+                    step.sent,
+                    step.achieved_rate,
+                    step.latency_us.p50,
+                    step.latency_us.p99
+                );
+            }
+            if let Some(rate) = f.max_rate_within_slo {
+                println!("  highest rate with p99 within --slo-ms: {rate:.0} turns/s");
+            }
+        }
+        if let Some(t) = &f.ttfc_us {
+            println!(
+                "time to first chunk: p50 {} µs, p90 {} µs, p99 {} µs, p99.9 {} µs",
+                t.p50, t.p90, t.p99, t.p999
+            );
+        }
         if let Some(cluster) = &self.cluster {
             println!(
                 "cluster: {} runtimes sharing the sessions; {} turns went on to their session's owner",
                 cluster.processes, cluster.forwarded
             );
         }
-        let f = &self.figures;
         let r = &f.failures_by_reason;
         println!(
             "turnstile: activations {}, evictions {} (idle {}, lru {}), interrupts {} \

@@ -89,7 +89,8 @@ pub(super) fn shared_store(url: &StoreUrl, store: &dyn Store) -> Result<(), Stri
     match why {
         Some(why) => Err(format!(
             "--cluster needs a store that every process shares and that keeps session leases; \
-             the {} store {why}. Stores that do: redis://HOST:PORT",
+             the {} store {why}. Stores that do: redis://HOST:PORT, \
+             redis+cluster://HOST:PORT[,HOST:PORT…], postgres://USER@HOST/DB",
             store.name()
         )),
         None => Ok(()),

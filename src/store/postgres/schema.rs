@@ -44,6 +44,28 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO {s}.app_state (state) VALUES ('{}');
     "#,
+    // 2: session leases (one owner per session across processes), per-session epoch counters
+    // that outlive the sessions, and the newest epoch that wrote each head. Expiry follows the
+    // database server's clock, the one clock every process shares.
+    r#"
+    CREATE TABLE {s}.leases (
+        user_id    text COLLATE "C" NOT NULL,
+        session_id text COLLATE "C" NOT NULL,
+        token      text NOT NULL,
+        address    text NOT NULL,
+        instance   text NOT NULL,
+        epoch      bigint NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (user_id, session_id)
+    );
+    CREATE TABLE {s}.lease_epochs (
+        user_id    text COLLATE "C" NOT NULL,
+        session_id text COLLATE "C" NOT NULL,
+        epoch      bigint NOT NULL,
+        PRIMARY KEY (user_id, session_id)
+    );
+    ALTER TABLE {s}.heads ADD COLUMN fence bigint NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The database layout version this build writes and the newest it accepts.

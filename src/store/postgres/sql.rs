@@ -8,7 +8,8 @@
 /// Parameters of both append statements:
 /// `$1` user, `$2` session, `$3` base version, `$4` new version, `$5` updated_ms, `$6` record,
 /// `$7` epoch, `$8` seqs, `$9` event bodies, `$10` user keys set (JSON object), `$11` user keys
-/// removed, `$12` whether user state changes, `$13`–`$15` the same for app state.
+/// removed, `$12` whether user state changes, `$13`–`$15` the same for app state, `$16` the
+/// lease token and `$17` the lease epoch of a fenced write (both null for an unfenced one).
 /// Returns one row: 1 if the compare-and-set held (and everything was written), else 0.
 fn append_tail(s: &str) -> String {
     format!(
@@ -35,6 +36,17 @@ pub(super) struct Sql {
     pub append_existing: String,
     /// Create a session: `INSERT … ON CONFLICT DO NOTHING` (base version 0).
     pub append_new: String,
+    /// `$1` user, `$2` session, `$3` token, `$4` address, `$5` instance, `$6` ttl ms → the new
+    /// epoch, or no row when another instance holds an unexpired lease.
+    pub acquire: String,
+    /// `$1` user, `$2` session → address, instance, epoch, token of the unexpired lease.
+    pub holder: String,
+    /// `$1` users, `$2` sessions, `$3` tokens, `$4` ttl ms → the keys renewed.
+    pub renew: String,
+    /// `$1` user, `$2` session, `$3` token: compare-and-delete.
+    pub release: String,
+    /// `$1` user, `$2` session → the newest epoch that wrote the head.
+    pub fence_of: String,
     /// `$1` user, `$2` session → version, epoch, record.
     pub head: String,
     /// `$1` user, `$2` session, `$3` window → the head (or nulls), the newest `$3` event bodies
@@ -65,21 +77,77 @@ impl Sql {
     /// The statements for `s`, a checked schema name.
     pub(super) fn new(s: &str) -> Self {
         let tail = append_tail(s);
+        // A fenced write holds its lease row (FOR SHARE) until it commits, so no grant can
+        // interleave: an acquire that committed first makes the row fail the re-checked
+        // condition, and one that comes later waits for this write.
+        let lease = format!(
+            "lease AS (
+                SELECT 1 FROM {s}.leases
+                WHERE user_id = $1 AND session_id = $2 AND token = $16::text
+                    AND epoch = $17::bigint AND expires_at > clock_timestamp()
+                FOR SHARE
+            ), fenced AS (
+                SELECT $16::text IS NULL OR EXISTS (SELECT 1 FROM lease) AS ok
+            )"
+        );
         Self {
             append_existing: format!(
-                "WITH head AS (
-                    UPDATE {s}.heads SET version = $4, updated_ms = $5, record = $6
+                "WITH {lease}, head AS (
+                    UPDATE {s}.heads SET version = $4, updated_ms = $5, record = $6,
+                        fence = greatest(fence, coalesce($17::bigint, 0))
                     WHERE user_id = $1 AND session_id = $2 AND version = $3 AND epoch = $7
+                        AND (SELECT ok FROM fenced)
+                        AND ($17::bigint IS NULL OR fence <= $17::bigint)
                     RETURNING 1
                 ), {tail}"
             ),
             append_new: format!(
-                "WITH head AS (
-                    INSERT INTO {s}.heads (user_id, session_id, version, epoch, updated_ms, record)
-                    SELECT $1, $2, $4, $7, $5, $6 WHERE $3::bigint = 0
+                "WITH {lease}, head AS (
+                    INSERT INTO {s}.heads
+                        (user_id, session_id, version, epoch, updated_ms, record, fence)
+                    SELECT $1, $2, $4, $7, $5, $6, coalesce($17::bigint, 0)
+                    WHERE $3::bigint = 0 AND (SELECT ok FROM fenced)
                     ON CONFLICT DO NOTHING
                     RETURNING 1
                 ), {tail}"
+            ),
+            acquire: format!(
+                "WITH next AS (
+                    INSERT INTO {s}.lease_epochs AS c (user_id, session_id, epoch)
+                    VALUES ($1, $2, 1)
+                    ON CONFLICT (user_id, session_id) DO UPDATE SET epoch = c.epoch + 1
+                    RETURNING epoch
+                )
+                INSERT INTO {s}.leases AS l
+                    (user_id, session_id, token, address, instance, epoch, expires_at)
+                SELECT $1, $2, $3, $4, $5, next.epoch,
+                    clock_timestamp() + $6::bigint * interval '1 millisecond'
+                FROM next
+                ON CONFLICT (user_id, session_id) DO UPDATE
+                SET token = EXCLUDED.token, address = EXCLUDED.address,
+                    instance = EXCLUDED.instance, epoch = EXCLUDED.epoch,
+                    expires_at = EXCLUDED.expires_at
+                WHERE l.expires_at <= clock_timestamp() OR l.instance = EXCLUDED.instance
+                RETURNING epoch"
+            ),
+            holder: format!(
+                "SELECT address, instance, epoch, token FROM {s}.leases
+                WHERE user_id = $1 AND session_id = $2 AND expires_at > clock_timestamp()"
+            ),
+            renew: format!(
+                "UPDATE {s}.leases AS l
+                SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
+                FROM unnest($1::text[], $2::text[], $3::text[]) AS r(u, s, t)
+                WHERE l.user_id = r.u AND l.session_id = r.s AND l.token = r.t
+                    AND l.expires_at > clock_timestamp()
+                RETURNING l.user_id, l.session_id"
+            ),
+            release: format!(
+                "DELETE FROM {s}.leases WHERE user_id = $1 AND session_id = $2 AND token = $3
+                RETURNING 1"
+            ),
+            fence_of: format!(
+                "SELECT fence FROM {s}.heads WHERE user_id = $1 AND session_id = $2"
             ),
             head: format!(
                 "SELECT version, epoch, record FROM {s}.heads WHERE user_id = $1 AND session_id = $2"

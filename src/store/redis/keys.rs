@@ -1,20 +1,49 @@
-//! The Redis key layout. Pure: builds names, touches nothing.
+//! The Redis key layout (layout version [`LAYOUT_VERSION`]). Pure: builds names, touches nothing.
 //!
-//! Ids are hex-encoded, so no id can inject `{`, `}`, `:`, `*` or `?` into a key or a pattern.
-//! Every key of one user sits behind the hash tag `{u<hex user>}` (anonymous sessions: `{a}`), so
-//! in a Cluster they would share a slot; only the application's state and the gc index are global.
+//! Every key one session's scripts touch carries the hash tag `{T}`, where `T` is the first 16
+//! hex digits of the SHA-256 of the session's canonical encoding ([`canonical`]); the rest of
+//! the digest follows the tag, so that keys of two sessions differ even if their tags collide.
+//! A user's own keys (listing index, `user:` state) carry a tag made the same way from the user
+//! id. No id ever appears inside `{}` — or anywhere in a key name — so no id can choose a slot,
+//! open a tag or reach a pattern. The application's state, the gc index and the layout version
+//! are plain keys of their own. See `docs/stores.md`.
+
+use sha2::{Digest, Sha256};
 
 use crate::hex;
 use crate::key::SessionKey;
 use crate::store::StoreError;
 
+/// The layout this build writes and the newest it reads, kept in the key [`Keys::layout`].
+///
+/// Layout 1 (unversioned) tagged keys per user and wrote shared state and indexes in the append
+/// script; layout 2 puts each session in a slot of its own, which Redis Cluster needs.
+pub(crate) const LAYOUT_VERSION: u32 = 2;
+
 /// Longest accepted key prefix; a prefix only separates deployments.
 const MAX_PREFIX_BYTES: usize = 64;
+
+/// Hex digits of the digest inside the hash tag: 64 bits spread sessions evenly over the 16,384
+/// slots, and are short enough to keep keys small.
+const TAG_HEX: usize = 16;
 
 /// Names the keys of one store (one prefix).
 #[derive(Debug, Clone)]
 pub(super) struct Keys {
     prefix: String,
+}
+
+/// The names of one session's keys, all in one hash slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SessionKeys {
+    /// Hash: `v` version, `e` incarnation, `u` updated_ms, `n` next_seq, `r` record checkpoint.
+    pub head: String,
+    /// List: the events as JSON, oldest first (index = seq − 1).
+    pub log: String,
+    /// Hash, expiring: the session's lease (`t` token, `a` address, `i` instance, `ep` epoch).
+    pub lease: String,
+    /// The lease epoch counter: only grows, never expires, survives deletion of the session.
+    pub epoch: String,
 }
 
 impl Keys {
@@ -36,34 +65,35 @@ impl Keys {
         })
     }
 
-    /// A session's head: a hash with `v` (version) and `r` (the record as JSON).
-    pub(super) fn head(&self, key: &SessionKey) -> String {
-        format!(
-            "{}:{{{}}}:h:{}",
-            self.prefix,
-            user_tag(key.user_id()),
-            hex::encode(key.session_id())
-        )
+    /// The prefix, for messages.
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
     }
 
-    /// A session's log: a list of events as JSON, oldest first.
-    pub(super) fn log(&self, key: &SessionKey) -> String {
-        format!(
-            "{}:{{{}}}:l:{}",
-            self.prefix,
-            user_tag(key.user_id()),
-            hex::encode(key.session_id())
-        )
+    /// The keys of one session.
+    pub(super) fn session(&self, key: &SessionKey) -> SessionKeys {
+        let base = format!("{}:s:{}", self.prefix, tagged(&canonical(key)));
+        SessionKeys {
+            head: format!("{base}:h"),
+            log: format!("{base}:l"),
+            lease: format!("{base}:lease"),
+            epoch: format!("{base}:epoch"),
+        }
     }
 
     /// A user's sessions: a sorted set of raw session ids (all score 0, so ordered by id).
+    /// Anonymous sessions (user `""`) have one of their own.
     pub(super) fn index(&self, user_id: &str) -> String {
-        format!("{}:{{{}}}:idx", self.prefix, user_tag(user_id))
+        format!("{}:u:{}:idx", self.prefix, tagged(&user_canonical(user_id)))
     }
 
-    /// A user's `user:` state: a hash of key to JSON value.
+    /// A user's `user:` state: a hash of key to JSON value. Same slot as the user's index.
     pub(super) fn user_state(&self, user_id: &str) -> String {
-        format!("{}:{{{}}}:state", self.prefix, user_tag(user_id))
+        format!(
+            "{}:u:{}:state",
+            self.prefix,
+            tagged(&user_canonical(user_id))
+        )
     }
 
     /// The application's `app:` state: a hash of key to JSON value.
@@ -72,18 +102,61 @@ impl Keys {
     }
 
     /// Every session by last update: a sorted set of [`gc_member`]s scored by `updated_ms`.
+    /// A score may lag behind the session (see `docs/stores.md`); it is never ahead of it.
     pub(super) fn gc(&self) -> String {
         format!("{}:gc", self.prefix)
     }
+
+    /// The layout version of everything under the prefix: a string holding a number.
+    pub(super) fn layout(&self) -> String {
+        format!("{}:layout", self.prefix)
+    }
 }
 
-/// The member naming `key` in the gc index.
+/// The canonical encoding of a session key: a kind byte, then each id as its byte length
+/// (8 bytes, big-endian) and its bytes, so that no two keys share an encoding.
+pub(crate) fn canonical(key: &SessionKey) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17 + key.user_id().len() + key.session_id().len());
+    out.push(b's');
+    for id in [key.user_id(), key.session_id()] {
+        out.extend_from_slice(&(id.len() as u64).to_be_bytes());
+        out.extend_from_slice(id.as_bytes());
+    }
+    out
+}
+
+/// The canonical encoding of a user, apart from every session's by its kind byte.
+fn user_canonical(user_id: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + user_id.len());
+    out.push(b'u');
+    out.extend_from_slice(&(user_id.len() as u64).to_be_bytes());
+    out.extend_from_slice(user_id.as_bytes());
+    out
+}
+
+/// `{first 16 hex digits}rest`: the SHA-256 of `bytes` in hex with its head as the hash tag.
+fn tagged(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(66);
+    out.push('{');
+    for (i, byte) in Sha256::digest(bytes).iter().enumerate() {
+        if i * 2 == TAG_HEX {
+            out.push('}');
+        }
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
+}
+
+/// The member naming `key` in the gc index: `u<hex user>:<hex session>`, or `a:<hex session>`.
 pub(super) fn gc_member(key: &SessionKey) -> String {
-    format!(
-        "{}:{}",
-        user_tag(key.user_id()),
-        hex::encode(key.session_id())
-    )
+    let user = if key.is_anonymous() {
+        "a".to_owned()
+    } else {
+        format!("u{}", hex::encode(key.user_id()))
+    };
+    format!("{user}:{}", hex::encode(key.session_id()))
 }
 
 /// The key a gc member names; `None` for a member this layout never writes.
@@ -96,28 +169,46 @@ pub(super) fn parse_gc_member(member: &str) -> Option<SessionKey> {
     SessionKey::new(hex::decode(user.strip_prefix('u')?)?, session).ok()
 }
 
-/// The hash-tag body of a user: `u` + hex, or `a` for anonymous sessions (never a hex string).
-fn user_tag(user_id: &str) -> String {
-    if user_id.is_empty() {
-        "a".to_owned()
-    } else {
-        format!("u{}", hex::encode(user_id))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn tag_of(name: &str) -> &str {
+        &name[name.find('{').unwrap()..=name.find('}').unwrap()]
+    }
+
     #[test]
-    fn hostile_ids_cannot_reach_the_key_syntax() {
+    fn a_sessions_keys_share_one_tag_made_only_of_its_digest() {
         let keys = Keys::new("t").unwrap();
         let key = SessionKey::new("}{*:?", "a}:b{").unwrap();
-        let head = keys.head(&key);
-        let tag = &head[head.find('{').unwrap()..=head.find('}').unwrap()];
-        assert_eq!(tag, "{u7d7b2a3a3f}");
-        assert!(!head[head.find('}').unwrap() + 1..].contains(['{', '}', '*', '?']));
-        assert_eq!(keys.index("}{*:?"), "t:{u7d7b2a3a3f}:idx");
+        let names = keys.session(&key);
+        let all = [&names.head, &names.log, &names.lease, &names.epoch];
+        let tag = tag_of(&names.head);
+        assert!(all.iter().all(|name| tag_of(name) == tag));
+        assert_eq!(tag.len(), TAG_HEX + 2);
+        assert!(tag[1..tag.len() - 1].bytes().all(|b| b.is_ascii_hexdigit()));
+        for name in all {
+            assert_eq!(name.matches(['{', '}']).count(), 2, "{name}");
+            assert!(!name.contains(['*', '?']), "{name}");
+        }
+        assert_ne!(
+            keys.session(&SessionKey::new("}{*:?", "a}:b").unwrap())
+                .head,
+            names.head
+        );
+    }
+
+    #[test]
+    fn the_canonical_encoding_keeps_the_boundary_between_the_ids() {
+        let a = SessionKey::new("ab", "c").unwrap();
+        let b = SessionKey::new("a", "bc").unwrap();
+        assert_ne!(canonical(&a), canonical(&b));
+        let anon = SessionKey::anonymous("x").unwrap();
+        let named = SessionKey::new("a", "x").unwrap();
+        let keys = Keys::new("t").unwrap();
+        assert_ne!(keys.session(&anon).head, keys.session(&named).head);
+        assert_ne!(keys.index(""), keys.index("a"));
+        assert_eq!(tag_of(&keys.index("a")), tag_of(&keys.user_state("a")));
     }
 
     #[test]

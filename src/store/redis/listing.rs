@@ -1,9 +1,11 @@
 //! Listing, user deletion and garbage collection: the Redis store's index walks, in bounded
-//! batches.
+//! batches. Each index is one key (one slot); each session it names is read or removed by its
+//! own command in the session's slot, so nothing here crosses slots on a Cluster.
 
-use super::codec::decode_head;
-use super::keys::parse_gc_member;
-use super::{RedisStore, HEAD_FIELDS};
+use futures::future::try_join_all;
+
+use super::keys::{gc_member, parse_gc_member};
+use super::{Deleted, RedisStore};
 use crate::key::SessionKey;
 use crate::store::{check_page, GcPolicy, GcReport, Page, PageRequest, SessionMeta, StoreError};
 
@@ -45,19 +47,13 @@ impl RedisStore {
                 }
             })
             .collect();
-        let mut pipe = redis::pipe();
-        for key in &keys {
-            pipe.cmd("HMGET")
-                .arg(self.keys.head(key))
-                .arg(&HEAD_FIELDS[..]);
-        }
-        type Fields = (Option<String>, Option<String>, Option<String>);
-        let heads: Vec<Fields> = self.run(&about, pipe.query_async(&mut conn)).await?;
+        let heads = try_join_all(keys.iter().map(|key| self.read_session(key, 0))).await?;
         let mut sessions = Vec::with_capacity(keys.len());
-        for (key, fields) in keys.iter().zip(heads) {
-            match decode_head(key, fields)? {
+        for (key, (head, _)) in keys.iter().zip(heads) {
+            match head {
                 Some(head) => sessions.push(SessionMeta::of(&head.record)),
-                // Expired by its TTL: drop the index entries it left behind.
+                // Expired by its TTL, or deleted while its entry was being written: drop the
+                // index entries it left behind.
                 None => {
                     self.delete_one(key, None).await?;
                 }
@@ -84,6 +80,7 @@ impl RedisStore {
             if ids.is_empty() {
                 break;
             }
+            let mut keys = Vec::with_capacity(ids.len());
             for id in ids {
                 let key = if user_id.is_empty() {
                     SessionKey::anonymous(id.as_str())
@@ -91,13 +88,15 @@ impl RedisStore {
                     SessionKey::new(user_id, id.as_str())
                 };
                 match key {
-                    Ok(key) => removed += u64::from(self.delete_one(&key, None).await?),
+                    Ok(key) => keys.push(key),
                     Err(_) => {
                         let cmd = redis::cmd("ZREM").arg(&index).arg(&id).to_owned();
                         let _: i64 = self.run(&about, cmd.query_async(&mut conn)).await?;
                     }
                 }
             }
+            let outcomes = try_join_all(keys.iter().map(|key| self.delete_one(key, None))).await?;
+            removed += outcomes.iter().filter(|d| **d == Deleted::Removed).count() as u64;
         }
         let cmd = redis::cmd("DEL")
             .arg(self.keys.user_state(user_id))
@@ -140,8 +139,8 @@ impl RedisStore {
             }
         }
         if let Some(max) = policy.max_sessions {
-            // Each round removes the oldest excess; a session updated meanwhile moves out of
-            // the way. A round that removes nothing ends the loop.
+            // Each round removes the oldest excess; a session updated after its score moves out
+            // of the way. A round that changes nothing ends the loop.
             loop {
                 let count: usize = self
                     .run(
@@ -161,9 +160,7 @@ impl RedisStore {
                     .to_owned();
                 let batch: Vec<(String, String)> =
                     self.run("gc index", cmd.query_async(&mut conn)).await?;
-                let before = removed.len();
-                self.gc_batch(batch, &mut removed).await?;
-                if removed.len() == before {
+                if self.gc_batch(batch, &mut removed).await? == 0 {
                     break;
                 }
             }
@@ -171,30 +168,52 @@ impl RedisStore {
         Ok(GcReport { removed })
     }
 
-    /// Removes the gc members in `batch` (member, score) whose sessions were not updated since.
+    /// Removes the sessions of the members in `batch` (member, score) that were not updated
+    /// after their score, and moves the others' scores up to their heads' real `updated_ms`.
+    /// Returns how many members it removed, dropped or moved.
     async fn gc_batch(
         &self,
         batch: Vec<(String, String)>,
         removed: &mut Vec<SessionKey>,
-    ) -> Result<(), StoreError> {
-        for (member, score) in batch {
-            match parse_gc_member(&member) {
+    ) -> Result<usize, StoreError> {
+        let outcomes = try_join_all(batch.iter().map(|(member, score)| async move {
+            match parse_gc_member(member) {
                 Some(key) => {
-                    if self.delete_one(&key, Some(&score)).await? {
-                        removed.push(key);
-                    }
+                    let outcome = self.delete_one(&key, Some(score)).await?;
+                    Ok::<_, StoreError>(Some((key, outcome)))
                 }
                 None => {
                     // Not a member this layout writes; drop it so gc does not meet it again.
                     let mut conn = self.conn.clone();
                     let cmd = redis::cmd("ZREM")
                         .arg(self.keys.gc())
-                        .arg(&member)
+                        .arg(member)
+                        .to_owned();
+                    let _: i64 = self.run("gc index", cmd.query_async(&mut conn)).await?;
+                    Ok(None)
+                }
+            }
+        }))
+        .await?;
+        let mut changed = 0;
+        for outcome in outcomes {
+            changed += 1;
+            match outcome {
+                Some((key, Deleted::Removed)) => removed.push(key),
+                Some((key, Deleted::Kept(updated))) => {
+                    let mut conn = self.conn.clone();
+                    let cmd = redis::cmd("ZADD")
+                        .arg(self.keys.gc())
+                        .arg("XX")
+                        .arg("GT")
+                        .arg(updated)
+                        .arg(gc_member(&key))
                         .to_owned();
                     let _: i64 = self.run("gc index", cmd.query_async(&mut conn)).await?;
                 }
+                Some((_, Deleted::Absent)) | None => {}
             }
         }
-        Ok(())
+        Ok(changed)
     }
 }

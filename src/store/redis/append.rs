@@ -1,0 +1,249 @@
+//! An append: the fold in Rust, the compare-and-set commit in the session's slot (`append.lua`),
+//! then the follow-up writes to shared state and indexes, which live in other slots.
+
+use super::codec::{corrupt, delta_pipeline, StoredHead};
+use super::keys::gc_member;
+use super::leases::owner_from;
+use super::{RedisStore, CHECKPOINT_EVENTS};
+use crate::key::SessionKey;
+use crate::state::{Event, SessionRecord, SplitDelta};
+use crate::store::{check_continues, Lease, StoreError};
+
+impl StoredHead {
+    /// The cache's note that a session is not stored (read so by a load): an append on base 0
+    /// then needs no read first. A stored head never has version 0.
+    pub(super) fn absent(key: &SessionKey) -> Self {
+        Self {
+            record: SessionRecord::new(key.clone(), 0),
+            epoch: String::new(),
+            checkpoint_seq: 1,
+            indexed: false,
+        }
+    }
+
+    /// Whether this is a stored session rather than [`StoredHead::absent`].
+    pub(super) fn exists(&self) -> bool {
+        self.record.version > 0
+    }
+}
+
+impl RedisStore {
+    /// [`Store::append`](crate::store::Store::append) for Redis.
+    pub(super) async fn append_turn(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+        lease: Option<&Lease>,
+    ) -> Result<u64, StoreError> {
+        let mut head = match (self.base_head(key, base_version).await, lease) {
+            (Ok(head), _) => head,
+            // A writer that is no longer the owner hears so, rather than that it is behind:
+            // reloading and retrying would not help it.
+            (Err(StoreError::Conflict { .. }), Some(lease)) if !self.holds(key, lease).await? => {
+                return Err(StoreError::NotOwner {
+                    key: key.clone(),
+                    owner: self.owner_of(key).await?,
+                });
+            }
+            (Err(e), _) => return Err(e),
+        };
+        if !head.exists() {
+            head.record = SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms));
+            head.epoch = uuid::Uuid::new_v4().simple().to_string();
+        }
+        let created = base_version == 0;
+        check_continues(key, head.record.next_seq, events)?;
+        let mut shared = SplitDelta::default();
+        let mut lines = Vec::with_capacity(events.len());
+        for event in events {
+            head.record.apply(event);
+            if let Some(delta) = &event.state_delta {
+                shared.merge(SplitDelta::from_delta(delta));
+            }
+            lines.push(serde_json::to_string(event).map_err(|e| {
+                StoreError::InvalidRequest(format!(
+                    "session {key}: event cannot be serialised: {e}"
+                ))
+            })?);
+        }
+        if key.is_anonymous() {
+            shared.user.clear();
+        }
+        head.record.version = base_version + 1;
+        let checkpoint = created || head.record.next_seq - head.checkpoint_seq > CHECKPOINT_EVENTS;
+        let record_json = if checkpoint {
+            head.checkpoint_seq = head.record.next_seq;
+            serde_json::to_string(&head.record)
+                .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?
+        } else {
+            String::new()
+        };
+
+        let names = self.session_keys(key);
+        let mut call = self.scripts.append.prepare_invoke();
+        call.key(&names.head).key(&names.log);
+        if lease.is_some() {
+            call.key(&names.lease);
+        }
+        call.arg(base_version)
+            .arg(&head.epoch)
+            .arg(head.record.version)
+            .arg(head.record.updated_ms)
+            .arg(head.record.next_seq)
+            .arg(self.ttl_ms)
+            .arg(record_json)
+            .arg(lease.map_or("", |l| l.token.as_str()))
+            .arg(lease.map(|l| l.epoch.to_string()).unwrap_or_default())
+            .arg(&lines);
+        let mut conn = self.conn.clone();
+        let reply: Vec<Option<String>> = self.run(key, call.invoke_async(&mut conn)).await?;
+        let version = committed(key, base_version, lease, reply)?;
+        // Committed: what follows may fail without failing the turn.
+        let mut to_send = self.unsent.lock().pop(key).unwrap_or_default();
+        to_send.merge(shared);
+        let index = !head.indexed || checkpoint;
+        let (indexed, unsent) = self.follow_up(key, &head.record, index, to_send).await;
+        head.indexed = head.indexed || indexed;
+        if !unsent.is_empty() {
+            self.unsent.lock().put(key.clone(), unsent);
+        }
+        self.remember(key, Some(head));
+        Ok(version)
+    }
+
+    /// The head an append on `base_version` folds onto: the cached one if it is at that
+    /// version, else the stored one (a `Conflict` if that is at another version).
+    async fn base_head(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+    ) -> Result<StoredHead, StoreError> {
+        // Taken out: whatever happens next, the cached head is no longer known to be current
+        // until this append puts it back.
+        let cached = self.heads.lock().pop(key);
+        if let Some(head) = cached.filter(|h| h.record.version == base_version) {
+            return Ok(head);
+        }
+        let (stored, _) = self.read_session(key, 0).await?;
+        let stored = stored.unwrap_or_else(|| StoredHead::absent(key));
+        let found = stored.record.version;
+        if found != base_version {
+            self.remember(key, Some(stored));
+            return Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: base_version,
+                found,
+            });
+        }
+        Ok(stored)
+    }
+
+    /// Writes what follows a committed append, each in its own slot and all at once: the
+    /// session's index entries (with `index`) and the `user:` and `app:` changes. Never fails
+    /// the turn, which is durable already: returns whether the index entries were written and
+    /// the changes that were not, for the session's next append to send again.
+    async fn follow_up(
+        &self,
+        key: &SessionKey,
+        record: &SessionRecord,
+        index: bool,
+        shared: SplitDelta,
+    ) -> (bool, SplitDelta) {
+        let indexing = async {
+            if !index {
+                return Ok(());
+            }
+            let user = redis::cmd("ZADD")
+                .arg(self.keys.index(key.user_id()))
+                .arg(0)
+                .arg(key.session_id())
+                .to_owned();
+            // GT: a score only moves forward, whichever process writes it last.
+            let gc = redis::cmd("ZADD")
+                .arg(self.keys.gc())
+                .arg("GT")
+                .arg(record.updated_ms)
+                .arg(gc_member(key))
+                .to_owned();
+            let (mut a, mut b) = (self.conn.clone(), self.conn.clone());
+            self.run(key, async {
+                futures::try_join!(
+                    user.query_async::<i64>(&mut a),
+                    gc.query_async::<i64>(&mut b)
+                )
+            })
+            .await
+            .map(|_| ())
+        };
+        let merge = |target: String, delta: &crate::state::StateDelta| {
+            let pipe = delta_pipeline(&target, delta);
+            async move {
+                let Some(pipe) = pipe else { return Ok(()) };
+                let mut conn = self.conn.clone();
+                self.run(key, pipe.query_async::<()>(&mut conn)).await
+            }
+        };
+        let user_target = self.keys.user_state(key.user_id());
+        let (indexed, user, app) = futures::join!(
+            indexing,
+            merge(user_target, &shared.user),
+            merge(self.keys.app(), &shared.app)
+        );
+        let mut unsent = SplitDelta::default();
+        for (what, result) in [
+            ("index entries", &indexed),
+            ("user: state", &user),
+            ("app: state", &app),
+        ] {
+            if let Err(e) = result {
+                tracing::warn!(session = %key, error = %e, "redis store: the turn is committed, but its {what} were not written; the session's next append sends them again");
+            }
+        }
+        if user.is_err() {
+            unsent.user = shared.user;
+        }
+        if app.is_err() {
+            unsent.app = shared.app;
+        }
+        (indexed.is_ok(), unsent)
+    }
+}
+
+/// The new version from `append.lua`'s reply, or the refusal it reports.
+fn committed(
+    key: &SessionKey,
+    base_version: u64,
+    lease: Option<&Lease>,
+    reply: Vec<Option<String>>,
+) -> Result<u64, StoreError> {
+    let mut reply = reply.into_iter();
+    let outcome = reply.next().flatten();
+    let mut field = || reply.next().flatten();
+    let mut number = |what: &str| {
+        let text = field().unwrap_or_default();
+        text.parse::<u64>()
+            .map_err(|_| corrupt(key, format!("stored {what} {text:?} is not a number")))
+    };
+    match outcome.as_deref() {
+        Some("1") => number("version"),
+        Some("0") => Err(StoreError::Conflict {
+            key: key.clone(),
+            expected: base_version,
+            found: number("version")?,
+        }),
+        Some("-1") => {
+            let (address, instance, epoch) = (field(), field(), field());
+            Err(StoreError::NotOwner {
+                key: key.clone(),
+                owner: owner_from(key, address, instance, epoch)?,
+            })
+        }
+        Some("-2") => Err(StoreError::Fenced {
+            key: key.clone(),
+            epoch: lease.map_or(0, |l| l.epoch),
+            current: number("lease epoch")?,
+        }),
+        _ => Err(corrupt(key, "unexpected reply to an append")),
+    }
+}

@@ -1,0 +1,151 @@
+//! The one connection type the Redis store talks through: a standalone server's self-healing
+//! multiplexed connection, or a Redis Cluster connection that routes each command by its key's
+//! slot. Both are cheap to clone and shared by every clone of the store.
+//!
+//! A cluster URL is `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]` (or
+//! `rediss+cluster://…` for TLS): the nodes to discover the cluster from.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use super::codec::unavailable;
+use super::options::RedisOptions;
+use crate::store::StoreError;
+
+/// Schemes of a Redis Cluster URL, with the scheme each node is reached by.
+const CLUSTER_SCHEMES: [(&str, &str); 2] = [
+    ("redis+cluster://", "redis://"),
+    ("rediss+cluster://", "rediss://"),
+];
+
+/// Either kind of connection; implements [`ConnectionLike`] so the store's code is shared.
+#[derive(Clone)]
+pub(super) enum Connection {
+    /// One server (or a proxy, or a Sentinel-managed primary).
+    Single(ConnectionManager),
+    /// A Redis Cluster; a command (or a pipeline) must not cross slots.
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// The node URLs of a cluster URL, or `None` when `url` names a single server.
+pub(super) fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+    CLUSTER_SCHEMES.iter().find_map(|(scheme, node_scheme)| {
+        let rest = url.strip_prefix(scheme)?;
+        let (authority, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        let (credentials, hosts) = match authority.rsplit_once('@') {
+            Some((credentials, hosts)) => (format!("{credentials}@"), hosts),
+            None => (String::new(), authority),
+        };
+        let tail = if tail.is_empty() {
+            String::new()
+        } else {
+            format!("/{tail}")
+        };
+        Some(
+            hosts
+                .split(',')
+                .map(|host| format!("{node_scheme}{credentials}{host}{tail}"))
+                .collect(),
+        )
+    })
+}
+
+/// Connects to `url` within the options' timeouts.
+pub(super) async fn connect(
+    url: &str,
+    options: &RedisOptions,
+    deadline: Duration,
+) -> Result<Connection, StoreError> {
+    let invalid = |e: &dyn std::fmt::Display| StoreError::InvalidRequest(format!("redis url: {e}"));
+    let connecting = async {
+        match cluster_nodes(url) {
+            Some(nodes) => {
+                if nodes
+                    .iter()
+                    .any(|n| n.ends_with("://") || n.contains("//,"))
+                {
+                    return Err(invalid(&"a cluster URL names HOST:PORT[,HOST:PORT…]"));
+                }
+                let client = ClusterClientBuilder::new(nodes)
+                    .connection_timeout(options.connect_timeout)
+                    .response_timeout(options.response_timeout)
+                    // Room for a MOVED or ASK redirection during resharding or a failover.
+                    .retries(3)
+                    .max_retry_wait(200)
+                    .build()
+                    .map_err(|e| invalid(&e))?;
+                let conn = client
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| unavailable(format!("connecting to the cluster: {e}")))?;
+                Ok(Connection::Cluster(conn))
+            }
+            None => {
+                let client = redis::Client::open(url).map_err(|e| invalid(&e))?;
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(options.connect_timeout))
+                    .set_response_timeout(Some(options.response_timeout))
+                    // Few, quick retries: callers would rather hear `Unavailable` than wait.
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(200));
+                let conn = ConnectionManager::new_with_config(client, config)
+                    .await
+                    .map_err(|e| unavailable(format!("connecting: {e}")))?;
+                Ok(Connection::Single(conn))
+            }
+        }
+    };
+    tokio::time::timeout(deadline, connecting)
+        .await
+        .map_err(|_| unavailable(format!("no connection within {deadline:?}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_name_every_node_with_the_same_credentials() {
+        assert_eq!(
+            cluster_nodes("redis+cluster://u:p@h1:1,h2:2").unwrap(),
+            ["redis://u:p@h1:1", "redis://u:p@h2:2"]
+        );
+        assert_eq!(
+            cluster_nodes("rediss+cluster://h:7000/").unwrap(),
+            ["rediss://h:7000"]
+        );
+        assert_eq!(cluster_nodes("redis://h:1"), None);
+    }
+}

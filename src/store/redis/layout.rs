@@ -1,0 +1,70 @@
+//! The layout version under a prefix: checked (and, on a fresh prefix, written) on connect, so
+//! that a build never reads or writes data laid out by a newer one, nor by the older layout it no
+//! longer reads.
+
+use super::keys::LAYOUT_VERSION;
+use super::RedisStore;
+use crate::store::StoreError;
+
+impl RedisStore {
+    /// Refuses a prefix laid out by another version; marks a fresh one as this version's.
+    pub(super) async fn check_layout(&self) -> Result<(), StoreError> {
+        let about = format!("prefix {}", self.keys.prefix());
+        let layout = self.keys.layout();
+        let mut conn = self.conn.clone();
+        let read = redis::cmd("GET").arg(&layout).to_owned();
+        let mut found: Option<String> = self.run(&about, read.query_async(&mut conn)).await?;
+        if found.is_none() {
+            self.refuse_unversioned_data(&about).await?;
+            // SET NX GET: marks the fresh prefix, or reads the mark another process just set.
+            let mark = redis::cmd("SET")
+                .arg(&layout)
+                .arg(LAYOUT_VERSION)
+                .arg("NX")
+                .arg("GET")
+                .to_owned();
+            found = self.run(&about, mark.query_async(&mut conn)).await?;
+        }
+        let Some(found) = found else {
+            return Ok(());
+        };
+        let found: u32 = found.parse().map_err(|_| StoreError::Corrupt {
+            key: layout.clone(),
+            detail: format!("redis: the layout version {found:?} is not a number"),
+        })?;
+        if found > LAYOUT_VERSION {
+            return Err(StoreError::NewerLayout {
+                backend: "redis",
+                place: about,
+                found,
+                supported: LAYOUT_VERSION,
+            });
+        }
+        if found < LAYOUT_VERSION {
+            return Err(older_layout(&about, found));
+        }
+        Ok(())
+    }
+
+    /// Data of layout 1, which wrote no version, always had a gc index or app state: an
+    /// unmarked prefix that has either is refused.
+    async fn refuse_unversioned_data(&self, about: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let gc = redis::cmd("EXISTS").arg(self.keys.gc()).to_owned();
+        let gc: i64 = self.run(about, gc.query_async(&mut conn)).await?;
+        let app = redis::cmd("EXISTS").arg(self.keys.app()).to_owned();
+        let app: i64 = self.run(about, app.query_async(&mut conn)).await?;
+        if gc + app == 0 {
+            return Ok(());
+        }
+        Err(older_layout(about, 1))
+    }
+}
+
+fn older_layout(about: &str, found: u32) -> StoreError {
+    StoreError::InvalidRequest(format!(
+        "redis store, {about}: the data there has layout version {found}, which this build \
+         (layout {LAYOUT_VERSION}) does not read; nothing was changed. Use another prefix, or \
+         remove the old data"
+    ))
+}

@@ -1,0 +1,7 @@
+-- Deletes a lease if it is still the one with this token (compare-and-delete).
+-- KEYS: 1 lease. ARGV: 1 token. Returns 1 if deleted, 0 if it was gone or another's.
+if redis.call('HGET', KEYS[1], 't') == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
