@@ -10,12 +10,13 @@ mod auth;
 mod channels;
 mod error;
 mod extract;
+mod forward;
 mod ops;
 mod sessions;
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -29,6 +30,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
 pub use error::ApiError;
+pub use forward::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
 
 use crate::channel::ChannelRouter;
 use crate::runtime::{DrainReport, Runtime};
@@ -51,7 +53,13 @@ pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(25);
 /// the server stops regardless: a slow reader must not hold a shutdown forever.
 pub const DEFAULT_CONNECTION_GRACE: Duration = Duration::from_secs(5);
 
-/// The gateway's limits.
+/// Default time forwarding waits to connect to a session's owner. A peer on the same network
+/// connects in well under a millisecond; two seconds cover one lost SYN (resent after one
+/// second) without holding a request long on an owner that is gone.
+pub const DEFAULT_FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The gateway's limits, and whether it forwards requests to the process that owns their
+/// session.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
     /// Largest request body, in bytes (413 past it).
@@ -63,6 +71,14 @@ pub struct HttpConfig {
     pub drain_deadline: Duration,
     /// How long [`Gateway::serve`] waits for open connections after the drain.
     pub connection_grace: Duration,
+    /// Whether a request for a session that another live process owns is forwarded there (one
+    /// hop; `docs/cluster.md`). Needs a runtime built with
+    /// [`RuntimeBuilder::with_ownership`](crate::RuntimeBuilder::with_ownership), whose
+    /// address is this process's advertised one. Off: such a request is answered 421
+    /// `owned_elsewhere`, naming the owner.
+    pub forward: bool,
+    /// How long forwarding waits to connect to the owner (503 `owner_unreachable` past it).
+    pub forward_connect_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -72,6 +88,8 @@ impl Default for HttpConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             drain_deadline: DEFAULT_DRAIN_DEADLINE,
             connection_grace: DEFAULT_CONNECTION_GRACE,
+            forward: false,
+            forward_connect_timeout: DEFAULT_FORWARD_CONNECT_TIMEOUT,
         }
     }
 }
@@ -90,6 +108,13 @@ pub enum ServeError {
         /// The address the listener is bound to.
         addr: SocketAddr,
     },
+    /// Forwarding is on, but the runtime shares no sessions with other processes.
+    #[error(
+        "forwarding is on but the runtime was built without ownership, so no session is ever \
+         owned elsewhere; build it with RuntimeBuilder::with_ownership(Ownership::new(ADDRESS)) \
+         or turn HttpConfig::forward off"
+    )]
+    ForwardingWithoutOwnership,
     /// The listener failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
@@ -102,6 +127,8 @@ pub struct Gateway {
     tokens: Arc<Tokens>,
     metrics: Option<PrometheusHandle>,
     config: Arc<HttpConfig>,
+    /// The client forwarded requests go through, built on first use with `config`'s settings.
+    forwarder: Arc<OnceLock<Result<forward::Forwarder, String>>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -123,6 +150,7 @@ impl Gateway {
             tokens: Arc::new(Tokens::none()),
             metrics: None,
             config: Arc::new(HttpConfig::default()),
+            forwarder: Arc::default(),
         }
     }
 
@@ -141,6 +169,7 @@ impl Gateway {
     /// Replaces the limits.
     pub fn with_config(mut self, config: HttpConfig) -> Self {
         self.config = Arc::new(config);
+        self.forwarder = Arc::default();
         self
     }
 
@@ -167,25 +196,42 @@ impl Gateway {
         self.metrics.as_ref()
     }
 
+    pub(crate) fn forwarder(&self) -> Result<&forward::Forwarder, ApiError> {
+        self.forwarder
+            .get_or_init(|| forward::Forwarder::new(&self.config).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| ApiError::Internal(e.clone()))
+    }
+
     /// Every route, with auth, limits and metrics. With no tokens configured this router allows
     /// every request: mount it on a loopback listener only (as [`Gateway::serve`] does).
     pub fn router(&self) -> Router {
         let session = "/v1/sessions/{user}/{session}";
         // Turns time themselves (a timeout must not cut an event stream); the rest share one.
-        let turns = Router::new()
-            .route(&format!("{session}/turns"), post(sessions::post_turn))
-            .route(
-                "/v1/channels/{channel}/messages",
-                post(channels::post_message),
-            );
-        let quick = Router::new()
+        let mut turns = Router::new().route(&format!("{session}/turns"), post(sessions::post_turn));
+        let mut messages = Router::new().route(
+            "/v1/channels/{channel}/messages",
+            post(channels::post_message),
+        );
+        let mut one_session = Router::new()
             .route(&format!("{session}/interrupt"), post(sessions::interrupt))
             .route(&format!("{session}/clear"), post(sessions::clear))
             .route(&format!("{session}/fork"), post(sessions::fork))
             .route(
                 session,
                 get(sessions::get_session).delete(sessions::delete_session),
-            )
+            );
+        if self.config.forward {
+            let by_path =
+                axum::middleware::from_fn_with_state(self.clone(), forward::session_route);
+            turns = turns.route_layer(by_path.clone());
+            one_session = one_session.route_layer(by_path);
+            messages = messages.route_layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                forward::channel_route,
+            ));
+        }
+        let quick = one_session
             .route("/v1/users/{user}/sessions", get(sessions::list_sessions))
             .route(
                 "/v1/users/{user}",
@@ -205,6 +251,7 @@ impl Gateway {
                 ops::timeout,
             ));
         turns
+            .merge(messages)
             .merge(quick)
             .fallback(ops::not_found)
             .method_not_allowed_fallback(ops::method_not_allowed)
@@ -220,7 +267,8 @@ impl Gateway {
     /// session is flushed, and open connections get [`HttpConfig::connection_grace`] to finish.
     ///
     /// Refuses ([`ServeError::OpenOnNonLoopback`]) to serve without tokens on an address other
-    /// than loopback.
+    /// than loopback, and ([`ServeError::ForwardingWithoutOwnership`]) to forward over a runtime
+    /// that shares no sessions.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -229,6 +277,9 @@ impl Gateway {
         let addr = listener.local_addr()?;
         if self.tokens.is_empty() && !addr.ip().is_loopback() {
             return Err(ServeError::OpenOnNonLoopback { addr });
+        }
+        if self.config.forward && self.runtime().address().is_none() {
+            return Err(ServeError::ForwardingWithoutOwnership);
         }
         tracing::info!(%addr, tokens = self.tokens.len(), "serving");
         let runtime = self.runtime().clone();

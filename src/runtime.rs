@@ -426,6 +426,15 @@ impl Runtime {
         self.registry().deps.keeper.as_deref().map(|k| k.address())
     }
 
+    /// The epoch of the lease this runtime holds on `key` and may still write with: `None`
+    /// when it holds none (or its local deadline passed), and always without ownership. One
+    /// holding of a session has one epoch, so two reads with the same epoch saw one unbroken
+    /// holding.
+    pub fn lease_epoch(&self, key: &SessionKey) -> Option<u64> {
+        let keeper = self.registry().deps.keeper.as_deref()?;
+        keeper.fence(key).ok().map(|lease| lease.epoch)
+    }
+
     /// Leases this process holds now (0 without ownership).
     pub fn leases_held(&self) -> usize {
         self.registry()

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use turnstile::config::Ownership;
 use turnstile::store::{open_store, StoreUrl};
 use turnstile::{
     channel::open_pairings, channel::ChannelRouter, context::ExtractiveSummarizer, http::Gateway,
@@ -17,6 +18,9 @@ use turnstile::{
 };
 
 use super::agent_arg::AgentKind;
+use cluster::{cluster_ownership, shared_store};
+
+mod cluster;
 
 /// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
 const SECONDS_BUCKETS: [f64; 12] = [
@@ -77,6 +81,23 @@ pub struct ServeArgs {
     /// covered by the summary.
     #[arg(long)]
     compact_after: Option<usize>,
+    /// Share the store's sessions with other `serve --cluster` processes: one owner per session
+    /// (a lease in the store), and requests for a session another process owns forwarded there.
+    /// Needs a store that keeps leases (redis://…, redis+cluster://…, postgres://…).
+    #[arg(long)]
+    cluster: bool,
+    /// The URL other processes reach this one at, `http://HOST:PORT`. Defaults to `http://` and
+    /// the listen address, unless that is 0.0.0.0 or [::] (then it must be given).
+    #[arg(long, requires = "cluster")]
+    advertise: Option<String>,
+    /// Seconds a session's lease lasts without renewal: a dead process's sessions are served
+    /// again elsewhere within about this long.
+    #[arg(long, requires = "cluster", default_value_t = turnstile::config::DEFAULT_LEASE_TTL.as_secs_f64())]
+    lease_ttl: f64,
+    /// With --cluster, answer 421 `owned_elsewhere` for a session another process owns instead
+    /// of forwarding the request there (for a load balancer that routes by itself).
+    #[arg(long, requires = "cluster")]
+    no_forward: bool,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -101,21 +122,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
         // Said before binding, so that an open API is never reachable even for an instant.
         return Err(ServeError::OpenOnNonLoopback { addr: args.addr }.to_string());
     }
-    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
-    let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
-    let runtime = build_runtime(&args, opened.store().clone())?;
-    let router =
-        ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
-    let config = HttpConfig {
-        body_limit: args.body_limit,
-        request_timeout: seconds(args.request_timeout, "--request-timeout")?,
-        drain_deadline: seconds(args.drain_timeout, "--drain-timeout")?,
-        ..HttpConfig::default()
-    };
-    let gateway = Gateway::new(router)
-        .with_tokens(tokens)
-        .with_config(config)
-        .with_metrics(install_metrics()?);
+    let ownership = cluster_ownership(&args)?;
     let shutdown = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -123,7 +130,31 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    if args.cluster {
+        shared_store(&args.store, opened.store().as_ref())?;
+    }
+    let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
+    // Port 0 is known only once bound.
+    let ownership = ownership.map(|o| o.advertising(local));
+    let runtime = build_runtime(&args, opened.store().clone(), ownership)?;
+    let router =
+        ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
+    let config = HttpConfig {
+        body_limit: args.body_limit,
+        request_timeout: seconds(args.request_timeout, "--request-timeout")?,
+        drain_deadline: seconds(args.drain_timeout, "--drain-timeout")?,
+        forward: args.cluster && !args.no_forward,
+        ..HttpConfig::default()
+    };
+    let gateway = Gateway::new(router)
+        .with_tokens(tokens)
+        .with_config(config)
+        .with_metrics(install_metrics()?);
     println!("turnstile serve: listening on http://{local}");
+    if let Some(address) = gateway.runtime().address() {
+        println!("turnstile serve: cluster member at {address}");
+    }
     let report = gateway
         .serve(listener, shutdown)
         .await
@@ -149,7 +180,11 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
     }
 }
 
-fn build_runtime(args: &ServeArgs, store: Arc<dyn Store>) -> Result<Runtime, String> {
+fn build_runtime(
+    args: &ServeArgs,
+    store: Arc<dyn Store>,
+    ownership: Option<Ownership>,
+) -> Result<Runtime, String> {
     let agent: Arc<dyn Agent> = match args.agent {
         AgentKind::Mock => Arc::new(
             MockLlmAgent::new()
@@ -170,6 +205,9 @@ fn build_runtime(args: &ServeArgs, store: Arc<dyn Store>) -> Result<Runtime, Str
     }
     if let Some(after) = args.compact_after {
         builder = builder.with_summarizer(ExtractiveSummarizer::default(), after);
+    }
+    if let Some(ownership) = ownership {
+        builder = builder.with_ownership(ownership);
     }
     builder.build().map_err(|e| e.to_string())
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::channel::{ChannelError, PairingError};
 use crate::error::Error;
 use crate::key::KeyError;
-use crate::store::StoreError;
+use crate::store::{Owner, StoreError};
 
 /// Why an HTTP request failed. Answered as `{"error": {"code", "message"}}` with the status
 /// [`ApiError::status`] gives; see `docs/http-api.md` for the table.
@@ -71,6 +71,38 @@ pub enum ApiError {
     /// Something failed that the caller cannot act on (the detail is logged, never shown).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The process that owns the session could not be reached (it is down, or its address
+    /// does not answer); nothing was sent to it. Its lease expires within `retry_after`, and
+    /// then any process takes the session.
+    #[error(
+        "the process that owns this session cannot be reached; nothing was sent to it. Its \
+         lease expires within {}, then another process serves the session: retry after that",
+        seconds(*retry_after)
+    )]
+    OwnerUnreachable {
+        /// The owner's lease TTL.
+        retry_after: Duration,
+    },
+    /// The process that owns the session failed after the request was sent to it, before it
+    /// answered.
+    #[error(
+        "the process that owns this session failed before answering; the request may have \
+         taken effect, so check the session before repeating it"
+    )]
+    OwnerFailed {
+        /// The owner's lease TTL.
+        retry_after: Duration,
+    },
+    /// An earlier run of this process (same address) still holds the session's lease.
+    #[error(
+        "an earlier run of this process still holds this session's lease; it expires within \
+         {}, then the session is served again: retry after that",
+        seconds(*retry_after)
+    )]
+    OwnerRestarted {
+        /// The lease TTL.
+        retry_after: Duration,
+    },
     /// The answer did not come within the request timeout.
     #[error("{}", timeout_message(*after, *interrupted))]
     Timeout {
@@ -79,6 +111,19 @@ pub enum ApiError {
         /// Whether the turn was interrupted (the request asked for it) or goes on.
         interrupted: bool,
     },
+}
+
+/// Whole seconds, rounded up, at least one: the form of `Retry-After`.
+fn retry_seconds(after: Duration) -> u64 {
+    let whole = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+    whole.max(1)
+}
+
+fn seconds(after: Duration) -> String {
+    match retry_seconds(after) {
+        1 => "1 second".into(),
+        n => format!("{n} seconds"),
+    }
 }
 
 fn timeout_message(after: Duration, interrupted: bool) -> String {
@@ -137,7 +182,40 @@ impl ApiError {
             Self::Timeout { .. } | Self::RequestTimeout { .. } => {
                 (StatusCode::GATEWAY_TIMEOUT, "timeout", true)
             }
+            Self::OwnerUnreachable { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "owner_unreachable", true)
+            }
+            Self::OwnerFailed { .. } => (StatusCode::BAD_GATEWAY, "owner_failed", true),
+            Self::OwnerRestarted { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "owner_restarted", true)
+            }
             Self::Internal(_) => INTERNAL,
+        }
+    }
+
+    /// The owner named by an `owned_elsewhere` refusal.
+    fn owner(&self) -> Option<&Owner> {
+        match self {
+            Self::Runtime(Error::OwnedElsewhere { owner, .. })
+            | Self::Channel(ChannelError::Runtime(Error::OwnedElsewhere { owner, .. })) => {
+                Some(owner)
+            }
+            _ => None,
+        }
+    }
+
+    /// How long a client should wait before trying again, when the refusal says.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::OwnerUnreachable { retry_after }
+            | Self::OwnerFailed { retry_after }
+            | Self::OwnerRestarted { retry_after } => Some(*retry_after),
+            _ => match self.status() {
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                    Some(Duration::from_secs(1))
+                }
+                _ => None,
+            },
         }
     }
 
@@ -223,30 +301,49 @@ impl ApiError {
         // that is down, a drain, a slow model) and are logged below ERROR.
         if status == StatusCode::INTERNAL_SERVER_ERROR {
             tracing::error!(status = status.as_u16(), error = %self, "request failed");
-        } else if self.code() == "draining" {
+        } else if matches!(
+            self.code(),
+            "draining" | "owner_unreachable" | "owner_restarted"
+        ) {
+            // Expected for a while during a drain or a failover, once per request: the
+            // forwarder logs the failed forward itself.
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");
         } else if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), error = %self, "request failed");
         }
-        json!({"error": {"code": self.code(), "message": self.public_message()}})
+        let mut error = json!({"code": self.code(), "message": self.public_message()});
+        if let Some(owner) = self.owner() {
+            error["owner"] = json!(owner.address);
+        }
+        json!({ "error": error })
     }
 }
+
+/// On the response to an `owned_elsewhere` refusal made here: the owner, so that the
+/// forwarding layer can send the request there without parsing the body.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnerHint(pub Owner);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        let owner = self.owner().cloned();
+        let retry_after = self.retry_after();
         let mut response = (status, Json(self.body())).into_response();
         let headers = response.headers_mut();
-        match status {
-            StatusCode::UNAUTHORIZED => {
-                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        if status == StatusCode::UNAUTHORIZED {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        // Refusals past a bound clear up quickly, and an owner's lease expires within its TTL;
+        // say so, so that clients back off for that long rather than hammer or give up.
+        if let Some(after) = retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_seconds(after)));
+        }
+        if let Some(owner) = owner {
+            if let Ok(value) = HeaderValue::from_str(&owner.address) {
+                headers.insert(super::forward::OWNER_HEADER, value);
             }
-            // Refusals past a bound clear up quickly; say so, so that clients back off briefly
-            // rather than hammer or give up.
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            }
-            _ => {}
+            response.extensions_mut().insert(OwnerHint(owner));
         }
         response
     }
@@ -354,6 +451,35 @@ mod tests {
         }
         let bug = as_api(IoError::from(ErrorKind::InvalidData));
         assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn forwarding_refusals_carry_the_lease_ttl_as_retry_after() {
+        let ttl = Duration::from_millis(1_500);
+        let cases = [
+            (
+                ApiError::OwnerUnreachable { retry_after: ttl },
+                503,
+                "owner_unreachable",
+            ),
+            (
+                ApiError::OwnerRestarted { retry_after: ttl },
+                503,
+                "owner_restarted",
+            ),
+            (
+                ApiError::OwnerFailed { retry_after: ttl },
+                502,
+                "owner_failed",
+            ),
+        ];
+        for (error, status, code) in cases {
+            assert_eq!((error.status().as_u16(), error.code()), (status, code));
+            let response = error.into_response();
+            assert_eq!(response.headers()[header::RETRY_AFTER], "2", "{code}");
+        }
+        assert_eq!(retry_seconds(Duration::from_millis(300)), 1);
+        assert_eq!(retry_seconds(Duration::from_secs(10)), 10);
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl<T: DeserializeOwned> FromRequest<Gateway> for OptionalJson<T> {
     }
 }
 
-fn bytes_rejection(rejection: &BytesRejection, gateway: &Gateway) -> ApiError {
+pub(crate) fn bytes_rejection(rejection: &BytesRejection, gateway: &Gateway) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::PayloadTooLarge {
             limit: gateway.config().body_limit,

@@ -14,6 +14,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use super::Gateway;
 use crate::call::{CallOptions, OverlapPolicy};
 use crate::key::{validate_id, KeyPart, SessionKey};
+use crate::runtime::{Placement, Runtime};
 use crate::session::SessionView;
 use crate::state::StateMap;
 use crate::store::{PageRequest, SessionMeta, MAX_PAGE};
@@ -73,8 +74,16 @@ pub(crate) struct SessionBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     summary: Option<String>,
     live: bool,
+    /// Messages sent to the session here and not answered yet (running plus waiting).
+    pending: usize,
     unsaved: usize,
     shutdown_interrupted: bool,
+    /// The advertised address of the process that holds the session (its lease), `null` when
+    /// none does or the gateway shares no sessions with other processes.
+    owner: Option<String>,
+    /// The epoch of that holding: one holding, one epoch. Absent when `owner` is `null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_epoch: Option<u64>,
 }
 
 impl SessionBody {
@@ -89,9 +98,30 @@ impl SessionBody {
             events: view.events,
             summary: view.record.summary.map(|s| s.text),
             live: view.live,
+            pending: 0,
             unsaved: view.unsaved,
             shutdown_interrupted: view.record.shutdown_interrupted,
+            owner: None,
+            owner_epoch: None,
         }
+    }
+
+    /// Fills in who holds the session, as this process sees it.
+    async fn with_owner(mut self, runtime: &Runtime, key: &SessionKey) -> Result<Self, ApiError> {
+        let Some(me) = runtime.address() else {
+            return Ok(self);
+        };
+        let placement = if self.live {
+            Placement::Here
+        } else {
+            runtime.placement(key).await?
+        };
+        (self.owner, self.owner_epoch) = match placement {
+            Placement::Here => (Some(me.to_owned()), runtime.lease_epoch(key)),
+            Placement::Elsewhere(owner) => (Some(owner.address), Some(owner.epoch)),
+            Placement::Unowned => (None, None),
+        };
+        Ok(self)
     }
 }
 
@@ -157,8 +187,13 @@ pub(crate) async fn get_session(
     ApiPath((user, session)): ApiPath<(String, String)>,
 ) -> Result<Json<SessionBody>, ApiError> {
     let key = session_key(&caller, user, session)?;
-    match gateway.runtime().state(&key).await? {
-        Some(view) => Ok(Json(SessionBody::of(view, caller.is_admin()))),
+    let runtime = gateway.runtime();
+    match runtime.state(&key).await? {
+        Some(view) => {
+            let mut body = SessionBody::of(view, caller.is_admin());
+            body.pending = runtime.pending(&key);
+            Ok(Json(body.with_owner(runtime, &key).await?))
+        }
         None => Err(ApiError::NotFound(format!("no session {key}"))),
     }
 }

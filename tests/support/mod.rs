@@ -4,6 +4,10 @@
 #![allow(dead_code)]
 
 pub mod cli;
+#[cfg(all(feature = "http", feature = "redis"))]
+pub mod cluster;
+#[cfg(feature = "http")]
+pub mod gateways;
 pub mod harness;
 pub mod http;
 #[cfg(feature = "postgres")]
