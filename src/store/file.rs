@@ -15,6 +15,9 @@ mod layout;
 mod line;
 mod listing;
 mod log;
+// Reached only through `crate::fuzzing`.
+#[cfg(feature = "testing")]
+pub(crate) mod probe;
 mod session;
 mod shared;
 
