@@ -17,10 +17,32 @@ fn config() -> ProptestConfig {
 /// Which file an edit touches, and how.
 #[derive(Debug, Clone)]
 enum Edit {
-    Overwrite { head: bool, at: usize, byte: u8 },
-    Cut { head: bool, at: usize },
-    Insert { at: usize, bytes: Vec<u8> },
+    Overwrite {
+        head: bool,
+        at: usize,
+        byte: u8,
+    },
+    Cut {
+        head: bool,
+        at: usize,
+    },
+    Insert {
+        at: usize,
+        bytes: Vec<u8>,
+    },
     DropHead,
+    /// Sets a number in the head (`next_seq`, `version`, `log_bytes`) to a nearby or extreme value.
+    HeadNumber {
+        field: &'static str,
+        value: Number,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Number {
+    Plus(u64),
+    Minus(u64),
+    Exactly(u64),
 }
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -41,6 +63,19 @@ fn edit() -> impl Strategy<Value = Edit> {
         )
             .prop_map(|(at, bytes)| Edit::Insert { at, bytes }),
         Just(Edit::DropHead),
+        (
+            prop::sample::select(vec!["next_seq", "version", "log_bytes"]),
+            number()
+        )
+            .prop_map(|(field, value)| Edit::HeadNumber { field, value }),
+    ]
+}
+
+fn number() -> impl Strategy<Value = Number> {
+    prop_oneof![
+        (1u64..3).prop_map(Number::Plus),
+        (1u64..3).prop_map(Number::Minus),
+        prop::sample::select(vec![0, 1, u64::MAX - 1, u64::MAX]).prop_map(Number::Exactly),
     ]
 }
 
@@ -67,6 +102,22 @@ fn apply(files: &mut LogFiles, edit: Edit) {
             }
         }
         Edit::DropHead => files.head = None,
+        Edit::HeadNumber { field, value } => {
+            let Some(head) = files.head.as_mut() else {
+                return;
+            };
+            let Ok(mut json) = serde_json::from_slice::<serde_json::Value>(head) else {
+                return;
+            };
+            let old = json[field].as_u64().unwrap_or(0);
+            json[field] = match value {
+                Number::Plus(n) => old.saturating_add(n),
+                Number::Minus(n) => old.saturating_sub(n),
+                Number::Exactly(n) => n,
+            }
+            .into();
+            *head = serde_json::to_vec(&json).unwrap();
+        }
     }
 }
 

@@ -71,5 +71,6 @@ pub(crate) fn recover(
 pub(crate) fn read_all(root: &Path, key: &SessionKey) -> Result<Vec<Event>, StoreError> {
     let paths = SessionPaths::of(root, key);
     let current = log::read_current(&paths, key)?;
-    log::scan(&paths, key, current.log_end, 1, usize::MAX)
+    let next_seq = current.record.as_ref().map_or(1, |r| r.next_seq);
+    log::scan(&paths, key, current.log_end, next_seq, 1, usize::MAX)
 }
