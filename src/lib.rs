@@ -30,6 +30,8 @@
 //!   turn, persistence and compaction.
 //! - `stats`: counters, recorded once for [`RuntimeStats`] and the `metrics` recorder.
 //! - `error`: the crate-level [`Error`].
+//! - `fuzzing` (feature `testing`, hidden): the checks the fuzz targets and property tests
+//!   share; see `docs/fuzzing.md`.
 //! - `atomic_file`, `hex`: small helpers shared by the stores and the pairing stores.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
@@ -41,6 +43,9 @@ pub mod channel;
 pub mod config;
 pub mod context;
 mod error;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "redis")]
 mod hex;
 #[cfg(feature = "http")]

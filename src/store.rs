@@ -17,7 +17,8 @@ use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMa
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 mod faulty;
-mod file;
+// `pub(crate)` for `crate::fuzzing`, which reaches its `probe` module.
+pub(crate) mod file;
 mod forward;
 mod lease;
 mod log;

@@ -130,8 +130,11 @@ impl SessionRecord {
     ///
     /// `user:` and `app:` keys are not folded here: the store keeps them once per user and once
     /// per application (see [`super::SplitDelta`]).
+    ///
+    /// Counters saturate: an event read back from a store may carry any number, and folding it
+    /// must neither panic nor wrap around.
     pub fn apply(&mut self, event: &Event) {
-        self.next_seq = self.next_seq.max(event.seq + 1);
+        self.next_seq = self.next_seq.max(event.seq.saturating_add(1));
         self.updated_ms = self.updated_ms.max(event.at_ms);
         if let Some(delta) = &event.state_delta {
             for (key, value) in delta {
@@ -141,13 +144,13 @@ impl SessionRecord {
             }
         }
         let stats = &mut self.stats;
-        stats.events += 1;
-        stats.bytes += approximate_size(event);
+        stats.events = stats.events.saturating_add(1);
+        stats.bytes = stats.bytes.saturating_add(approximate_size(event));
         match &event.kind {
             EventKind::UserInput { disposition, .. } => match disposition {
                 InputDisposition::Answered => {}
-                InputDisposition::Superseded => stats.superseded += 1,
-                InputDisposition::Merged => stats.merged += 1,
+                InputDisposition::Superseded => add(&mut stats.superseded, 1),
+                InputDisposition::Merged => add(&mut stats.merged, 1),
             },
             EventKind::AgentOutput {
                 status,
@@ -155,21 +158,21 @@ impl SessionRecord {
                 usage,
                 ..
             } => {
-                stats.turns += 1;
+                add(&mut stats.turns, 1);
                 if matches!(status, OutputStatus::Interrupted(_)) {
-                    stats.interrupted += 1;
+                    add(&mut stats.interrupted, 1);
                 }
                 self.shutdown_interrupted =
                     matches!(status, OutputStatus::Interrupted(InterruptReason::Shutdown));
-                stats.total_turn_ms += duration_ms;
+                add(&mut stats.total_turn_ms, *duration_ms);
                 stats.longest_turn_ms = stats.longest_turn_ms.max(*duration_ms);
                 if let Some(usage) = usage {
-                    stats.input_tokens += usage.input_tokens;
-                    stats.output_tokens += usage.output_tokens;
+                    add(&mut stats.input_tokens, usage.input_tokens);
+                    add(&mut stats.output_tokens, usage.output_tokens);
                 }
             }
             EventKind::Summary { text, through_seq } => {
-                stats.compactions += 1;
+                add(&mut stats.compactions, 1);
                 self.summary = Some(SummaryRecord {
                     text: text.clone(),
                     through_seq: *through_seq,
@@ -189,6 +192,11 @@ impl SessionRecord {
         check_schema(&value)?;
         Ok(serde_json::from_value(value)?)
     }
+}
+
+/// Adds to a counter, stopping at its maximum.
+fn add(counter: &mut u64, amount: u64) {
+    *counter = counter.saturating_add(amount);
 }
 
 /// A cheap estimate of an event's serialised size, for statistics only.
@@ -295,5 +303,44 @@ mod tests {
             SessionRecord::from_json(b"{\"schema_version\": 1}"),
             Err(SchemaError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn folding_extreme_stored_numbers_saturates_instead_of_panicking() {
+        let mut record = SessionRecord::new(key(), 1);
+        let event = Event::new(
+            u64::MAX,
+            Author::Agent,
+            u64::MAX,
+            EventKind::AgentOutput {
+                text: String::new(),
+                status: OutputStatus::Final,
+                duration_ms: u64::MAX,
+                usage: Some(Usage {
+                    input_tokens: u64::MAX,
+                    output_tokens: u64::MAX,
+                }),
+            },
+        );
+        record.apply(&event);
+        record.apply(&event);
+        assert_eq!(record.next_seq, u64::MAX);
+        assert_eq!(record.stats.total_turn_ms, u64::MAX);
+        assert_eq!(record.stats.input_tokens, u64::MAX);
+        assert_eq!(record.stats.turns, 2);
+    }
+
+    #[test]
+    fn float_state_reads_back_exactly_as_written() {
+        // Parsed without `float_roundtrip`, this value came back one unit off on each read.
+        let mut record = SessionRecord::new(key(), 1);
+        record
+            .state
+            .insert("f".into(), json!(4.867870875715011e245));
+        let bytes = serde_json::to_vec(&record).unwrap();
+        let once = SessionRecord::from_json(&bytes).unwrap();
+        let twice = SessionRecord::from_json(&serde_json::to_vec(&once).unwrap()).unwrap();
+        assert_eq!(once, record);
+        assert_eq!(twice, record);
     }
 }

@@ -15,6 +15,9 @@ mod layout;
 mod line;
 mod listing;
 mod log;
+// Reached only through `crate::fuzzing`.
+#[cfg(feature = "testing")]
+pub(crate) mod probe;
 mod session;
 mod shared;
 
@@ -370,7 +373,8 @@ impl Store for FileStore {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
             let current = inner.cache.current(&paths, &key, false)?;
-            log::scan(&paths, &key, current.log_end, from, limit)
+            let next_seq = current.record.as_ref().map_or(1, |r| r.next_seq);
+            log::scan(&paths, &key, current.log_end, next_seq, from, limit)
         })
         .await
     }

@@ -82,7 +82,9 @@ fn decode_head(
         .as_object_mut()
         .and_then(|o| o.remove(LOG_BYTES_FIELD))
         .and_then(|v| v.as_u64())
-        .ok_or_else(|| corrupt(key, path, "no `log_bytes` field"))?;
+        // A file offset past i64::MAX cannot be sought to: that is damage, not an I/O error.
+        .filter(|&bytes| i64::try_from(bytes).is_ok())
+        .ok_or_else(|| corrupt(key, path, "no valid `log_bytes` field"))?;
     let record: SessionRecord = serde_json::from_value(value).map_err(|e| corrupt(key, path, e))?;
     if record.key != *key {
         return Err(corrupt(
@@ -250,13 +252,14 @@ fn commit(
             ),
         ));
     }
-    if version != record.version + 1 {
+    // Checked: the base comes from a head on disk, which may hold any number.
+    if record.version.checked_add(1) != Some(version) {
         return Err(corrupt(
             key,
             path,
             format!(
-                "the append ending at byte {at} is marked version {version}, not {}",
-                record.version + 1
+                "the append ending at byte {at} is marked version {version}, not one past {}",
+                record.version
             ),
         ));
     }
@@ -270,7 +273,9 @@ fn commit(
 }
 
 fn is_dense(events: &[Event]) -> bool {
-    events.windows(2).all(|w| w[1].seq == w[0].seq + 1)
+    events
+        .windows(2)
+        .all(|w| w[0].seq.checked_add(1) == Some(w[1].seq))
 }
 
 /// Reads bytes `from..to` of a file.
@@ -312,8 +317,18 @@ pub(super) fn read_tail(
     next_seq: Seq,
     window: usize,
 ) -> Result<Vec<Event>, StoreError> {
-    if window == 0 || end == 0 {
+    if window == 0 || (end == 0 && next_seq <= 1) {
         return Ok(Vec::new());
+    }
+    if end == 0 {
+        return Err(corrupt(
+            key,
+            &paths.log,
+            format!(
+                "the log holds no event, its head promises {}",
+                next_seq.saturating_sub(1)
+            ),
+        ));
     }
     let start = tail_start(&paths.log, end, window)?;
     let bytes = read_range(&paths.log, start, end)?;
@@ -338,15 +353,14 @@ pub(super) fn read_tail(
         events.push(event);
     }
     let first_ok = start > 0 || events.first().is_some_and(|e| e.seq == 1);
-    let last_ok = events.last().is_some_and(|e| e.seq + 1 == next_seq);
+    let last_ok = events
+        .last()
+        .is_some_and(|e| e.seq.checked_add(1) == Some(next_seq));
     if !first_ok || !last_ok || !is_dense(&events) {
         return Err(corrupt(
             key,
             &paths.log,
-            format!(
-                "the newest events do not end at seq {} densely",
-                next_seq - 1
-            ),
+            format!("the newest events do not end densely right before seq {next_seq}, as the head says"),
         ));
     }
     Ok(events)
@@ -387,54 +401,82 @@ struct SeqOnly {
 }
 
 /// Reads at most `limit` events with `seq >= from` from the valid log ending at `end`, scanning
-/// from the start.
+/// from the start. The log must hold every event from seq 1 densely; read to its end, it must
+/// stop right before `next_seq` (the head's), so that a log shorter than its head promises is
+/// `Corrupt`, never a silently shorter history.
 pub(super) fn scan(
     paths: &SessionPaths,
     key: &SessionKey,
     end: u64,
+    next_seq: Seq,
     from: Seq,
     limit: usize,
 ) -> Result<Vec<Event>, StoreError> {
     let mut events = Vec::new();
-    if limit == 0 || end == 0 {
+    if limit == 0 {
         return Ok(events);
     }
-    let file = File::open(&paths.log).map_err(io_error("open", &paths.log))?;
-    let mut reader = BufReader::new(file.take(end));
-    let mut buf = Vec::new();
-    let mut offset = 0u64;
-    loop {
-        buf.clear();
-        let read = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(io_error("read", &paths.log))?;
-        if read == 0 {
-            return Ok(events);
-        }
-        if buf.last() != Some(&b'\n') {
-            return Err(corrupt(
-                key,
-                &paths.log,
-                format!("unfinished line at byte {offset}"),
-            ));
-        }
-        let text = &buf[..buf.len() - 1];
-        let bad = |e: serde_json::Error| {
-            corrupt(
-                key,
-                &paths.log,
-                format!("unreadable event at byte {offset}: {e}"),
-            )
-        };
-        // A marked line's leading `_v` is an unknown field to `SeqOnly`, skipped like any other.
-        if serde_json::from_slice::<SeqOnly>(text).map_err(bad)?.seq >= from {
-            events.push(line::decode(text).map_err(bad)?.0);
-            if events.len() == limit {
-                return Ok(events);
+    let mut expected: Seq = 1;
+    if end > 0 {
+        let file = File::open(&paths.log).map_err(io_error("open", &paths.log))?;
+        let mut reader = BufReader::new(file.take(end));
+        let mut buf = Vec::new();
+        let mut offset = 0u64;
+        loop {
+            buf.clear();
+            let read = reader
+                .read_until(b'\n', &mut buf)
+                .map_err(io_error("read", &paths.log))?;
+            if read == 0 {
+                break;
             }
+            if buf.last() != Some(&b'\n') {
+                return Err(corrupt(
+                    key,
+                    &paths.log,
+                    format!("unfinished line at byte {offset}"),
+                ));
+            }
+            let text = &buf[..buf.len() - 1];
+            let bad = |e: serde_json::Error| {
+                corrupt(
+                    key,
+                    &paths.log,
+                    format!("unreadable event at byte {offset}: {e}"),
+                )
+            };
+            // A marked line's leading `_v` is an unknown field to `SeqOnly`, skipped like any
+            // other.
+            let seq = serde_json::from_slice::<SeqOnly>(text).map_err(bad)?.seq;
+            if seq != expected {
+                return Err(corrupt(
+                    key,
+                    &paths.log,
+                    format!("the event at byte {offset} has seq {seq}, not {expected}"),
+                ));
+            }
+            expected = seq.saturating_add(1);
+            if seq >= from {
+                events.push(line::decode(text).map_err(bad)?.0);
+                if events.len() == limit {
+                    return Ok(events);
+                }
+            }
+            offset += read as u64;
         }
-        offset += read as u64;
     }
+    if expected != next_seq {
+        return Err(corrupt(
+            key,
+            &paths.log,
+            format!(
+                "the log holds {} events, its head promises {}; acknowledged events are missing or the head is damaged",
+                expected - 1,
+                next_seq.saturating_sub(1)
+            ),
+        ));
+    }
+    Ok(events)
 }
 
 #[cfg(test)]

@@ -156,3 +156,70 @@ fn the_tail_start_is_found_across_block_boundaries() {
         );
     }
 }
+
+/// A session folder in a fresh root holding `record` as its head (covering `log_bytes`) and
+/// `log`. Heads like these are damaged ones: the store never writes them.
+fn on_disk(
+    record: &SessionRecord,
+    log_bytes: u64,
+    log: &[u8],
+) -> (tempfile::TempDir, SessionPaths) {
+    let root = tempfile::tempdir().unwrap();
+    let paths = SessionPaths::of(root.path(), &key());
+    std::fs::create_dir_all(&paths.dir).unwrap();
+    std::fs::write(&paths.head, encode_head(record, log_bytes).unwrap()).unwrap();
+    std::fs::write(&paths.log, log).unwrap();
+    (root, paths)
+}
+
+fn head(version: u64, next_seq: Seq) -> SessionRecord {
+    let mut record = SessionRecord::new(key(), 1);
+    (record.version, record.next_seq) = (version, next_seq);
+    record
+}
+
+#[test]
+fn a_head_whose_next_seq_is_zero_is_corrupt_not_a_panic() {
+    let log = line::encode_append(&turn_events(1, "a", None), 1).unwrap();
+    let (_root, paths) = on_disk(&head(1, 0), log.len() as u64, &log);
+    let current = read_current(&paths, &key()).unwrap();
+    let loaded = read_tail(&paths, &key(), current.log_end, 0, 4);
+    assert!(
+        matches!(loaded, Err(StoreError::Corrupt { .. })),
+        "{loaded:?}"
+    );
+}
+
+#[test]
+fn a_head_that_promises_events_over_an_empty_log_is_corrupt() {
+    let (_root, paths) = on_disk(&head(1, 3), 0, b"");
+    let current = read_current(&paths, &key()).unwrap();
+    let loaded = read_tail(&paths, &key(), current.log_end, 3, 4);
+    assert!(
+        matches!(loaded, Err(StoreError::Corrupt { .. })),
+        "{loaded:?}"
+    );
+    let read = scan(&paths, &key(), current.log_end, 3, 1, usize::MAX);
+    assert!(matches!(read, Err(StoreError::Corrupt { .. })), "{read:?}");
+}
+
+#[test]
+fn reading_a_log_shorter_than_its_head_promises_is_corrupt() {
+    let log = two_appends();
+    let (_root, paths) = on_disk(&head(2, 9), log.len() as u64, &log);
+    let current = read_current(&paths, &key()).unwrap();
+    let read = scan(&paths, &key(), current.log_end, 9, 1, usize::MAX);
+    assert!(matches!(read, Err(StoreError::Corrupt { .. })), "{read:?}");
+    let whole = scan(&paths, &key(), current.log_end, 5, 1, usize::MAX).unwrap();
+    assert_eq!(
+        whole.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+}
+
+#[test]
+fn a_log_bytes_no_file_offset_can_hold_is_corrupt_not_an_io_error() {
+    let (_root, paths) = on_disk(&head(0, 1), u64::MAX, b"");
+    let read = read_current(&paths, &key());
+    assert!(matches!(read, Err(StoreError::Corrupt { .. })), "{read:?}");
+}
