@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod cli;
+#[cfg(feature = "openai")]
+pub mod fake_openai;
 pub mod harness;
 pub mod http;
 #[cfg(feature = "postgres")]

@@ -1,0 +1,573 @@
+//! [`OpenAiAgent`]: a model behind any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
+//! Ollama, llama.cpp's server, LM Studio, gateways), streaming its reply and calling [`Tool`]s.
+//!
+//! # Why reqwest and not an SDK crate
+//!
+//! The full SDK crates stream through an event-source layer that hides the response: it gives no
+//! access to `Retry-After`, and it reconnects or reports errors on its own terms, while this agent
+//! must retry only before the first chunk and must read a refusal's status and body to say what
+//! to fix. They also compile the whole API's types (hundreds of them) for the one endpoint used
+//! here. So the HTTP is reqwest (already in the tree), and the hand-written part is small: the SSE
+//! line splitting in `sse` and the few request and chunk types in `wire`.
+//!
+//! # Interrupts
+//!
+//! The response body is read inside the turn's future. When the runtime interrupts the turn it
+//! drops that future, which drops the body half-read; hyper then closes the connection (it cannot
+//! be reused mid-body), so the server sees it close and nothing more is read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use super::{Agent, AgentError, TurnContext};
+use crate::context::{render, MissingKey};
+use crate::state::Usage;
+
+mod error;
+mod sse;
+mod tool;
+mod transport;
+mod wire;
+
+pub use error::OpenAiError;
+pub use tool::{Tool, ToolError};
+
+use sse::{SseDecoder, SseError};
+use transport::{transport_detail, ApiKey, RetryPolicy, Transport};
+use wire::{AskedCall, ChatRequest, Chunk, Message, Round, StreamOptions, WireToolCall};
+
+/// The variable the API key is read from unless another is named.
+pub(crate) const DEFAULT_API_KEY_ENV: &str = "OPENAI_API_KEY";
+/// The longest wait for a response to start and then between two chunks: a model may think for
+/// a while before its first token, but a minute of silence is a stalled server.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Retries of a request that failed before streaming (429, 5xx, connection errors): enough to
+/// ride out a brief rate limit, few enough that a down server is reported within seconds.
+pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
+/// The first backoff; it doubles per retry.
+pub(crate) const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest backoff, and the longest `Retry-After` honoured: a server that asks for longer is
+/// reported at once rather than holding the turn (and the session's queue) for minutes.
+pub(crate) const DEFAULT_MAX_RETRY_WAIT: Duration = Duration::from_secs(20);
+/// Model requests per turn at most, the first included: each round of tool calls costs one, and
+/// a model that loops on tools must not run up an unbounded bill.
+pub(crate) const DEFAULT_MAX_TOOL_ROUNDS: usize = 8;
+
+/// An [`Agent`] that answers with a model behind an OpenAI-compatible chat-completions endpoint.
+///
+/// Each turn sends the system prompt (filled from scoped state, `{user:name}`), the
+/// `<memory-context>` block, the window's events and the turn's input(s), with `stream: true`;
+/// every delta is emitted as a chunk, and the whole reply is returned as the output. Tool calls
+/// run (in parallel when several) and are recorded; token usage is reported to the session's
+/// statistics and counted in `turnstile_tokens_total{kind="input"|"output"}`.
+///
+/// ```no_run
+/// # fn main() -> Result<(), turnstile::OpenAiError> {
+/// use turnstile::{OpenAiAgent, Runtime};
+///
+/// let agent = OpenAiAgent::builder("http://127.0.0.1:11434/v1", "llama3.2")
+///     .with_system_prompt("You are a helpful assistant. The user is {user:name}.")
+///     .build()?;
+/// let runtime = Runtime::builder().agent(agent).build();
+/// # Ok(()) }
+/// ```
+pub struct OpenAiAgent {
+    transport: Transport,
+    model: String,
+    /// Filled per turn; missing keys render empty (a new user has no name yet).
+    system_prompt: Option<String>,
+    temperature: Option<f32>,
+    max_tokens: Option<u32>,
+    tools: Vec<Arc<dyn Tool>>,
+    /// The tools' definitions, built once.
+    definitions: Vec<Value>,
+    max_tool_rounds: usize,
+}
+
+impl std::fmt::Debug for OpenAiAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiAgent")
+            .field("url", &self.transport.url)
+            .field("model", &self.model)
+            .field("tools", &self.tools.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the API key comes from.
+#[derive(Debug, Clone)]
+enum KeySource {
+    /// `OPENAI_API_KEY` if it is set, else no key (local servers need none).
+    Default,
+    /// This variable, which must be set.
+    Env(String),
+    /// This key.
+    Value(ApiKey),
+    /// No key.
+    None,
+}
+
+/// Builds an [`OpenAiAgent`]; start with [`OpenAiAgent::builder`].
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct OpenAiBuilder {
+    base_url: String,
+    model: String,
+    key: KeySource,
+    headers: Vec<(String, String)>,
+    system_prompt: Option<String>,
+    temperature: Option<f32>,
+    max_tokens: Option<u32>,
+    tools: Vec<Arc<dyn Tool>>,
+    max_tool_rounds: usize,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+impl std::fmt::Debug for dyn Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tool({})", self.name())
+    }
+}
+
+impl OpenAiAgent {
+    /// Starts building an agent for `model` at `base_url` (the part before `/chat/completions`,
+    /// such as `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`).
+    pub fn builder(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder {
+            base_url: base_url.into(),
+            model: model.into(),
+            key: KeySource::Default,
+            headers: Vec::new(),
+            system_prompt: None,
+            temperature: None,
+            max_tokens: None,
+            tools: Vec::new(),
+            max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
+            timeout: DEFAULT_TIMEOUT,
+            retry: RetryPolicy {
+                max_retries: DEFAULT_MAX_RETRIES,
+                base: DEFAULT_RETRY_BACKOFF,
+                max_wait: DEFAULT_MAX_RETRY_WAIT,
+            },
+        }
+    }
+
+    /// The chat-completions endpoint this agent posts to.
+    pub fn url(&self) -> &str {
+        &self.transport.url
+    }
+}
+
+impl OpenAiBuilder {
+    /// Reads the API key from environment variable `var` when building; building fails if it is
+    /// not set. Without this, `OPENAI_API_KEY` is used if set.
+    pub fn with_api_key_env(mut self, var: impl Into<String>) -> Self {
+        self.key = KeySource::Env(var.into());
+        self
+    }
+
+    /// Uses this API key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.key = KeySource::Value(ApiKey(key.into()));
+        self
+    }
+
+    /// Sends no API key, even if `OPENAI_API_KEY` is set.
+    pub fn without_api_key(mut self) -> Self {
+        self.key = KeySource::None;
+        self
+    }
+
+    /// Sends this header with every request (a gateway's routing or billing header).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The system prompt: a template whose `{scope:key}` placeholders are filled from the
+    /// session's state each turn (missing keys render empty; see [`crate::context::render`]).
+    pub fn with_system_prompt(mut self, template: impl Into<String>) -> Self {
+        self.system_prompt = Some(template.into());
+        self
+    }
+
+    /// The sampling temperature.
+    pub fn with_temperature(mut self, temperature: f32) -> Self {
+        self.temperature = Some(temperature);
+        self
+    }
+
+    /// The most tokens per model response.
+    pub fn with_max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// Offers `tool` to the model.
+    pub fn with_tool(mut self, tool: impl Tool) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Model requests per turn at most (default 8); the last one is sent with
+    /// `tool_choice: none`, so that the model answers in words.
+    pub fn with_max_tool_rounds(mut self, rounds: usize) -> Self {
+        self.max_tool_rounds = rounds.max(1);
+        self
+    }
+
+    /// The longest wait for a response to start and between two chunks (default 60 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Retries before streaming, the first backoff (doubling per retry, with jitter), and the
+    /// longest backoff or `Retry-After` honoured (defaults: 3, 250 ms, 20 s).
+    pub fn with_retries(mut self, max_retries: u32, backoff: Duration, max_wait: Duration) -> Self {
+        self.retry = RetryPolicy {
+            max_retries,
+            base: backoff,
+            max_wait,
+        };
+        self
+    }
+
+    /// Checks the settings, reads the API key and builds the HTTP client.
+    pub fn build(self) -> Result<OpenAiAgent, OpenAiError> {
+        let base = reqwest::Url::parse(&self.base_url)
+            .map_err(|e| OpenAiError::Config(format!("base URL {:?}: {e}", self.base_url)))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(OpenAiError::Config(format!(
+                "base URL {:?} must start with http:// or https://",
+                self.base_url
+            )));
+        }
+        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        let api_key = match self.key {
+            KeySource::Default => std::env::var(DEFAULT_API_KEY_ENV).ok().map(ApiKey),
+            KeySource::Env(var) => match std::env::var(&var) {
+                Ok(key) => Some(ApiKey(key)),
+                Err(_) => return Err(OpenAiError::MissingApiKey { var }),
+            },
+            KeySource::Value(key) => Some(key),
+            KeySource::None => None,
+        };
+        let headers = header_map(&self.headers)?;
+        if let Some(template) = &self.system_prompt {
+            render(template, |_| None, MissingKey::Empty)?;
+        }
+        let definitions = tool_definitions(&self.tools)?;
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| OpenAiError::Config(format!("HTTP client: {}", transport_detail(&e))))?;
+        Ok(OpenAiAgent {
+            transport: Transport {
+                client,
+                url,
+                api_key,
+                headers,
+                timeout: self.timeout,
+                retry: self.retry,
+            },
+            model: self.model,
+            system_prompt: self.system_prompt,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            tools: self.tools,
+            definitions,
+            max_tool_rounds: self.max_tool_rounds,
+        })
+    }
+}
+
+fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, OpenAiError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|_| OpenAiError::Config(format!("{name:?} is not a valid header name")))?;
+        let value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| OpenAiError::Config(format!("the value of header {name} is not valid")))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+fn tool_definitions(tools: &[Arc<dyn Tool>]) -> Result<Vec<Value>, OpenAiError> {
+    let mut names = std::collections::HashSet::new();
+    for tool in tools {
+        if !names.insert(tool.name()) {
+            return Err(OpenAiError::Config(format!(
+                "two tools are named {:?}",
+                tool.name()
+            )));
+        }
+    }
+    Ok(tools.iter().map(|t| tool::definition(t.as_ref())).collect())
+}
+
+/// How a model request ended, short of an error.
+enum Ended {
+    /// The response is complete.
+    Done(Round),
+    /// The turn was interrupted while it streamed.
+    Cancelled,
+}
+
+#[async_trait]
+impl Agent for OpenAiAgent {
+    async fn run(&self, turn: TurnContext) -> Result<String, AgentError> {
+        Ok(self.answer(&turn).await?)
+    }
+}
+
+impl OpenAiAgent {
+    /// The turn's loop: ask the model, run the tools it calls, until it answers in words.
+    async fn answer(&self, turn: &TurnContext) -> Result<String, OpenAiError> {
+        let system = match &self.system_prompt {
+            Some(template) => Some(turn.render(template, MissingKey::Empty)?),
+            None => None,
+        };
+        let mut messages =
+            wire::conversation(system, turn.memory_context(), turn.history(), turn.inputs());
+        let mut reply = String::new();
+        let mut usage = Usage::default();
+        for round_no in 1..=self.max_tool_rounds {
+            let last = round_no == self.max_tool_rounds;
+            let round = match self.stream_round(turn, &messages, last).await? {
+                Ended::Done(round) => round,
+                Ended::Cancelled => return Ok(reply),
+            };
+            reply.push_str(&round.text);
+            if let Some(used) = round.usage {
+                count_tokens(used);
+                usage.input_tokens += used.input_tokens;
+                usage.output_tokens += used.output_tokens;
+                turn.report_usage(usage);
+            }
+            if round.calls.is_empty() {
+                return Ok(reply);
+            }
+            if last {
+                break;
+            }
+            let text = (!round.text.is_empty()).then(|| round.text.clone());
+            match self.run_tools(turn, round.calls).await {
+                Some((calls, results)) => {
+                    messages.push(Message::tool_calls(text, calls));
+                    messages.extend(results);
+                }
+                None => return Ok(reply),
+            }
+        }
+        Err(OpenAiError::TooManyToolRounds {
+            rounds: self.max_tool_rounds,
+        })
+    }
+
+    /// Sends one request and streams its deltas to the turn.
+    async fn stream_round(
+        &self,
+        turn: &TurnContext,
+        messages: &[Message],
+        last: bool,
+    ) -> Result<Ended, OpenAiError> {
+        let request = ChatRequest {
+            model: &self.model,
+            messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            tools: &self.definitions,
+            tool_choice: (last && !self.definitions.is_empty()).then_some("none"),
+        };
+        let cancel = turn.cancellation();
+        let response = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(Ended::Cancelled),
+            response = self.transport.open(&request) => response?,
+        };
+        let url = &self.transport.url;
+        let malformed = |detail: String| OpenAiError::Malformed {
+            url: url.clone(),
+            detail,
+        };
+        let mut body = response.bytes_stream();
+        let mut decoder = SseDecoder::default();
+        let mut round = Round::default();
+        // Measured from the last event with data: keep-alive comments are not progress.
+        let mut deadline = tokio::time::Instant::now() + self.transport.timeout;
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(Ended::Cancelled),
+                next = tokio::time::timeout_at(deadline, body.next()) => next,
+            };
+            let ended = matches!(next, Ok(None));
+            let events = match next {
+                Err(_) => {
+                    return Err(OpenAiError::Timeout {
+                        url: url.clone(),
+                        after: self.transport.timeout,
+                    })
+                }
+                Ok(None) => decoder.finish().into_iter().collect(),
+                Ok(Some(Err(error))) => {
+                    return Err(OpenAiError::Broken {
+                        url: url.clone(),
+                        detail: transport_detail(&error),
+                    })
+                }
+                Ok(Some(Ok(ref bytes))) => decoder.push(bytes).map_err(|e| {
+                    malformed(match e {
+                        SseError::TooLarge => "an event larger than a megabyte".into(),
+                        SseError::NotUtf8 => "a line that is not UTF-8".into(),
+                    })
+                })?,
+            };
+            if !events.is_empty() {
+                deadline = tokio::time::Instant::now() + self.transport.timeout;
+            }
+            for data in events {
+                if data.trim() == "[DONE]" {
+                    return Ok(Ended::Done(round));
+                }
+                let chunk: Chunk = serde_json::from_str(&data).map_err(|e| {
+                    malformed(format!("a chunk that is not chat-completions JSON ({e})"))
+                })?;
+                if let Some(error) = &chunk.error {
+                    let detail = error::detail(&error.to_string(), None);
+                    return Err(malformed(format!("the server reported an error: {detail}")));
+                }
+                let added = round.apply(chunk);
+                if !added.is_empty() {
+                    turn.emit(added).await;
+                }
+            }
+            if ended {
+                // Some servers close without `[DONE]`; a finish reason says the answer is whole.
+                return match round.finished {
+                    true => Ok(Ended::Done(round)),
+                    false => Err(malformed("the stream ended before the answer did".into())),
+                };
+            }
+        }
+    }
+
+    /// Records and runs the calls the model asked for, all at once; returns the assistant's
+    /// calls and the tool messages answering them, or `None` if the turn was interrupted.
+    async fn run_tools(
+        &self,
+        turn: &TurnContext,
+        asked: Vec<AskedCall>,
+    ) -> Option<(Vec<WireToolCall>, Vec<Message>)> {
+        let mut calls = Vec::with_capacity(asked.len());
+        let mut runs = Vec::with_capacity(asked.len());
+        for (index, call) in asked.into_iter().enumerate() {
+            let wire_id = match call.id.is_empty() {
+                true => format!("call_{index}"),
+                false => call.id.clone(),
+            };
+            let arguments = parse_arguments(&call.arguments);
+            let recorded = turn.tool_call(
+                call.name.clone(),
+                arguments
+                    .clone()
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+            );
+            calls.push(WireToolCall::new(
+                wire_id.clone(),
+                call.name.clone(),
+                call.arguments,
+            ));
+            let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
+            runs.push(async move {
+                let result = match (tool, arguments) {
+                    (None, _) => Err(Value::String(format!(
+                        "there is no tool named {:?}",
+                        call.name
+                    ))),
+                    (Some(_), Err(reason)) => Err(Value::String(reason)),
+                    (Some(tool), Ok(arguments)) => tool
+                        .call(arguments)
+                        .await
+                        .map_err(|e| Value::String(e.to_string())),
+                };
+                turn.tool_result(&recorded, result.clone());
+                let text = match &result {
+                    Ok(value) => wire::tool_text(value),
+                    Err(value) => format!("error: {}", wire::tool_text(value)),
+                };
+                Message::tool_result(wire_id, text)
+            });
+        }
+        tokio::select! {
+            biased;
+            () = turn.cancellation().cancelled() => None,
+            results = futures::future::join_all(runs) => Some((calls, results)),
+        }
+    }
+}
+
+/// A call's arguments: a JSON object, or an empty string meaning none.
+fn parse_arguments(text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(text).map_err(|e| format!("the arguments are not valid JSON: {e}"))
+}
+
+/// Adds a response's usage to `turnstile_tokens_total`.
+fn count_tokens(usage: Usage) {
+    metrics::counter!("turnstile_tokens_total", "kind" => "input").increment(usage.input_tokens);
+    metrics::counter!("turnstile_tokens_total", "kind" => "output").increment(usage.output_tokens);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_checked_when_building() {
+        let bad = |builder: OpenAiBuilder| builder.build().unwrap_err().to_string();
+        assert!(bad(OpenAiAgent::builder("ftp://x", "m")).contains("http://"));
+        assert!(bad(OpenAiAgent::builder("not a url", "m")).contains("base URL"));
+        let missing = bad(OpenAiAgent::builder("http://127.0.0.1:1/v1", "m")
+            .with_api_key_env("TURNSTILE_TEST_SURELY_UNSET_VARIABLE"));
+        assert!(missing.contains("TURNSTILE_TEST_SURELY_UNSET_VARIABLE is not set"));
+        let header =
+            bad(OpenAiAgent::builder("http://127.0.0.1:1/v1", "m").with_header("a b", "c"));
+        assert!(header.contains("header name"));
+        let template = bad(OpenAiAgent::builder("http://127.0.0.1:1/v1", "m")
+            .with_system_prompt("hello {user:name"));
+        assert!(template.contains("system prompt"));
+    }
+
+    #[test]
+    fn the_endpoint_is_the_base_url_and_chat_completions() {
+        let agent = OpenAiAgent::builder("http://127.0.0.1:9/v1/", "m")
+            .without_api_key()
+            .build()
+            .unwrap();
+        assert_eq!(agent.url(), "http://127.0.0.1:9/v1/chat/completions");
+        assert!(!format!("{agent:?}").contains("key"));
+    }
+
+    #[test]
+    fn arguments_parse_or_say_why() {
+        assert_eq!(parse_arguments(" ").unwrap(), serde_json::json!({}));
+        assert_eq!(parse_arguments(r#"{"a":1}"#).unwrap()["a"], 1);
+        assert!(parse_arguments("{oops")
+            .unwrap_err()
+            .contains("not valid JSON"));
+    }
+}
