@@ -21,7 +21,7 @@ async fn deltas_arrive_as_chunk_events_before_the_model_is_done() {
     let fake = FakeOpenAi::start(vec![Reply::Text {
         deltas: deltas.iter().map(|d| (*d).to_owned()).collect(),
         // Long enough that the client holds the first chunk well before the last is sent.
-        delay: Duration::from_millis(60),
+        delay: Duration::from_millis(150),
         usage: Some((21, 5)),
     }])
     .await;
