@@ -31,6 +31,8 @@ const TURNS: usize = 20_000;
 const CONCURRENCY: usize = 64;
 /// Live sessions held for the footprint figure.
 const FOOTPRINT_SESSIONS: usize = 20_000;
+/// Sessions that warm up the client, the server and the allocator before the baseline is read.
+const WARM_UP: usize = 64;
 
 /// The fixed streamed reply: four deltas, a finish reason, usage, `[DONE]`.
 fn reply_body() -> String {
@@ -170,12 +172,12 @@ fn rss_bytes() -> u64 {
 /// Runs in a child process: RSS growth per live session after one turn each.
 async fn footprint_child(kind: &str) {
     let base_url = instant_model().await;
+    let capacity = FOOTPRINT_SESSIONS + WARM_UP;
     let rt = match kind {
-        "openai" => runtime(openai(&base_url), FOOTPRINT_SESSIONS),
-        _ => runtime(MockLlmAgent::new(), FOOTPRINT_SESSIONS),
+        "openai" => runtime(openai(&base_url), capacity),
+        _ => runtime(MockLlmAgent::new(), capacity),
     };
-    // Warm up the client, the server and the allocator before the baseline is read.
-    for i in 0..64 {
+    for i in 0..WARM_UP {
         rt.call(&key(FOOTPRINT_SESSIONS + i), "hello there")
             .await
             .expect("turn");
@@ -195,7 +197,7 @@ async fn footprint_child(kind: &str) {
         caller.await.expect("caller");
     }
     let after = rss_bytes();
-    assert!(rt.live_sessions() >= FOOTPRINT_SESSIONS);
+    assert_eq!(rt.live_sessions(), capacity);
     println!(
         "{}",
         after.saturating_sub(before) as f64 / FOOTPRINT_SESSIONS as f64

@@ -1,7 +1,8 @@
 //! `turnstile chat` in a real terminal: the binary runs under a pseudo-terminal (util-linux
 //! `script`), a scripted exchange streams the model's reply, and Ctrl-C typed into the terminal
 //! interrupts the next reply — not the program — which closes the model's connection, keeps the
-//! partial reply in the store, and leaves the conversation going until `/quit`.
+//! partial reply in the store, and leaves the conversation going until `/quit`. The reported
+//! token usage is what `turnstile sessions show` prints afterwards.
 
 #![cfg(all(feature = "openai", unix))]
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use support::cli::TURNSTILE;
+use support::cli::{turnstile, TURNSTILE};
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
 use turnstile::state::{EventKind, InterruptReason, OutputStatus};
@@ -124,6 +125,16 @@ async fn a_scripted_exchange_then_ctrl_c_interrupts_the_reply_not_the_program() 
         .unwrap()
         .unwrap();
     assert!(status.success(), "{status}\n{}", screen.text());
+
+    // The usage the first reply reported is in the session's statistics.
+    let store_flag = format!("file:{}", dir.path().display());
+    let shown = turnstile(&["sessions", "--store", &store_flag, "show", "ada/terminal"]);
+    assert!(
+        shown.stdout.contains("10 in, 2 out"),
+        "{}{}",
+        shown.stdout,
+        shown.stderr
+    );
 
     let store = FileStore::open(dir.path()).unwrap();
     let key = key("ada", "terminal");
