@@ -10,7 +10,9 @@
 //! The model server is a minimal chat-completions endpoint served in this process on 127.0.0.1:
 //! every request gets the same four-delta reply with usage, with no delay, so what is measured is
 //! the request's serialisation, the HTTP round trip over loopback, SSE parsing and the chunks'
-//! way to the caller. The client, the server and the runtime share the two cores. Figures are in
+//! way to the caller. A third agent does only the HTTP round trip (same server, no parsing), so
+//! that the adapter's own work shows apart from HTTP. The client, the server and the runtime
+//! share the two cores. Figures are in
 //! `docs/BENCHMARKS.md`, "OpenAI-compatible agent".
 
 use std::sync::Arc;
@@ -21,7 +23,9 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use hdrhistogram::Histogram;
-use turnstile::{Agent, MemoryStore, MockLlmAgent, OpenAiAgent, Runtime, SessionKey};
+use turnstile::{
+    Agent, AgentError, MemoryStore, MockLlmAgent, OpenAiAgent, Runtime, SessionKey, TurnContext,
+};
 
 /// Distinct sessions; each gets `TURNS / SESSIONS` turns.
 const SESSIONS: usize = 1_000;
@@ -87,6 +91,25 @@ fn openai(base_url: &str) -> OpenAiAgent {
         .expect("agent")
 }
 
+/// The HTTP round trip alone: posts a request of the same shape to the same server and reads
+/// the body whole, without parsing it or streaming chunks. What `OpenAiAgent` costs beyond it is
+/// its own work (building the conversation, SSE and JSON parsing, emitting chunks, usage).
+struct RawHttp {
+    client: reqwest::Client,
+    url: String,
+}
+
+#[async_trait::async_trait]
+impl Agent for RawHttp {
+    async fn run(&self, turn: TurnContext) -> Result<String, AgentError> {
+        let body = serde_json::json!({"model": "bench", "stream": true,
+            "messages": [{"role": "user", "content": turn.input()}]});
+        let response = self.client.post(&self.url).json(&body).send().await?;
+        let bytes = response.bytes().await?;
+        Ok(format!("{} bytes", bytes.len()))
+    }
+}
+
 fn runtime(agent: impl Agent, capacity: usize) -> Runtime {
     Runtime::builder()
         .agent(agent)
@@ -133,9 +156,16 @@ async fn compare_turns() {
     let mut rates = Vec::new();
     // Twice each, alternating, so that a drift in the machine's load shows as a spread.
     for round in 0..2 {
-        for name in ["mock", "openai"] {
+        for name in ["mock", "raw-http", "openai"] {
             let rt = match name {
                 "mock" => runtime(MockLlmAgent::new(), SESSIONS),
+                "raw-http" => runtime(
+                    RawHttp {
+                        client: reqwest::Client::new(),
+                        url: format!("{base_url}/chat/completions"),
+                    },
+                    SESSIONS,
+                ),
                 _ => runtime(openai(&base_url), SESSIONS),
             };
             let (rate, p50, p99, p999) = turns(&rt).await;
@@ -151,11 +181,15 @@ async fn compare_turns() {
         let picked: Vec<f64> = rates.iter().filter(|r| r.0 == which).map(|r| r.1).collect();
         picked.iter().sum::<f64>() / picked.len() as f64
     };
-    let (mock, model) = (mean("mock"), mean("openai"));
+    let (mock, raw, model) = (mean("mock"), mean("raw-http"), mean("openai"));
+    let cost = |slow: f64, fast: f64| (1e6 / slow - 1e6 / fast).max(0.0);
     println!(
-        "openai/mock throughput: {:.2}x; the adapter's own cost per turn ≈ {:.0} µs at {CONCURRENCY} callers",
+        "openai/mock throughput: {:.2}x ({:.0} µs more per turn); openai/raw-http: {:.2}x (the \
+         adapter's own work beyond the HTTP round trip: {:.0} µs per turn), at {CONCURRENCY} callers",
         model / mock,
-        (1e6 / model - 1e6 / mock).max(0.0)
+        cost(model, mock),
+        model / raw,
+        cost(model, raw)
     );
 }
 

@@ -17,6 +17,7 @@
 //! be reused mid-body), so the server sees it close and nothing more is read.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -216,6 +217,9 @@ impl OpenAiAgent {
             }
             for data in events {
                 if data.trim() == "[DONE]" {
+                    if !ended {
+                        drain(body).await;
+                    }
                     return Ok(Ended::Done(round));
                 }
                 let chunk: Chunk = serde_json::from_str(&data).map_err(|e| {
@@ -293,6 +297,29 @@ impl OpenAiAgent {
             results = futures::future::join_all(runs) => Some((calls, results)),
         }
     }
+}
+
+/// How long the end of a body is waited for after `[DONE]`: servers send it in the same breath.
+const DRAIN_WAIT: Duration = Duration::from_millis(100);
+/// The most bytes read after `[DONE]`; a server that goes on talking loses its connection.
+const DRAIN_BYTES: usize = 16 * 1024;
+
+/// Reads what is left of a finished response (usually just the end of its chunked encoding), so
+/// that its connection goes back to the pool instead of being closed: dropping a body half-read
+/// costs the next request a new connection.
+async fn drain(
+    mut body: impl futures::Stream<Item = reqwest::Result<tokio_util::bytes::Bytes>> + Unpin,
+) {
+    let read = async {
+        let mut seen = 0;
+        while let Some(Ok(bytes)) = body.next().await {
+            seen += bytes.len();
+            if seen > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_WAIT, read).await;
 }
 
 /// A call's arguments: a JSON object, or an empty string meaning none.

@@ -9,12 +9,13 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -78,6 +79,8 @@ struct Shared {
     /// Answer when the script is empty.
     fallback: Reply,
     requests: Mutex<Vec<(HeaderMap, Value)>>,
+    /// The client address of each request: the same one means the same connection.
+    peers: Mutex<Vec<SocketAddr>>,
     /// Require `Bearer GOOD_KEY`.
     check_key: bool,
     ends: mpsc::UnboundedSender<BodyEnd>,
@@ -112,6 +115,7 @@ impl FakeOpenAi {
             script: Mutex::new(script.into()),
             fallback: Reply::text(&["ok"]),
             requests: Mutex::new(Vec::new()),
+            peers: Mutex::new(Vec::new()),
             check_key,
             ends: tx,
         });
@@ -123,6 +127,7 @@ impl FakeOpenAi {
             .expect("bind a loopback port");
         let addr = listener.local_addr().expect("bound address");
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let _ = axum::serve(listener, app).await;
         });
         Self {
@@ -141,6 +146,11 @@ impl FakeOpenAi {
             .iter()
             .map(|(_, body)| body.clone())
             .collect()
+    }
+
+    /// The client address of each request so far, in order.
+    pub fn peers(&self) -> Vec<SocketAddr> {
+        self.shared.peers.lock().clone()
     }
 
     /// The headers of the requests received so far, in order.
@@ -168,9 +178,11 @@ impl FakeOpenAi {
 
 async fn complete(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
+    shared.peers.lock().push(peer);
     let request = {
         let mut requests = shared.requests.lock();
         requests.push((headers.clone(), body));
@@ -324,6 +336,8 @@ impl Drop for EndGuard {
 /// How often a stalled stream writes a keep-alive comment; a write is what makes a closed
 /// connection visible to the server promptly.
 const KEEP_ALIVE: Duration = Duration::from_millis(5);
+/// How long after its last event a body ends.
+const END_AFTER: Duration = Duration::from_millis(10);
 
 fn stream((pieces, stall): (Vec<Piece>, bool), guard: EndGuard) -> Response {
     let state = (VecDeque::from(pieces), guard);
@@ -340,6 +354,10 @@ fn stream((pieces, stall): (Vec<Piece>, bool), guard: EndGuard) -> Response {
                 Some((Ok(Bytes::from_static(b": keep-alive\n\n")), (pieces, guard)))
             }
             None => {
+                // The end of the body comes a moment after the last event, as from a server that
+                // flushes `[DONE]` before it closes the stream: a client that stops reading at
+                // `[DONE]` leaves the body unfinished and loses the connection.
+                tokio::time::sleep(END_AFTER).await;
                 guard.finished.store(true, Ordering::SeqCst);
                 None
             }
