@@ -8,11 +8,15 @@ use serde_json::Value;
 
 mod echo;
 mod mock;
+#[cfg(feature = "openai")]
+pub(crate) mod openai;
 mod turn_context;
 
 pub use crate::error::AgentError;
 pub use echo::EchoAgent;
 pub use mock::MockLlmAgent;
+#[cfg(feature = "openai")]
+pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
 pub(crate) use turn_context::{ToolEntry, TurnRecord};
 pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
 

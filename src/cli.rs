@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent_arg;
+mod chat;
 mod load;
 #[cfg(feature = "http")]
 mod serve;
@@ -24,6 +25,9 @@ enum Command {
     Load(load::LoadArgs),
     /// List, show, delete, collect, export and import the sessions of a store.
     Sessions(sessions::SessionsArgs),
+    /// Chat with one session in the terminal, through the runtime and the store: replies stream,
+    /// Ctrl-C interrupts a reply, Ctrl-D or /quit leaves.
+    Chat(chat::ChatArgs),
     /// Serve the runtime over HTTP: turns (JSON or server-sent events), channels, pairings,
     /// bearer-token auth, /metrics; SIGTERM or Ctrl-C drains and exits.
     #[cfg(feature = "http")]
@@ -45,6 +49,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Load(args) => load::run(args).await,
         Command::Sessions(args) => sessions::run(args).await,
+        Command::Chat(args) => chat::run(args).await,
         #[cfg(feature = "http")]
         Command::Serve(args) => serve::run(args).await,
     };

@@ -20,7 +20,9 @@
 //! Private modules, each one concern:
 //! - `key`: session keys and their validation (exported at the root).
 //! - `call`: what a caller passes ([`CallOptions`], [`OverlapPolicy`]) and gets ([`Outcome`]).
-//! - `agent`: the [`Agent`] trait, [`TurnContext`] and its builder, the built-in agents.
+//! - `agent`: the [`Agent`] trait, [`TurnContext`] and its builder, the built-in agents, and
+//!   (feature `openai`) [`OpenAiAgent`], a model behind an OpenAI-compatible endpoint, with its
+//!   [`Tool`] trait.
 //! - `stream`: [`TurnStream`], a streamed turn's chunks and outcome.
 //! - `runtime`: the facade and its builder; it only delegates.
 //! - `registry`: which sessions are live — a synchronous state machine (`registry/slots`) whose
@@ -63,6 +65,8 @@ pub use agent::{
     Agent, AgentError, Attributes, EchoAgent, MockLlmAgent, TurnContext, TurnContextBuilder,
     TurnRecording,
 };
+#[cfg(feature = "openai")]
+pub use agent::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
 pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};

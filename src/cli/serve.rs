@@ -13,11 +13,10 @@ use turnstile::config::Ownership;
 use turnstile::store::{open_store, StoreUrl};
 use turnstile::{
     channel::open_pairings, channel::ChannelRouter, context::ExtractiveSummarizer, http::Gateway,
-    http::HttpConfig, http::ServeError, http::Tokens, Agent, EchoAgent, MockLlmAgent,
-    OverlapPolicy, Runtime, Store,
+    http::HttpConfig, http::ServeError, http::Tokens, OverlapPolicy, Runtime, Store,
 };
 
-use super::agent_arg::AgentKind;
+use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use cluster::{cluster_ownership, shared_store};
 
 mod cluster;
@@ -43,15 +42,17 @@ pub struct ServeArgs {
     /// are kept in the same place (in memory beside a PostgreSQL store).
     #[arg(long, default_value = "file")]
     store: StoreUrl,
-    /// The agent: `mock` (a mock LLM) or `echo`.
+    /// The agent: `mock` (a mock LLM), `echo`, or `openai` (a model; see the model options).
     #[arg(long, default_value = "mock")]
-    agent: AgentKind,
+    agent: AgentChoice,
     /// Mock agent latency per turn, in milliseconds.
     #[arg(long, default_value_t = 0)]
     latency: u64,
     /// Chunks the mock agent streams per reply.
     #[arg(long, default_value_t = 4)]
     chunks: usize,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Bearer tokens file: `<token> admin` or `<token> user:<id> [channels:<a>,<b>]` per line.
     #[arg(long, env = "TURNSTILE_TOKENS")]
     tokens: Option<PathBuf>,
@@ -185,14 +186,7 @@ fn build_runtime(
     store: Arc<dyn Store>,
     ownership: Option<Ownership>,
 ) -> Result<Runtime, String> {
-    let agent: Arc<dyn Agent> = match args.agent {
-        AgentKind::Mock => Arc::new(
-            MockLlmAgent::new()
-                .with_latency(Duration::from_millis(args.latency))
-                .with_chunks(args.chunks),
-        ),
-        AgentKind::Echo => Arc::new(EchoAgent),
-    };
+    let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
     let mut builder = Runtime::builder()
         .agent_arc(agent)
         .store_arc(store)

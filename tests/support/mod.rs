@@ -6,6 +6,8 @@
 pub mod cli;
 #[cfg(all(feature = "http", feature = "redis"))]
 pub mod cluster;
+#[cfg(feature = "openai")]
+pub mod fake_openai;
 #[cfg(feature = "http")]
 pub mod gateways;
 pub mod harness;

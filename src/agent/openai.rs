@@ -1,0 +1,360 @@
+//! [`OpenAiAgent`]: a model behind any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
+//! Ollama, llama.cpp's server, LM Studio, gateways), streaming its reply and calling [`Tool`]s.
+//!
+//! # Why reqwest and not an SDK crate
+//!
+//! The full SDK crates stream through an event-source layer that hides the response: it gives no
+//! access to `Retry-After`, and it reconnects or reports errors on its own terms, while this agent
+//! must retry only before the first chunk and must read a refusal's status and body to say what
+//! to fix. They also compile the whole API's types (hundreds of them) for the one endpoint used
+//! here. So the HTTP is reqwest (already in the tree), and the hand-written part is small: the SSE
+//! line splitting in `sse` and the few request and chunk types in `wire`.
+//!
+//! # Interrupts
+//!
+//! The response body is read inside the turn's future. When the runtime interrupts the turn it
+//! drops that future, which drops the body half-read; hyper then closes the connection (it cannot
+//! be reused mid-body), so the server sees it close and nothing more is read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde_json::Value;
+
+use super::{Agent, AgentError, TurnContext};
+use crate::context::MissingKey;
+use crate::state::Usage;
+
+mod builder;
+mod error;
+mod sse;
+mod tool;
+mod transport;
+mod wire;
+
+pub use builder::OpenAiBuilder;
+pub use error::OpenAiError;
+pub use tool::{Tool, ToolError};
+
+use sse::{SseDecoder, SseError};
+use transport::{transport_detail, Transport};
+use wire::{AskedCall, ChatRequest, Chunk, Message, Round, StreamOptions, WireToolCall};
+
+/// An [`Agent`] that answers with a model behind an OpenAI-compatible chat-completions endpoint.
+///
+/// Each turn sends the system prompt (filled from scoped state, `{user:name}`), the
+/// `<memory-context>` block, the window's events and the turn's input(s), with `stream: true`;
+/// every delta is emitted as a chunk, and the whole reply is returned as the output. Tool calls
+/// run (in parallel when several) and are recorded; token usage is reported to the session's
+/// statistics and counted in `turnstile_tokens_total{kind="input"|"output"}`.
+///
+/// ```no_run
+/// # fn main() -> Result<(), turnstile::OpenAiError> {
+/// use turnstile::{OpenAiAgent, Runtime};
+///
+/// let agent = OpenAiAgent::builder("http://127.0.0.1:11434/v1", "llama3.2")
+///     .with_system_prompt("You are a helpful assistant. The user is {user:name}.")
+///     .build()?;
+/// let runtime = Runtime::builder().agent(agent).build();
+/// # Ok(()) }
+/// ```
+pub struct OpenAiAgent {
+    transport: Transport,
+    model: String,
+    /// Filled per turn; missing keys render empty (a new user has no name yet).
+    system_prompt: Option<String>,
+    temperature: Option<f32>,
+    max_tokens: Option<u32>,
+    tools: Vec<Arc<dyn Tool>>,
+    /// The tools' definitions, built once.
+    definitions: Vec<Value>,
+    max_tool_rounds: usize,
+}
+
+impl std::fmt::Debug for OpenAiAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiAgent")
+            .field("url", &self.transport.url)
+            .field("model", &self.model)
+            .field("tools", &self.tools.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiAgent {
+    /// The chat-completions endpoint this agent posts to.
+    pub fn url(&self) -> &str {
+        &self.transport.url
+    }
+}
+
+/// How a model request ended, short of an error.
+enum Ended {
+    /// The response is complete.
+    Done(Round),
+    /// The turn was interrupted while it streamed.
+    Cancelled,
+}
+
+#[async_trait]
+impl Agent for OpenAiAgent {
+    async fn run(&self, turn: TurnContext) -> Result<String, AgentError> {
+        Ok(self.answer(&turn).await?)
+    }
+}
+
+impl OpenAiAgent {
+    /// The turn's loop: ask the model, run the tools it calls, until it answers in words.
+    async fn answer(&self, turn: &TurnContext) -> Result<String, OpenAiError> {
+        let system = match &self.system_prompt {
+            Some(template) => Some(turn.render(template, MissingKey::Empty)?),
+            None => None,
+        };
+        let mut messages =
+            wire::conversation(system, turn.memory_context(), turn.history(), turn.inputs());
+        let mut reply = String::new();
+        let mut usage = Usage::default();
+        for round_no in 1..=self.max_tool_rounds {
+            let last = round_no == self.max_tool_rounds;
+            let round = match self.stream_round(turn, &messages, last).await? {
+                Ended::Done(round) => round,
+                Ended::Cancelled => return Ok(reply),
+            };
+            reply.push_str(&round.text);
+            if let Some(used) = round.usage {
+                count_tokens(used);
+                usage.input_tokens += used.input_tokens;
+                usage.output_tokens += used.output_tokens;
+                turn.report_usage(usage);
+            }
+            if round.calls.is_empty() {
+                return Ok(reply);
+            }
+            if last {
+                break;
+            }
+            let text = (!round.text.is_empty()).then(|| round.text.clone());
+            match self.run_tools(turn, round.calls).await {
+                Some((calls, results)) => {
+                    messages.push(Message::tool_calls(text, calls));
+                    messages.extend(results);
+                }
+                None => return Ok(reply),
+            }
+        }
+        Err(OpenAiError::TooManyToolRounds {
+            rounds: self.max_tool_rounds,
+        })
+    }
+
+    /// Sends one request and streams its deltas to the turn.
+    async fn stream_round(
+        &self,
+        turn: &TurnContext,
+        messages: &[Message],
+        last: bool,
+    ) -> Result<Ended, OpenAiError> {
+        let request = ChatRequest {
+            model: &self.model,
+            messages,
+            stream: true,
+            stream_options: StreamOptions {
+                include_usage: true,
+            },
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            tools: &self.definitions,
+            tool_choice: (last && !self.definitions.is_empty()).then_some("none"),
+        };
+        let cancel = turn.cancellation();
+        let response = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(Ended::Cancelled),
+            response = self.transport.open(&request) => response?,
+        };
+        let url = &self.transport.url;
+        let malformed = |detail: String| OpenAiError::Malformed {
+            url: url.clone(),
+            detail,
+        };
+        let mut body = response.bytes_stream();
+        let mut decoder = SseDecoder::default();
+        let mut round = Round::default();
+        // Measured from the last event with data: keep-alive comments are not progress.
+        let mut deadline = tokio::time::Instant::now() + self.transport.timeout;
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(Ended::Cancelled),
+                next = tokio::time::timeout_at(deadline, body.next()) => next,
+            };
+            let ended = matches!(next, Ok(None));
+            let events = match next {
+                Err(_) => {
+                    return Err(OpenAiError::Timeout {
+                        url: url.clone(),
+                        after: self.transport.timeout,
+                    })
+                }
+                Ok(None) => decoder.finish().into_iter().collect(),
+                Ok(Some(Err(error))) => {
+                    return Err(OpenAiError::Broken {
+                        url: url.clone(),
+                        detail: transport_detail(&error),
+                    })
+                }
+                Ok(Some(Ok(ref bytes))) => decoder.push(bytes).map_err(|e| {
+                    malformed(match e {
+                        SseError::TooLarge => "an event larger than a megabyte".into(),
+                        SseError::NotUtf8 => "a line that is not UTF-8".into(),
+                    })
+                })?,
+            };
+            if !events.is_empty() {
+                deadline = tokio::time::Instant::now() + self.transport.timeout;
+            }
+            for data in events {
+                if data.trim() == "[DONE]" {
+                    if !ended {
+                        drain(body).await;
+                    }
+                    return Ok(Ended::Done(round));
+                }
+                let chunk: Chunk = serde_json::from_str(&data).map_err(|e| {
+                    malformed(format!("a chunk that is not chat-completions JSON ({e})"))
+                })?;
+                if let Some(error) = &chunk.error {
+                    let detail = error::detail(&error.to_string(), None);
+                    return Err(malformed(format!("the server reported an error: {detail}")));
+                }
+                let added = round.apply(chunk);
+                if !added.is_empty() {
+                    turn.emit(added).await;
+                }
+            }
+            if ended {
+                // Some servers close without `[DONE]`; a finish reason says the answer is whole.
+                return match round.finished {
+                    true => Ok(Ended::Done(round)),
+                    false => Err(malformed("the stream ended before the answer did".into())),
+                };
+            }
+        }
+    }
+
+    /// Records and runs the calls the model asked for, all at once; returns the assistant's
+    /// calls and the tool messages answering them, or `None` if the turn was interrupted.
+    async fn run_tools(
+        &self,
+        turn: &TurnContext,
+        asked: Vec<AskedCall>,
+    ) -> Option<(Vec<WireToolCall>, Vec<Message>)> {
+        let mut calls = Vec::with_capacity(asked.len());
+        let mut runs = Vec::with_capacity(asked.len());
+        for (index, call) in asked.into_iter().enumerate() {
+            let wire_id = match call.id.is_empty() {
+                true => format!("call_{index}"),
+                false => call.id.clone(),
+            };
+            let arguments = parse_arguments(&call.arguments);
+            let recorded = turn.tool_call(
+                call.name.clone(),
+                arguments
+                    .clone()
+                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
+            );
+            calls.push(WireToolCall::new(
+                wire_id.clone(),
+                call.name.clone(),
+                call.arguments,
+            ));
+            let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
+            runs.push(async move {
+                let result = match (tool, arguments) {
+                    (None, _) => Err(Value::String(format!(
+                        "there is no tool named {:?}",
+                        call.name
+                    ))),
+                    (Some(_), Err(reason)) => Err(Value::String(reason)),
+                    (Some(tool), Ok(arguments)) => tool
+                        .call(arguments)
+                        .await
+                        .map_err(|e| Value::String(e.to_string())),
+                };
+                turn.tool_result(&recorded, result.clone());
+                let text = match &result {
+                    Ok(value) => wire::tool_text(value),
+                    Err(value) => format!("error: {}", wire::tool_text(value)),
+                };
+                Message::tool_result(wire_id, text)
+            });
+        }
+        tokio::select! {
+            biased;
+            () = turn.cancellation().cancelled() => None,
+            results = futures::future::join_all(runs) => Some((calls, results)),
+        }
+    }
+}
+
+/// How long the end of a body is waited for after `[DONE]`: servers send it in the same breath.
+const DRAIN_WAIT: Duration = Duration::from_millis(100);
+/// The most bytes read after `[DONE]`; a server that goes on talking loses its connection.
+const DRAIN_BYTES: usize = 16 * 1024;
+
+/// Reads what is left of a finished response (usually just the end of its chunked encoding), so
+/// that its connection goes back to the pool instead of being closed: dropping a body half-read
+/// costs the next request a new connection.
+async fn drain(
+    mut body: impl futures::Stream<Item = reqwest::Result<tokio_util::bytes::Bytes>> + Unpin,
+) {
+    let read = async {
+        let mut seen = 0;
+        while let Some(Ok(bytes)) = body.next().await {
+            seen += bytes.len();
+            if seen > DRAIN_BYTES {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_WAIT, read).await;
+}
+
+/// A call's arguments: a JSON object, or an empty string meaning none.
+fn parse_arguments(text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(text).map_err(|e| format!("the arguments are not valid JSON: {e}"))
+}
+
+/// Adds a response's usage to `turnstile_tokens_total`.
+fn count_tokens(usage: Usage) {
+    metrics::counter!("turnstile_tokens_total", "kind" => "input").increment(usage.input_tokens);
+    metrics::counter!("turnstile_tokens_total", "kind" => "output").increment(usage.output_tokens);
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_is_the_base_url_and_chat_completions() {
+        let agent = OpenAiAgent::builder("http://127.0.0.1:9/v1/", "m")
+            .without_api_key()
+            .build()
+            .unwrap();
+        assert_eq!(agent.url(), "http://127.0.0.1:9/v1/chat/completions");
+        assert!(!format!("{agent:?}").contains("key"));
+    }
+
+    #[test]
+    fn arguments_parse_or_say_why() {
+        assert_eq!(parse_arguments(" ").unwrap(), serde_json::json!({}));
+        assert_eq!(parse_arguments(r#"{"a":1}"#).unwrap()["a"], 1);
+        assert!(parse_arguments("{oops")
+            .unwrap_err()
+            .contains("not valid JSON"));
+    }
+}

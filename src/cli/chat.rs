@@ -1,0 +1,283 @@
+//! `turnstile chat USER/SESSION`: a terminal conversation with one session, through the same
+//! runtime and store as `serve`. Replies stream as they come; Ctrl-C interrupts the reply (the
+//! partial reply stays in the history, marked interrupted), not the program; Ctrl-D or `/quit`
+//! leaves, after the session is flushed.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Args;
+use futures::{Stream, StreamExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use turnstile::store::{open_store, StoreUrl};
+use turnstile::{CallOptions, OutcomeKind, Runtime, SessionKey, StreamEvent};
+
+use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
+
+/// Options of `turnstile chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The session, as `USER/SESSION`.
+    session: String,
+    /// The store, as for `serve` (`file`, `file:PATH`, `memory`, `redis://…`, `postgres://…`).
+    #[arg(long, default_value = "file")]
+    store: StoreUrl,
+    /// The agent: `openai` (a model; see the model options), `mock` or `echo`.
+    #[arg(long, default_value = "openai")]
+    agent: AgentChoice,
+    /// Mock agent latency per turn, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    latency: u64,
+    /// Chunks the mock agent streams per reply.
+    #[arg(long, default_value_t = 4)]
+    chunks: usize,
+    #[command(flatten)]
+    model: ModelArgs,
+}
+
+/// Runs the conversation until Ctrl-D or `/quit`, then flushes the session.
+pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
+    let key = parse_key(&args.session)?;
+    let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
+    let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    let runtime = Runtime::builder()
+        .agent_arc(agent)
+        .store_arc(opened.store().clone())
+        .build()
+        .map_err(|e| e.to_string())?;
+    let interrupts = interrupts()?;
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let talked = converse(&runtime, &key, stdin, &mut std::io::stdout(), interrupts).await;
+    let report = runtime.shutdown().await;
+    talked?;
+    if report.left > 0 {
+        return Err(format!("session {key} could not be flushed to the store"));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `USER/SESSION` as a key.
+fn parse_key(text: &str) -> Result<SessionKey, String> {
+    let (user, session) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not USER/SESSION"))?;
+    SessionKey::new(user, session).map_err(|e| e.to_string())
+}
+
+/// The conversation: reads lines from `input`, runs each as a turn, writes the streamed reply
+/// to `out`; each item of `interrupts` (a Ctrl-C) interrupts the running turn, or at the prompt
+/// reminds how to leave.
+pub(crate) async fn converse<R, W>(
+    runtime: &Runtime,
+    key: &SessionKey,
+    input: R,
+    out: &mut W,
+    mut interrupts: impl Stream<Item = ()> + Unpin,
+) -> Result<(), String>
+where
+    R: AsyncBufRead + Unpin,
+    W: Write,
+{
+    let io = |e: std::io::Error| format!("terminal: {e}");
+    let mut lines = input.lines();
+    writeln!(
+        out,
+        "chatting on {key}; Ctrl-C interrupts a reply, Ctrl-D or /quit leaves"
+    )
+    .map_err(io)?;
+    loop {
+        write!(out, "you> ").map_err(io)?;
+        out.flush().map_err(io)?;
+        let line = tokio::select! {
+            biased;
+            line = lines.next_line() => line.map_err(io)?,
+            Some(()) = interrupts.next() => {
+                writeln!(out, "\n(Ctrl-C interrupts a reply; Ctrl-D or /quit leaves)").map_err(io)?;
+                continue;
+            }
+        };
+        let Some(line) = line else {
+            writeln!(out).map_err(io)?;
+            return Ok(());
+        };
+        match line.trim() {
+            "" => continue,
+            "/quit" => return Ok(()),
+            text => turn(runtime, key, text, out, &mut interrupts)
+                .await
+                .map_err(io)?,
+        }
+    }
+}
+
+/// One turn: streams the reply to `out` until its outcome, interrupting it on Ctrl-C.
+async fn turn<W: Write>(
+    runtime: &Runtime,
+    key: &SessionKey,
+    text: &str,
+    out: &mut W,
+    interrupts: &mut (impl Stream<Item = ()> + Unpin),
+) -> std::io::Result<()> {
+    // Dropping the stream abandons the turn even if it has not started yet, which is what a
+    // Ctrl-C pressed before the session picked the message up needs.
+    let options = CallOptions::default().with_cancel_on_drop();
+    let mut stream = match runtime.call_streaming(key, text, options).await {
+        Ok(stream) => stream,
+        Err(err) => return writeln!(out, "error: {err}"),
+    };
+    loop {
+        tokio::select! {
+            event = stream.next() => match event {
+                Some(StreamEvent::Chunk(chunk)) => {
+                    write!(out, "{chunk}")?;
+                    out.flush()?;
+                }
+                Some(StreamEvent::Outcome(Ok(outcome))) => {
+                    return match outcome.kind {
+                        OutcomeKind::Interrupted(_) => writeln!(out, "\n[interrupted]"),
+                        _ => writeln!(out),
+                    };
+                }
+                Some(StreamEvent::Outcome(Err(err))) => return writeln!(out, "\nerror: {err}"),
+                None => return writeln!(out),
+            },
+            Some(()) = interrupts.next() => {
+                if !runtime.interrupt(key) {
+                    drop(stream);
+                    return writeln!(out, "\n[interrupted]");
+                }
+            }
+        }
+    }
+}
+
+/// Ctrl-C presses, as a stream. Installing the handler replaces the default (which would end
+/// the program).
+#[cfg(unix)]
+fn interrupts() -> Result<impl Stream<Item = ()> + Unpin, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let sigint =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for Ctrl-C: {e}"))?;
+    Ok(Box::pin(futures::stream::unfold(
+        sigint,
+        |mut sigint| async move { sigint.recv().await.map(|()| ((), sigint)) },
+    )))
+}
+
+/// Ctrl-C presses, as a stream.
+#[cfg(not(unix))]
+fn interrupts() -> Result<impl Stream<Item = ()> + Unpin, String> {
+    Ok(Box::pin(futures::stream::unfold((), |()| async {
+        tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use parking_lot::Mutex;
+    use tokio::io::AsyncWriteExt;
+    use turnstile::state::{EventKind, InterruptReason, OutputStatus};
+    use turnstile::{Agent, AgentError, MemoryStore, Store, TurnContext};
+
+    use super::*;
+
+    /// Streams `thinking…`, then waits until the turn is interrupted.
+    struct Endless;
+
+    #[async_trait]
+    impl Agent for Endless {
+        async fn run(&self, turn: TurnContext) -> Result<String, AgentError> {
+            turn.emit("thinking…").await;
+            turn.cancellation().cancelled().await;
+            Ok(String::new())
+        }
+    }
+
+    /// A terminal's screen: what was written so far.
+    #[derive(Clone, Default)]
+    struct Screen(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Screen {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Screen {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock()).into_owned()
+        }
+
+        async fn shows(&self, what: &str) {
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !self.text().contains(what) {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the screen never showed {what:?}:\n{}",
+                    self.text()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_user_slash_session() {
+        let key = parse_key("ada/chat").unwrap();
+        assert_eq!((key.user_id(), key.session_id()), ("ada", "chat"));
+        assert!(parse_key("no-slash").unwrap_err().contains("USER/SESSION"));
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_interrupts_the_reply_and_the_conversation_goes_on() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let runtime = Runtime::builder()
+            .agent(Endless)
+            .store_arc(store.clone())
+            .build()
+            .unwrap();
+        let key = parse_key("ada/chat").unwrap();
+        let (mut keyboard, stdin) = tokio::io::duplex(1024);
+        let (press, presses) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let presses = tokio_stream_of(presses);
+        let screen = Screen::default();
+        let talk = {
+            let (runtime, key, mut screen) = (runtime.clone(), key.clone(), screen.clone());
+            tokio::spawn(async move {
+                let stdin = tokio::io::BufReader::new(stdin);
+                converse(&runtime, &key, stdin, &mut screen, presses).await
+            })
+        };
+        keyboard.write_all(b"hello\n").await.unwrap();
+        screen.shows("thinking…").await;
+        press.send(()).unwrap();
+        screen.shows("[interrupted]").await;
+        screen.shows("[interrupted]\nyou> ").await;
+        keyboard.write_all(b"/quit\n").await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
+            .await
+            .expect("the chat ended")
+            .unwrap()
+            .unwrap();
+        let events = store.read_events(&key, 1, usize::MAX).await.unwrap();
+        let interrupted = events.iter().any(|e| {
+            matches!(&e.kind, EventKind::AgentOutput { text, status, .. }
+                if text == "thinking…"
+                    && *status == OutputStatus::Interrupted(InterruptReason::Requested))
+        });
+        assert!(interrupted, "{events:?}");
+    }
+
+    fn tokio_stream_of(
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<()>,
+    ) -> impl Stream<Item = ()> + Unpin {
+        Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+    }
+}
