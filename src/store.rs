@@ -27,7 +27,7 @@ mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
-mod redis;
+pub(crate) mod redis;
 mod url;
 
 pub use faulty::{FaultyStore, StoreCall};

@@ -7,7 +7,7 @@
 
 mod append;
 mod codec;
-mod conn;
+pub(crate) mod conn;
 pub(crate) mod keys;
 mod layout;
 mod leases;

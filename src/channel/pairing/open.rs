@@ -23,12 +23,7 @@ pub async fn open_pairings(opened: &OpenedStore) -> Result<Arc<dyn PairingStore>
         return Ok(Arc::new(pairings));
     }
     match opened.url() {
-        StoreUrl::Redis(address) => open_redis(address).await,
-        // Refused rather than kept in memory, where pairings would vanish at exit unnoticed.
-        StoreUrl::RedisCluster(_) => Err(PairingError::Unavailable {
-            backend: "redis",
-            detail: "pairings are not kept on Redis Cluster yet; use a Redis server URL".into(),
-        }),
+        StoreUrl::Redis(address) | StoreUrl::RedisCluster(address) => open_redis(address).await,
         _ => Ok(Arc::new(MemoryPairingStore::new())),
     }
 }

@@ -5,17 +5,20 @@
 //! - `<prefix>:pairings:user:<hex(user)>` — set of that user's fields.
 //!
 //! Ids are hex-encoded, so none can inject key syntax. Each change is one Lua script, so the two
-//! indexes always agree. The scripts build the per-user key from the stored user id, so (like
-//! the session store's append) they assume one Redis, not a Cluster.
+//! indexes always agree. The scripts build the per-user key from the stored user id; on a Redis
+//! Cluster every pairing key carries one hash tag (`<prefix>:{pairings}`, `<prefix>:{pairings}:
+//! user:<hex(user)>`), so that they all live in one slot and the scripts never cross slots.
+//! Pairings are few and small next to sessions: one slot holds them well.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script};
 
 use super::{Pairing, PairingError, PairingStore};
 use crate::hex;
+use crate::store::redis::conn::{cluster_nodes, connect, Connection};
+use crate::store::{RedisOptions, StoreError};
 
 /// Bound on connecting, as for the session store: a caller learns quickly that Redis is down.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -69,8 +72,8 @@ return n
 /// connection.
 #[derive(Clone)]
 pub struct RedisPairingStore {
-    /// Multiplexed and self-healing, as the session store's.
-    conn: ConnectionManager,
+    /// Multiplexed and self-healing, as the session store's (a server or a Cluster).
+    conn: Connection,
     /// `<prefix>:pairings`.
     hash: String,
     /// `<prefix>:pairings:user:`, followed by the hex of a user id.
@@ -102,24 +105,27 @@ impl RedisPairingStore {
                 "redis key prefix {prefix:?} must be 1..={MAX_PREFIX_BYTES} of A-Z a-z 0-9 _ - . :"
             )));
         }
-        let client = redis::Client::open(url)
-            .map_err(|e| PairingError::InvalidRequest(format!("redis url {url:?}: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
+        let options = RedisOptions::default()
+            .with_connect_timeout(CONNECT_TIMEOUT)
+            .with_response_timeout(RESPONSE_TIMEOUT);
         let deadline = CONNECT_TIMEOUT * 2 + RESPONSE_TIMEOUT;
-        let conn =
-            tokio::time::timeout(deadline, ConnectionManager::new_with_config(client, config))
-                .await
-                .map_err(|_| unavailable(format!("no connection to {url} within {deadline:?}")))?
-                .map_err(|e| unavailable(format!("connecting to {url}: {e}")))?;
+        let conn = connect(url, &options, deadline)
+            .await
+            .map_err(|e| match e {
+                StoreError::InvalidRequest(detail) => PairingError::InvalidRequest(detail),
+                other => unavailable(other.to_string()),
+            })?;
+        // On a Cluster every key shares one hash tag (see the module docs); a server keeps the
+        // names it always had, so existing pairings stay where they are.
+        let base = match cluster_nodes(url) {
+            Some(_) => format!("{prefix}:{{pairings}}"),
+            None => format!("{prefix}:pairings"),
+        };
         let script = |body: &str| Script::new(&format!("{HEX_LUA}{body}"));
         Ok(Self {
             conn,
-            hash: format!("{prefix}:pairings"),
-            user_prefix: format!("{prefix}:pairings:user:"),
+            user_prefix: format!("{base}:user:"),
+            hash: base,
             put: script(PUT_LUA),
             remove: script(REMOVE_LUA),
             remove_user: script(REMOVE_USER_LUA),

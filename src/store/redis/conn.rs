@@ -24,7 +24,7 @@ const CLUSTER_SCHEMES: [(&str, &str); 2] = [
 
 /// Either kind of connection; implements [`ConnectionLike`] so the store's code is shared.
 #[derive(Clone)]
-pub(super) enum Connection {
+pub(crate) enum Connection {
     /// One server (or a proxy, or a Sentinel-managed primary).
     Single(ConnectionManager),
     /// A Redis Cluster; a command (or a pipeline) must not cross slots.
@@ -60,7 +60,7 @@ impl ConnectionLike for Connection {
 }
 
 /// The node URLs of a cluster URL, or `None` when `url` names a single server.
-pub(super) fn cluster_nodes(url: &str) -> Option<Vec<String>> {
+pub(crate) fn cluster_nodes(url: &str) -> Option<Vec<String>> {
     CLUSTER_SCHEMES.iter().find_map(|(scheme, node_scheme)| {
         let rest = url.strip_prefix(scheme)?;
         let (authority, tail) = rest.split_once('/').unwrap_or((rest, ""));
@@ -83,7 +83,7 @@ pub(super) fn cluster_nodes(url: &str) -> Option<Vec<String>> {
 }
 
 /// Connects to `url` within the options' timeouts.
-pub(super) async fn connect(
+pub(crate) async fn connect(
     url: &str,
     options: &RedisOptions,
     deadline: Duration,
