@@ -45,10 +45,11 @@ async fn sample(
     client: &reqwest::Client,
     user: &str,
     done: &AtomicBool,
+    sessions: usize,
 ) -> Sampled {
     let (mut rounds, mut decisive, mut violations) = (0usize, 0usize, Vec::new());
     while !done.load(Ordering::SeqCst) {
-        let session = format!("s{}", random_below(SESSIONS));
+        let session = format!("s{}", random_below(sessions));
         let start = random_below(PROCESSES);
         let mut views = Vec::new();
         for i in [0, 1, 2, 0] {
@@ -66,18 +67,37 @@ async fn sample(
     (rounds, decisive, violations)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_processes_serve_every_turn_in_order_with_one_owner() {
-    let options = ClusterOptions {
+fn options() -> ClusterOptions {
+    ClusterOptions {
         lease_ttl: 5.0,
         latency_ms: 5,
         // Every turn must succeed: leave room for a slow moment of a loaded machine.
         request_timeout: 30.0,
         ..ClusterOptions::default()
-    };
-    let Some(cluster) = Cluster::start(PROCESSES, options).await else {
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_serve_every_turn_in_order_with_one_owner() {
+    let Some(cluster) = Cluster::start(PROCESSES, options()).await else {
         return;
     };
+    serve_and_check(cluster, SESSIONS).await;
+}
+
+/// The same on a Redis Cluster of three masters started by the test (`redis+cluster://`), with
+/// fewer sessions: its three servers share the machine's two cores with the processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_on_a_redis_cluster_serve_every_turn_in_order_with_one_owner() {
+    let Some(cluster) = Cluster::start_on_redis_cluster(PROCESSES, options()).await else {
+        return;
+    };
+    serve_and_check(cluster, SESSIONS / 4).await;
+}
+
+/// Sends `CALLERS × TURNS` turns to each of `sessions` sessions, each to a random process, while
+/// samplers look for two holders of one session; then checks the store.
+async fn serve_and_check(cluster: Cluster, sessions: usize) {
     let cluster = Arc::new(cluster);
     let client = reqwest::Client::new();
     let user = format!("u{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
@@ -88,12 +108,12 @@ async fn three_processes_serve_every_turn_in_order_with_one_owner() {
         .map(|_| {
             let (cluster, client, user, done) =
                 (cluster.clone(), client.clone(), user.clone(), done.clone());
-            tokio::spawn(async move { sample(&cluster, &client, &user, &done).await })
+            tokio::spawn(async move { sample(&cluster, &client, &user, &done, sessions).await })
         })
         .collect();
 
     let mut callers = Vec::new();
-    for s in 0..SESSIONS {
+    for s in 0..sessions {
         for c in 0..CALLERS {
             let (cluster, client, user) = (cluster.clone(), client.clone(), user.clone());
             callers.push(tokio::spawn(async move {
@@ -135,7 +155,7 @@ async fn three_processes_serve_every_turn_in_order_with_one_owner() {
     }
 
     let store = cluster.store().await;
-    for s in 0..SESSIONS {
+    for s in 0..sessions {
         let events = stored_events(store.as_ref(), &key(&user, &format!("s{s}"))).await;
         assert_dense(&events);
         let inputs: Vec<(u64, String)> = events
@@ -168,7 +188,7 @@ async fn three_processes_serve_every_turn_in_order_with_one_owner() {
             );
         }
     }
-    let turns = SESSIONS * CALLERS * TURNS;
+    let turns = sessions * CALLERS * TURNS;
     println!(
         "{turns} turns over {PROCESSES} processes in {elapsed:.2?} ({:.0} turns/s), {forwarded} \
          forwarded; sampler: {rounds} rounds, {decisive} decisive, {} with two holders",

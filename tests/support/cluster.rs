@@ -13,6 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::cli::TURNSTILE;
+use super::redis_cluster::RedisCluster;
 use super::redis_server::RedisServer;
 
 /// How long a child may take to print its address and answer `/healthz`.
@@ -114,7 +115,13 @@ pub struct Cluster {
     pub store_url: String,
     options: ClusterOptions,
     // Declared last: dropped after the children.
-    redis: RedisServer,
+    _redis: Backing,
+}
+
+/// What the children store their sessions in: one Redis server, or a Redis Cluster.
+enum Backing {
+    Server(RedisServer),
+    Cluster(RedisCluster),
 }
 
 impl Cluster {
@@ -122,17 +129,33 @@ impl Cluster {
     pub async fn start(n: usize, options: ClusterOptions) -> Option<Cluster> {
         let redis = RedisServer::start()?;
         let store_url = redis.url().to_owned();
+        Some(Self::with_children(n, options, store_url, Backing::Server(redis)).await)
+    }
+
+    /// A private Redis Cluster of three masters and `n` children on it.
+    pub async fn start_on_redis_cluster(n: usize, options: ClusterOptions) -> Option<Cluster> {
+        let redis = RedisCluster::start()?;
+        let store_url = redis.url();
+        Some(Self::with_children(n, options, store_url, Backing::Cluster(redis)).await)
+    }
+
+    async fn with_children(
+        n: usize,
+        options: ClusterOptions,
+        store_url: String,
+        backing: Backing,
+    ) -> Cluster {
         let mut cluster = Cluster {
             members: Vec::new(),
             store_url,
             options,
-            redis,
+            _redis: backing,
         };
         for _ in 0..n {
             let member = cluster.spawn().await;
             cluster.members.push(member);
         }
-        Some(cluster)
+        cluster
     }
 
     /// Starts one more child (not added to `members`).
