@@ -39,6 +39,16 @@ pub(crate) enum Target {
 pub(crate) struct TurnArgs {
     pub policy: Option<OverlapPolicy>,
     pub cancel_on_timeout: bool,
+    /// The `Idempotency-Key` header: the message's request id.
+    pub request_id: Option<String>,
+}
+
+/// The `Idempotency-Key` header, if the request has one. A value that is not visible ASCII is
+/// passed on as it is, so that the runtime refuses it with its own message.
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("idempotency-key")
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
 }
 
 /// The JSON form of an outcome: `{"outcome", "output", "seq"}`, plus `reason` when interrupted
@@ -111,6 +121,7 @@ pub(crate) async fn answer(
     let timeout = gateway.config().request_timeout;
     let mut options = CallOptions {
         policy: args.policy,
+        request_id: args.request_id,
         ..CallOptions::default()
     };
     // A stream is needed to tie the turn to the request, and for events.

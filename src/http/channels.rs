@@ -57,6 +57,7 @@ pub(crate) async fn post_message(
     let args = TurnArgs {
         policy: body.policy,
         cancel_on_timeout: body.cancel_on_timeout,
+        request_id: super::answer::idempotency_key(&headers),
     };
     answer(
         &gateway,

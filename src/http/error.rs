@@ -231,7 +231,10 @@ impl ApiError {
                 "the agent failed on this turn; the session goes on from its last state".into()
             }
             (StatusCode::SERVICE_UNAVAILABLE, _) => {
-                "the store is unavailable; nothing was changed, try again later".into()
+                "the store is unavailable and the request was not acknowledged; a turn that ran \
+                 is kept by its session and saved with its next write, so retry with the same \
+                 Idempotency-Key to get its outcome without running it twice"
+                    .into()
             }
             _ => "internal error; it was logged on the server".into(),
         }

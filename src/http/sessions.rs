@@ -142,6 +142,7 @@ pub(crate) async fn post_turn(
     let args = TurnArgs {
         policy: body.policy,
         cancel_on_timeout: body.cancel_on_timeout,
+        request_id: super::answer::idempotency_key(&headers),
     };
     let events = super::answer::wants_events(&headers);
     answer(
