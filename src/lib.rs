@@ -8,9 +8,10 @@
 //!
 //! Public modules:
 //! - [`state`]: the pure state model — events, scopes, the fold, schema versions. No I/O.
-//! - [`store`]: the [`Store`] trait, the stores (memory, JSON files, Redis), the store opener
-//!   ([`store::StoreUrl`], [`store::open_store`]), store wrappers and, with the `testing` feature,
-//!   the conformance suite.
+//! - [`store`]: the [`Store`] trait, the stores (memory, JSON files, Redis and Redis Cluster,
+//!   PostgreSQL), session leases ([`store::Leases`], for one owner per session across
+//!   processes), the store opener ([`store::StoreUrl`], [`store::open_store`]), store wrappers
+//!   and, with the `testing` feature, the conformance suite.
 //! - [`context`]: what an agent sees — the context window, compaction's summarizer, the
 //!   `<memory-context>` block and templates.
 //! - [`config`]: [`RuntimeConfig`] and the defaults and bounds it starts from, each with its reason.
@@ -29,7 +30,8 @@
 //!   decisions the registry carries out, capacity waiting lines, each session's lifecycle task
 //!   and the idle reaper.
 //! - `session`: the actor that owns one session's state — its overlap-policy queue, the running
-//!   turn, persistence and compaction.
+//!   turn, persistence and compaction, retries answered from the log, and (with ownership) the
+//!   leases of live sessions.
 //! - `stats`: counters, recorded once for [`RuntimeStats`] and the `metrics` recorder.
 //! - `error`: the crate-level [`Error`].
 //! - `fuzzing` (feature `testing`, hidden): the checks the fuzz targets and property tests

@@ -34,13 +34,11 @@ use turnstile::{
 };
 
 use self::ack_log::AckLog;
-use self::cluster::ClusterTarget;
 use self::driver::{drive, Interrupts, Plan, Shared};
 pub use self::ledger::turn_of;
 use self::ledger::MAX_LEDGER_TURNS;
 use self::open_loop::Step;
 use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
-use self::report::ClusterFigures;
 use self::report::{Figures, Measured, Report};
 use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
@@ -183,7 +181,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, String> {
     });
     let report = match args.as_baseline {
         Some(kind) => baseline::run_here(&args, kind, &run_id).await?,
-        None if args.cluster.is_some() => run_cluster(&args, &run_id).await?,
+        None if args.cluster.is_some() => cluster::run(&args, &run_id).await?,
         None => {
             let mut report = run_turnstile(&args, &run_id).await?;
             // A baseline that fails is recorded in its entry: turnstile's report still prints.
@@ -343,57 +341,6 @@ async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> 
     });
     let figures = measure(args, target, keys, store.as_ref(), "turnstile").await?;
     Ok(report(args, run_id, opened.describe(), figures))
-}
-
-/// `--cluster N`: N runtimes sharing the store's sessions, one owner per session.
-async fn run_cluster(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
-    let n = args.cluster.unwrap_or(1);
-    let first = open_store(&args.store).await.map_err(|e| e.to_string())?;
-    if first.store().leases().is_none() {
-        return Err(format!(
-            "--cluster needs a store that keeps leases (redis://…, memory); {} does not",
-            args.store
-        ));
-    }
-    // Each runtime gets its own handle (its own connection), as a process would; the memory
-    // store is one per process, so its runtimes share the one handle.
-    let mut stores = vec![first.store().clone()];
-    for _ in 1..n {
-        let store = if matches!(args.store, StoreUrl::Memory) {
-            first.store().clone()
-        } else {
-            open_store(&args.store)
-                .await
-                .map_err(|e| e.to_string())?
-                .store()
-                .clone()
-        };
-        stores.push(store);
-    }
-    let runtimes = stores
-        .into_iter()
-        .enumerate()
-        .map(|(i, store)| {
-            let ownership = Ownership::new(format!("load-member-{i}"));
-            build_runtime(args, store, Some(ownership))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let keys = keys(args, "cluster", run_id)?;
-    let target = Arc::new(ClusterTarget::new(runtimes));
-    let figures = measure(
-        args,
-        target.clone(),
-        keys,
-        first.store().as_ref(),
-        "cluster",
-    )
-    .await?;
-    let mut report = report(args, run_id, first.describe(), figures);
-    report.cluster = Some(ClusterFigures {
-        processes: n,
-        forwarded: target.forwarded(),
-    });
-    Ok(report)
 }
 
 /// Drives one design through the workload, finishes it, verifies the store and computes its

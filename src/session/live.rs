@@ -334,7 +334,7 @@ impl Live {
             superseded: &superseded_inputs,
         };
         let mut events = task::turn_events(write, self.record.next_seq, now_ms());
-        let answers = answers_for(&running.requests, &events, failure);
+        let answers = replay::answers_for(&running.requests, &events, failure);
         let first_superseded = events.len() - superseded.len();
         // Inputs carry their request ids: the turn's own first (when it left a trace), then the
         // superseded ones at the end.
@@ -477,41 +477,4 @@ impl Live {
             unsaved: self.unsaved.len(),
         }
     }
-}
-
-/// The answer for each message of a turn: the last message gets the turn's outcome, earlier
-/// (merged) ones `Merged` with the same output.
-fn answers_for(
-    requests: &[TurnRequest],
-    events: &[Event],
-    failure: Option<Error>,
-) -> Vec<Result<Outcome, Error>> {
-    if let Some(err) = failure {
-        return requests.iter().map(|_| Err(err.clone())).collect();
-    }
-    let output = events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::AgentOutput { text, status, .. } => Some((e.seq, text.clone(), *status)),
-        _ => None,
-    });
-    let Some((seq, text, status)) = output else {
-        return Vec::new();
-    };
-    let last_kind = match status {
-        OutputStatus::Final => OutcomeKind::Completed,
-        OutputStatus::Interrupted(reason) => OutcomeKind::Interrupted(reason),
-    };
-    let n = requests.len();
-    (0..n)
-        .map(|i| {
-            Ok(Outcome {
-                kind: if i + 1 == n {
-                    last_kind
-                } else {
-                    OutcomeKind::Merged
-                },
-                output: text.clone(),
-                seq,
-            })
-        })
-        .collect()
 }

@@ -7,11 +7,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 use turnstile::{CallOptions, Error, Runtime, SessionKey};
 
+use turnstile::config::Ownership;
+use turnstile::store::{open_store, StoreUrl};
+
+use super::report::{ClusterFigures, Report};
 use super::target::{acknowledge, Failure, Pending, Target, TargetCounters, TurnstileTarget};
+use super::{build_runtime, keys, measure, report, LoadArgs};
 
 /// Most owners one turn is sent on to before it counts as failed: a session moves only when its
 /// owner passivates it, so more than a couple of hops means something is wrong.
@@ -119,4 +125,55 @@ impl Target for ClusterTarget {
     async fn finish(&self) {
         futures::future::join_all(self.members.iter().map(Target::finish)).await;
     }
+}
+
+/// `--cluster N`: N runtimes sharing the store's sessions, one owner per session.
+pub async fn run(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
+    let n = args.cluster.unwrap_or(1);
+    let first = open_store(&args.store).await.map_err(|e| e.to_string())?;
+    if first.store().leases().is_none() {
+        return Err(format!(
+            "--cluster needs a store that keeps leases (redis://…, memory); {} does not",
+            args.store
+        ));
+    }
+    // Each runtime gets its own handle (its own connection), as a process would; the memory
+    // store is one per process, so its runtimes share the one handle.
+    let mut stores = vec![first.store().clone()];
+    for _ in 1..n {
+        let store = if matches!(args.store, StoreUrl::Memory) {
+            first.store().clone()
+        } else {
+            open_store(&args.store)
+                .await
+                .map_err(|e| e.to_string())?
+                .store()
+                .clone()
+        };
+        stores.push(store);
+    }
+    let runtimes = stores
+        .into_iter()
+        .enumerate()
+        .map(|(i, store)| {
+            let ownership = Ownership::new(format!("load-member-{i}"));
+            build_runtime(args, store, Some(ownership))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = keys(args, "cluster", run_id)?;
+    let target = Arc::new(ClusterTarget::new(runtimes));
+    let figures = measure(
+        args,
+        target.clone(),
+        keys,
+        first.store().as_ref(),
+        "cluster",
+    )
+    .await?;
+    let mut report = report(args, run_id, first.describe(), figures);
+    report.cluster = Some(ClusterFigures {
+        processes: n,
+        forwarded: target.forwarded(),
+    });
+    Ok(report)
 }

@@ -1,4 +1,5 @@
-//! Idempotent messages: a message whose request id the session already accepted is answered with
+//! Answers from the log: the outcome each message of a finished turn gets, and idempotent
+//! messages — a message whose request id the session already accepted is answered with
 //! that message's outcome, and never runs or is stored again.
 //!
 //! The session looks in two places: the messages in flight (running or waiting), whose answer a
@@ -11,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::Live;
 use crate::call::{Outcome, OutcomeKind};
+use crate::error::Error;
 use crate::session::TurnRequest;
 use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq};
 
@@ -125,6 +127,43 @@ pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Outcome)> 
         seq: rest[at].seq,
     };
     Some((input.seq, outcome))
+}
+
+/// The answer for each message of a turn: the last message gets the turn's outcome, earlier
+/// (merged) ones `Merged` with the same output.
+pub(super) fn answers_for(
+    requests: &[TurnRequest],
+    events: &[Event],
+    failure: Option<Error>,
+) -> Vec<Result<Outcome, Error>> {
+    if let Some(err) = failure {
+        return requests.iter().map(|_| Err(err.clone())).collect();
+    }
+    let output = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::AgentOutput { text, status, .. } => Some((e.seq, text.clone(), *status)),
+        _ => None,
+    });
+    let Some((seq, text, status)) = output else {
+        return Vec::new();
+    };
+    let last_kind = match status {
+        OutputStatus::Final => OutcomeKind::Completed,
+        OutputStatus::Interrupted(reason) => OutcomeKind::Interrupted(reason),
+    };
+    let n = requests.len();
+    (0..n)
+        .map(|i| {
+            Ok(Outcome {
+                kind: if i + 1 == n {
+                    last_kind
+                } else {
+                    OutcomeKind::Merged
+                },
+                output: text.clone(),
+                seq,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
