@@ -9,6 +9,7 @@ mod answer;
 mod auth;
 mod channels;
 mod error;
+mod events;
 mod extract;
 mod forward;
 mod ops;
@@ -232,6 +233,8 @@ impl Gateway {
             ));
         }
         let quick = one_session
+            // Read from the store: any process answers it, no forwarding needed.
+            .route(&format!("{session}/events"), get(events::list_events))
             .route("/v1/users/{user}/sessions", get(sessions::list_sessions))
             .route(
                 "/v1/users/{user}",

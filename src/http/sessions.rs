@@ -126,7 +126,11 @@ impl SessionBody {
 }
 
 /// Checks the caller may reach `user`'s sessions, then builds the key (a bad id is a 400).
-fn session_key(caller: &Caller, user: String, session: String) -> Result<SessionKey, ApiError> {
+pub(crate) fn session_key(
+    caller: &Caller,
+    user: String,
+    session: String,
+) -> Result<SessionKey, ApiError> {
     caller.require_user(&user)?;
     Ok(SessionKey::new(user, session)?)
 }

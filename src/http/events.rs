@@ -1,0 +1,61 @@
+//! `GET /v1/sessions/{user}/{session}/events?from=&limit=`: a session's history, a page at a
+//! time, read from the store (what was acknowledged), so any process can answer it.
+
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{ApiPath, ApiQuery};
+use super::sessions::session_key;
+use super::Gateway;
+use crate::error::Error;
+use crate::state::Event;
+use crate::store::MAX_PAGE;
+
+/// Events per page unless `limit` says otherwise.
+const DEFAULT_LIMIT: usize = 100;
+
+/// The query: the first seq wanted (default 1) and how many at most.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    from: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// One page: the events, oldest first, and where the next page starts (`null` at the end).
+#[derive(Debug, Serialize)]
+pub(crate) struct EventsPage {
+    events: Vec<Event>,
+    next_from: Option<u64>,
+}
+
+pub(crate) async fn list_events(
+    State(gateway): State<Gateway>,
+    caller: Caller,
+    ApiPath((user, session)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
+) -> Result<Json<EventsPage>, ApiError> {
+    let key = session_key(&caller, user, session)?;
+    let from = query.from.unwrap_or(1);
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+    if from == 0 || limit == 0 || limit > MAX_PAGE {
+        return Err(ApiError::BadRequest(format!(
+            "from must be at least 1 and limit between 1 and {MAX_PAGE}"
+        )));
+    }
+    // One more than asked tells whether another page follows.
+    let mut events = gateway
+        .runtime()
+        .store()
+        .read_events(&key, from, limit + 1)
+        .await
+        .map_err(|err| Error::store(&key, err))?;
+    let next_from = (events.len() > limit).then(|| {
+        events.truncate(limit);
+        events.last().map_or(from, |e| e.seq + 1)
+    });
+    Ok(Json(EventsPage { events, next_from }))
+}
