@@ -27,6 +27,9 @@ struct Ack {
     input: String,
     seq: u64,
     at: Instant,
+    /// The request was sent after the kill: an answer to one sent before may still arrive
+    /// from the dead process a moment after it died.
+    sent_after_kill: bool,
     served_by: String,
 }
 
@@ -85,6 +88,7 @@ async fn sessions_of_a_killed_owner_fail_over_within_the_lease_ttl() {
                 };
                 let base = &alive[random_below(alive.len())];
                 let input = format!("s{s}-a{attempt}");
+                let sent_after_kill = killed.load(Ordering::SeqCst);
                 let member = support::cluster::Member::at(base);
                 match turn(&client, &member, &user, &format!("s{s}"), &input).await {
                     Ok(answer) if answer.status == 200 => {
@@ -94,10 +98,11 @@ async fn sessions_of_a_killed_owner_fail_over_within_the_lease_ttl() {
                             input,
                             seq,
                             at: Instant::now(),
+                            sent_after_kill,
                             served_by,
                         });
                         acked_total.fetch_add(1, Ordering::SeqCst);
-                        if killed.load(Ordering::SeqCst) {
+                        if sent_after_kill {
                             since_kill[s].store(true, Ordering::SeqCst);
                         }
                     }
@@ -151,7 +156,7 @@ async fn sessions_of_a_killed_owner_fail_over_within_the_lease_ttl() {
     }
     let served_again = owned_by_victim
         .iter()
-        .all(|s| done[s].iter().any(|a| a.at > killed_at));
+        .all(|s| done[s].iter().any(|a| a.sent_after_kill));
     assert!(
         served_again,
         "some of the dead process's sessions were never served again"
@@ -162,7 +167,7 @@ async fn sessions_of_a_killed_owner_fail_over_within_the_lease_ttl() {
         .map(|s| {
             let first = done[s]
                 .iter()
-                .find(|a| a.at > killed_at)
+                .find(|a| a.sent_after_kill)
                 .expect("served again");
             assert_ne!(first.served_by, victim);
             first.at - killed_at
