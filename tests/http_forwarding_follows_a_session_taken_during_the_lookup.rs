@@ -14,7 +14,7 @@ use support::gateways::Gateways;
 use support::harness::{key, stored_inputs, within};
 use support::http::ALICE;
 use turnstile::http::{HttpConfig, SERVED_BY_HEADER};
-use turnstile::store::{Claim, Claimant, ForwardingStore, Lease, Leases, Owner};
+use turnstile::store::{Claim, Claimant, Lease, Leases, Owner};
 use turnstile::{EchoAgent, MemoryStore, SessionKey, Store, StoreError};
 
 /// Leases whose `owner` look-ups answer "nobody" (as a read just before another process's
@@ -53,23 +53,6 @@ impl Leases for StaleOwner {
     }
 }
 
-/// The shared store, seen through [`StaleOwner`] leases.
-struct StaleView {
-    inner: Arc<dyn Store>,
-    leases: Arc<StaleOwner>,
-}
-
-#[async_trait]
-impl ForwardingStore for StaleView {
-    fn forward_to(&self) -> &dyn Store {
-        self.inner.as_ref()
-    }
-
-    fn leases(&self) -> Option<Arc<dyn Leases>> {
-        Some(self.leases.clone())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_taken_during_the_lookup_is_forwarded_to_its_new_owner() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -77,7 +60,7 @@ async fn a_session_taken_during_the_lookup_is_forwarded_to_its_new_owner() {
         inner: store.leases().expect("the memory store keeps leases"),
         lookups: AtomicUsize::new(0),
     });
-    let view: Arc<dyn Store> = Arc::new(StaleView {
+    let view: Arc<dyn Store> = Arc::new(support::harness::LeasesView {
         inner: store.clone(),
         leases: stale.clone(),
     });

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use support::harness::{key, stored_inputs, within, GateAgent, TIMEOUT};
 use turnstile::config::Ownership;
-use turnstile::store::{Claim, Claimant, ForwardingStore, Lease, Leases, Owner};
+use turnstile::store::{Claim, Claimant, Lease, Leases, Owner};
 use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
 
 const LEASE_TTL: Duration = Duration::from_millis(400);
@@ -112,23 +112,6 @@ impl Leases for Partitionable {
     }
 }
 
-/// The store as one runtime sees it: the same data, with leases that can be cut off.
-struct PartitionedView {
-    inner: Arc<dyn Store>,
-    leases: Arc<Partitionable>,
-}
-
-#[async_trait]
-impl ForwardingStore for PartitionedView {
-    fn forward_to(&self) -> &dyn Store {
-        self.inner.as_ref()
-    }
-
-    fn leases(&self) -> Option<Arc<dyn Leases>> {
-        Some(self.leases.clone())
-    }
-}
-
 /// An owner cut off from the store while a turn runs: its lease expires, another runtime takes
 /// the session and serves turns; the cut-off owner's turn is then refused (its caller gets an
 /// error, never an acknowledgement) and nothing it did after losing the lease is stored.
@@ -140,7 +123,7 @@ async fn an_owner_that_lost_its_lease_never_commits() {
         cut: AtomicBool::new(false),
         renewals: AtomicUsize::new(0),
     });
-    let view: Arc<dyn Store> = Arc::new(PartitionedView {
+    let view: Arc<dyn Store> = Arc::new(support::harness::LeasesView {
         inner: shared.clone(),
         leases: leases.clone(),
     });

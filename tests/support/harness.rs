@@ -236,3 +236,21 @@ impl ForwardingStore for CountingStore {
         self.inner.append(key, base, events).await
     }
 }
+
+/// A store as one runtime sees it: the same data, with leases of the test's own making (cut off,
+/// stale, counted) in place of the store's.
+pub struct LeasesView {
+    pub inner: Arc<dyn Store>,
+    pub leases: Arc<dyn turnstile::store::Leases>,
+}
+
+#[async_trait]
+impl ForwardingStore for LeasesView {
+    fn forward_to(&self) -> &dyn Store {
+        self.inner.as_ref()
+    }
+
+    fn leases(&self) -> Option<Arc<dyn turnstile::store::Leases>> {
+        Some(self.leases.clone())
+    }
+}
