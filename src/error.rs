@@ -130,6 +130,9 @@ pub enum Error {
         /// Who owns it.
         owner: crate::store::Owner,
     },
+    /// The artifact store failed while the runtime deleted or forked artifacts.
+    #[error("artifact store: {0}")]
+    Artifacts(#[source] Arc<crate::artifact::ArtifactError>),
 }
 
 impl Error {
@@ -169,6 +172,7 @@ impl Error {
             Self::InvalidRequest(_) => "invalid_request",
             Self::Timeout(_) => "timeout",
             Self::OwnedElsewhere { .. } => "owned_elsewhere",
+            Self::Artifacts(_) => "artifact_store",
         }
     }
 }

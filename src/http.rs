@@ -6,6 +6,7 @@
 //! then either mount [`Gateway::router`] in your own server or call [`Gateway::serve`].
 
 mod answer;
+mod artifacts;
 mod auth;
 mod channels;
 mod error;
@@ -233,6 +234,8 @@ impl Gateway {
             ));
         }
         let quick = one_session
+            // Artifacts: read and written in the artifact store by any process.
+            .merge(artifacts::routes())
             // Read from the store: any process answers it, no forwarding needed.
             .route(&format!("{session}/events"), get(events::list_events))
             .route("/v1/users/{user}/sessions", get(sessions::list_sessions))

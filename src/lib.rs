@@ -8,6 +8,10 @@
 //!
 //! Public modules:
 //! - [`state`]: the pure state model — events, scopes, the fold, schema versions. No I/O.
+//! - [`artifact`]: named, versioned blobs per session or user — the [`ArtifactStore`] trait and
+//!   its stores (memory, files, Redis) and, with the `testing` feature, its conformance suite.
+//! - [`state_keys`]: a registry of declared state keys (type, default, description) and the
+//!   mode that enforces it.
 //! - [`store`]: the [`Store`] trait, the stores (memory, JSON files, Redis and Redis Cluster,
 //!   PostgreSQL), session leases ([`store::Leases`], for one owner per session across
 //!   processes), the store opener ([`store::StoreUrl`], [`store::open_store`]), store wrappers
@@ -41,6 +45,7 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 mod agent;
+pub mod artifact;
 mod atomic_file;
 mod call;
 pub mod channel;
@@ -59,6 +64,7 @@ mod registry;
 mod runtime;
 mod session;
 pub mod state;
+pub mod state_keys;
 mod stats;
 pub mod store;
 mod stream;
@@ -69,6 +75,7 @@ pub use agent::{
 };
 #[cfg(feature = "openai")]
 pub use agent::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
+pub use artifact::{ArtifactError, ArtifactScope, ArtifactStore};
 pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};

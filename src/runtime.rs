@@ -18,6 +18,7 @@ use crate::stats::RuntimeStats;
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
 
+mod artifacts;
 mod builder;
 
 pub use builder::{BuildError, RuntimeBuilder};
@@ -225,7 +226,8 @@ impl Runtime {
         if let Some(actor) = self.registry().live_actor(key) {
             let (tx, rx) = oneshot::channel();
             if actor.send_message(SessionMsg::Read(tx)).is_ok() {
-                if let Ok(view) = rx.await {
+                if let Ok(mut view) = rx.await {
+                    self.apply_defaults(&mut view);
                     return Ok(Some(view));
                 }
             }
@@ -235,13 +237,17 @@ impl Runtime {
             .load(key, self.config().window)
             .await
             .map_err(|err| Error::store(key, err))?;
-        Ok(loaded.record.map(|record: SessionRecord| SessionView {
-            record,
-            events: loaded.events,
-            user_state: loaded.user_state,
-            app_state: loaded.app_state,
-            live: false,
-            unsaved: 0,
+        Ok(loaded.record.map(|record: SessionRecord| {
+            let mut view = SessionView {
+                record,
+                events: loaded.events,
+                user_state: loaded.user_state,
+                app_state: loaded.app_state,
+                live: false,
+                unsaved: 0,
+            };
+            self.apply_defaults(&mut view);
+            view
         }))
     }
 
@@ -258,15 +264,19 @@ impl Runtime {
     }
 
     /// Deletes a session: its running turn is interrupted, waiting messages are answered
-    /// `Deleted`, and its data is removed from the store. Returns whether it existed. Messages
+    /// `Deleted`, and its data is removed from the store, its artifacts from the artifact store
+    /// (if any). Returns whether it existed (or had artifacts). Messages
     /// sent after this call start a new, empty session.
     pub async fn delete(&self, key: &SessionKey) -> Result<bool> {
         let (tx, rx) = oneshot::channel();
         self.registry()
             .submit(key, SessionMsg::Stop(StopKind::Delete(tx)))
             .await?;
-        rx.await
-            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+        let existed = rx
+            .await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })??;
+        let had_artifacts = self.delete_session_artifacts(key).await?;
+        Ok(existed || had_artifacts)
     }
 
     /// Creates `target` as a copy of `source`'s log up to and including `at_seq` (the whole log
@@ -275,6 +285,9 @@ impl Runtime {
     /// Copied events get new ids. Their `user:` and `app:` changes are left out: that state is
     /// shared and current, and replaying old values would rewind it. Reads what the store holds
     /// (acknowledged turns). Returns the number of events copied.
+    ///
+    /// With an artifact store, the source's session artifacts are copied into the target as
+    /// they were at the fork point (see `docs/artifacts.md`).
     pub async fn fork(
         &self,
         source: &SessionKey,
@@ -302,9 +315,20 @@ impl Runtime {
                 "at_seq {upto} is outside the source's log (1..={last})"
             )));
         }
-        let events = crate::store::read_log(store.as_ref(), source, upto, FORK_PAGE)
+        // With artifacts, the events past the fork point tell which versions came later.
+        let read_to = if self.artifacts().is_some() {
+            last
+        } else {
+            upto
+        };
+        let mut events = crate::store::read_log(store.as_ref(), source, read_to, FORK_PAGE)
             .await
             .map_err(|err| Error::store(source, err))?;
+        let after_fork = events.split_off(
+            events
+                .len()
+                .min(usize::try_from(upto).unwrap_or(usize::MAX)),
+        );
         if (events.len() as u64) < upto {
             return Err(Error::InvalidRequest(format!(
                 "the store returned no events of {source} from {}",
@@ -313,7 +337,10 @@ impl Runtime {
         }
         let events: Vec<Event> = events.into_iter().map(fork_event).collect();
         match store.append(target, 0, &events).await {
-            Ok(_) => Ok(events.len() as u64),
+            Ok(_) => {
+                self.fork_artifacts(source, target, &after_fork).await?;
+                Ok(events.len() as u64)
+            }
             Err(crate::store::StoreError::Conflict { .. }) => Err(Error::AlreadyExists {
                 key: target.clone(),
             }),
@@ -329,8 +356,8 @@ impl Runtime {
             .map_err(Error::storage)
     }
 
-    /// Deletes every session of a user (live ones through their actors) and the user's shared
-    /// state. Returns how many sessions were removed from the store.
+    /// Deletes every session of a user (live ones through their actors), the user's shared
+    /// state and, with an artifact store, every artifact of the user and its sessions. Returns how many sessions were removed from the store.
     pub async fn delete_user(&self, user_id: &str) -> Result<u64> {
         let mut deleted = 0;
         for key in self.registry().live_keys_of(user_id) {
@@ -343,6 +370,7 @@ impl Runtime {
             .delete_user(user_id)
             .await
             .map_err(Error::storage)?;
+        self.delete_user_artifacts(user_id).await?;
         Ok(deleted + rest)
     }
 

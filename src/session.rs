@@ -57,6 +57,11 @@ pub(crate) struct SessionDeps {
     pub counters: Counters,
     /// The leases of live sessions, when the runtime shares its store with other processes.
     pub keeper: Option<Arc<LeaseKeeper>>,
+    // --- artifacts and declared state keys ---
+    /// Where turns save artifacts, if anywhere.
+    pub artifacts: Option<Arc<dyn crate::artifact::ArtifactStore>>,
+    /// Declared state keys, if any.
+    pub state_keys: Option<Arc<crate::state_keys::StateKeys>>,
 }
 
 impl SessionDeps {

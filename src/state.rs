@@ -9,6 +9,7 @@ pub use event::{
     Author, Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq, ToolStatus,
     Usage,
 };
+pub(crate) use record::FIRST_SCHEMA_VERSION;
 pub use record::{
     check_schema, SchemaError, SessionRecord, SessionStats, SummaryRecord, SCHEMA_VERSION,
 };

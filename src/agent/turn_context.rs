@@ -15,6 +15,7 @@ use crate::context::{
 use crate::key::SessionKey;
 use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
 
+mod artifacts;
 mod builder;
 
 pub use builder::{TurnContextBuilder, TurnRecording};
@@ -40,6 +41,11 @@ pub struct TurnContext {
     sinks: Vec<mpsc::Sender<String>>,
     /// Shared with the runtime so that it survives the agent's future being dropped.
     record: Arc<Mutex<TurnRecord>>,
+    // --- artifacts and declared state keys ---
+    /// Where [`TurnContext::save_artifact`] writes; `None` when the runtime has no store.
+    artifacts: Option<Arc<dyn crate::artifact::ArtifactStore>>,
+    /// Declared state keys, for defaults of unset keys.
+    state_keys: Option<Arc<crate::state_keys::StateKeys>>,
 }
 
 impl std::fmt::Debug for TurnContext {
@@ -68,9 +74,15 @@ pub(crate) struct TurnRecord {
     next_call: u32,
 }
 
-/// A tool call or result recorded during a turn.
+/// A tool call or result, or an artifact saved, recorded during a turn (in the order made).
 #[derive(Debug, Clone)]
 pub(crate) enum ToolEntry {
+    Artifact {
+        name: String,
+        version: u64,
+        bytes: u64,
+        mime: String,
+    },
     Call {
         call_id: String,
         name: String,
@@ -130,12 +142,14 @@ impl TurnContext {
         render(template, |key| self.get(key), missing)
     }
 
-    /// Reads a state key (with its scope prefix), seeing this turn's own writes.
+    /// Reads a state key (with its scope prefix), seeing this turn's own writes. A declared key
+    /// that is unset reads as its default (see [`crate::state_keys`]).
     pub fn get(&self, key: &str) -> Option<Value> {
-        if let Some(value) = self.record.lock().delta.get(key) {
-            return (!value.is_null()).then(|| value.clone());
-        }
-        self.state.get(key).cloned()
+        let found = match self.record.lock().delta.get(key) {
+            Some(value) => (!value.is_null()).then(|| value.clone()),
+            None => self.state.get(key).cloned(),
+        };
+        found.or_else(|| self.state_keys.as_ref()?.default_of(key).cloned())
     }
 
     /// Writes a state key; the scope is chosen by its prefix (`user:`, `app:`, `temp:`, none).

@@ -19,6 +19,7 @@ use turnstile::{
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use cluster::{cluster_ownership, shared_store};
 
+mod artifacts;
 mod cluster;
 
 /// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
@@ -99,6 +100,22 @@ pub struct ServeArgs {
     /// of forwarding the request there (for a load balancer that routes by itself).
     #[arg(long, requires = "cluster")]
     no_forward: bool,
+    /// Where artifacts live: `auto` (beside the store: memory → memory, a file store → its
+    /// folder's `artifacts/`, Redis → the same Redis), `off`, `memory`, `file:DIR` or
+    /// `redis://HOST:PORT`.
+    #[arg(long, default_value = "auto")]
+    artifacts: String,
+    /// Largest artifact version accepted, in bytes (uploads past it are answered 413).
+    #[arg(long, default_value_t = turnstile::artifact::DEFAULT_MAX_BYTES)]
+    artifact_max_bytes: u64,
+    /// A registry of declared state keys, TOML (`.toml`) or JSON: their types, defaults and
+    /// descriptions; see docs/runtime-semantics.md.
+    #[arg(long)]
+    state_keys: Option<PathBuf>,
+    /// What a turn that writes an undeclared or mistyped state key gets: off, warn or strict
+    /// (the turn fails and nothing of it is stored). Default: the registry file's `mode`.
+    #[arg(long)]
+    state_keys_mode: Option<turnstile::state_keys::Mode>,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -138,7 +155,11 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
     // Port 0 is known only once bound.
     let ownership = ownership.map(|o| o.advertising(local));
-    let runtime = build_runtime(&args, opened.store().clone(), ownership)?;
+    let extras = Extras {
+        artifacts: artifacts::open_artifacts(&args, &opened).await?,
+        state_keys: artifacts::load_state_keys(&args)?,
+    };
+    let runtime = build_runtime(&args, opened.store().clone(), ownership, extras)?;
     let router =
         ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
     let config = HttpConfig {
@@ -181,10 +202,17 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
     }
 }
 
+/// What the runtime gets besides its store: artifacts and declared state keys.
+struct Extras {
+    artifacts: Option<Arc<dyn turnstile::ArtifactStore>>,
+    state_keys: Option<turnstile::state_keys::StateKeys>,
+}
+
 fn build_runtime(
     args: &ServeArgs,
     store: Arc<dyn Store>,
     ownership: Option<Ownership>,
+    extras: Extras,
 ) -> Result<Runtime, String> {
     let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
     let mut builder = Runtime::builder()
@@ -202,6 +230,12 @@ fn build_runtime(
     }
     if let Some(ownership) = ownership {
         builder = builder.with_ownership(ownership);
+    }
+    if let Some(store) = extras.artifacts {
+        builder = builder.with_artifacts(store);
+    }
+    if let Some(keys) = extras.state_keys {
+        builder = builder.state_keys(keys);
     }
     builder.build().map_err(|e| e.to_string())
 }

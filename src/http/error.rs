@@ -138,9 +138,9 @@ fn timeout_message(after: Duration, interrupted: bool) -> String {
 }
 
 /// Status, code, and whether the message may be shown (false: internal detail, logged only).
-type Class = (StatusCode, &'static str, bool);
+pub(super) type Class = (StatusCode, &'static str, bool);
 
-const INTERNAL: Class = (StatusCode::INTERNAL_SERVER_ERROR, "internal", false);
+pub(super) const INTERNAL: Class = (StatusCode::INTERNAL_SERVER_ERROR, "internal", false);
 
 impl ApiError {
     /// The HTTP status this error is answered with.
@@ -261,6 +261,7 @@ fn runtime_class(error: &Error) -> Class {
         Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
         Error::AgentFailed { .. } => (StatusCode::BAD_GATEWAY, "agent_failed", false),
         Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
+        Error::Artifacts(source) => super::artifacts::artifact_class(source),
         Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
         Error::Storage(source) => match source.as_ref() {
             StoreError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),

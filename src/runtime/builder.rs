@@ -9,11 +9,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Runtime, RuntimeInner};
 use crate::agent::Agent;
+use crate::artifact::ArtifactStore;
 use crate::config::RuntimeConfig;
 use crate::context::Summarizer;
 use crate::registry::{reaper, renewer, Registry};
 use crate::session::LeaseKeeper;
 use crate::session::SessionDeps;
+use crate::state_keys::StateKeys;
 use crate::stats::Counters;
 use crate::store::Store;
 
@@ -53,6 +55,9 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     summarizer: Option<Arc<dyn Summarizer>>,
     config: RuntimeConfig,
+    // --- artifacts and declared state keys ---
+    artifacts: Option<Arc<dyn ArtifactStore>>,
+    state_keys: Option<Arc<StateKeys>>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -62,6 +67,8 @@ impl std::fmt::Debug for RuntimeBuilder {
             .field("store", &self.store.is_some())
             .field("summarizer", &self.summarizer.is_some())
             .field("config", &self.config)
+            .field("artifacts", &self.artifacts.is_some())
+            .field("state_keys", &self.state_keys.is_some())
             .finish()
     }
 }
@@ -175,6 +182,22 @@ impl RuntimeBuilder {
         self
     }
 
+    // --- artifacts and declared state keys ---
+
+    /// Where turns save artifacts ([`crate::TurnContext::save_artifact`]); `Runtime::delete`,
+    /// `delete_user` and `fork` then take artifacts along.
+    pub fn with_artifacts(mut self, store: Arc<dyn ArtifactStore>) -> Self {
+        self.artifacts = Some(store);
+        self
+    }
+
+    /// Declared state keys: their defaults apply to unset keys, and their mode decides what
+    /// becomes of a turn that writes an undeclared or mistyped key (see [`crate::state_keys`]).
+    pub fn state_keys(mut self, keys: StateKeys) -> Self {
+        self.state_keys = Some(Arc::new(keys));
+        self
+    }
+
     /// Builds the runtime and starts its idle reaper. Must run inside a tokio runtime.
     pub fn build(self) -> Result<Runtime, BuildError> {
         let agent = self.agent.ok_or(BuildError::MissingAgent)?;
@@ -251,6 +274,8 @@ impl RuntimeBuilder {
             config,
             epoch: Instant::now(),
             counters: Counters::default(),
+            artifacts: self.artifacts,
+            state_keys: self.state_keys,
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();

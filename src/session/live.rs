@@ -31,6 +31,7 @@ use crate::store::StoreError;
 mod compaction;
 mod persist;
 mod replay;
+mod state_keys;
 
 /// Everything a live session holds. Owned by its actor; nothing else mutates it.
 pub(crate) struct Live {
@@ -239,6 +240,12 @@ impl Live {
         if let Some(summary) = &self.record.summary {
             builder = builder.summary(summary.text.as_str());
         }
+        if let Some(store) = &self.deps.artifacts {
+            builder = builder.artifacts(store.clone());
+        }
+        if let Some(keys) = &self.deps.state_keys {
+            builder = builder.state_keys(keys.clone());
+        }
         for request in &mut requests {
             builder = builder.input(request.input.clone());
             if let Some(stream) = request.stream.take() {
@@ -304,7 +311,8 @@ impl Live {
             return;
         }
         let record = running.record.take();
-        let (output, failure) = match finished.result {
+        let result = self.check_state_keys(finished.result, &record);
+        let (output, failure) = match result {
             TaskResult::Completed(text) => (Some((text, OutputStatus::Final)), None),
             TaskResult::Interrupted => {
                 let status = OutputStatus::Interrupted(running.control.reason());

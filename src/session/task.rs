@@ -170,7 +170,7 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> V
         }
         for kind in tool_events(write.record.tools) {
             let author = match kind {
-                EventKind::ToolCall { .. } => Author::Agent,
+                EventKind::ToolCall { .. } | EventKind::ArtifactSaved { .. } => Author::Agent,
                 _ => Author::Tool,
             };
             push(author, kind);
@@ -213,6 +213,17 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
     let mut kinds = Vec::with_capacity(tools.len());
     for entry in tools {
         match entry {
+            ToolEntry::Artifact {
+                name,
+                version,
+                bytes,
+                mime,
+            } => kinds.push(EventKind::ArtifactSaved {
+                name,
+                version,
+                bytes,
+                mime,
+            }),
             ToolEntry::Call {
                 call_id,
                 name,

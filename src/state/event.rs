@@ -57,6 +57,7 @@ impl Event {
             | EventKind::Note { text } => Some(text),
             EventKind::ToolCall { .. }
             | EventKind::ToolResult { .. }
+            | EventKind::ArtifactSaved { .. }
             | EventKind::ContextCleared {} => None,
         }
     }
@@ -79,7 +80,8 @@ pub enum Author {
 /// What an event records.
 ///
 /// A kind this version does not know makes the log unreadable by it; adding one is a
-/// `schema_version` change (see `docs/runtime-semantics.md`).
+/// `schema_version` change (see `docs/runtime-semantics.md`). `artifact_saved` came with
+/// schema version 2: a head that folded one says so (see [`super::SessionRecord::apply`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -137,6 +139,18 @@ pub enum EventKind {
     },
     /// `clear_context` was called: the agent's context window starts after this event.
     ContextCleared {},
+    /// The turn saved a version of an artifact (the bytes are in the artifact store, not here).
+    /// A name starting with `user:` is in the user's scope, any other in the session's.
+    ArtifactSaved {
+        /// The name, as the turn gave it.
+        name: String,
+        /// The version saved.
+        version: u64,
+        /// Its size.
+        bytes: u64,
+        /// Its MIME type.
+        mime: String,
+    },
 }
 
 /// What became of a user message.
@@ -213,6 +227,23 @@ mod tests {
         let event: Event = serde_json::from_value(stored.clone()).unwrap();
         assert_eq!(event.extra["written_by_v9"], json!({"nested": [1, 2]}));
         assert_eq!(serde_json::to_value(&event).unwrap(), stored);
+    }
+
+    #[test]
+    fn an_artifact_saved_event_has_a_stable_form() {
+        let kind = EventKind::ArtifactSaved {
+            name: "report.pdf".into(),
+            version: 3,
+            bytes: 10,
+            mime: "application/pdf".into(),
+        };
+        let value = serde_json::to_value(&kind).unwrap();
+        assert_eq!(
+            value,
+            json!({"type": "artifact_saved", "name": "report.pdf", "version": 3, "bytes": 10,
+                   "mime": "application/pdf"})
+        );
+        assert_eq!(serde_json::from_value::<EventKind>(value).unwrap(), kind);
     }
 
     #[test]

@@ -10,9 +10,19 @@ use crate::key::SessionKey;
 
 /// The persisted-form version this build writes and the newest it reads.
 ///
-/// Version 1 is the first. Readers refuse anything newer (see [`SchemaError::Newer`]); fields they
-/// do not know in a record of their own version are kept and written back unchanged.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 1 is the first. Version 2 adds the `artifact_saved` event kind: a head is raised to 2
+/// only when it folds such an event, so sessions without artifacts stay readable by builds that
+/// know only version 1, and one with artifacts is refused by them as newer instead of failing
+/// on an event kind they do not know. Readers refuse anything newer (see
+/// [`SchemaError::Newer`]); fields they do not know in a record of their own version are kept
+/// and written back unchanged.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The version a new head starts at: the oldest that can hold it (see [`SCHEMA_VERSION`]).
+pub(crate) const FIRST_SCHEMA_VERSION: u32 = 1;
+
+/// The version that introduced `artifact_saved` events.
+const ARTIFACTS_SCHEMA_VERSION: u32 = 2;
 
 /// Why persisted data could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +121,7 @@ impl SessionRecord {
     /// The head of a session that has no events yet.
     pub fn new(key: SessionKey, now_ms: u64) -> Self {
         Self {
-            schema_version: SCHEMA_VERSION,
+            schema_version: FIRST_SCHEMA_VERSION,
             key,
             version: 0,
             next_seq: 1,
@@ -181,6 +191,9 @@ impl SessionRecord {
             EventKind::ContextCleared {} => {
                 self.cleared_through = event.seq;
                 self.summary = None;
+            }
+            EventKind::ArtifactSaved { .. } => {
+                self.schema_version = self.schema_version.max(ARTIFACTS_SCHEMA_VERSION);
             }
             EventKind::ToolCall { .. } | EventKind::ToolResult { .. } | EventKind::Note { .. } => {}
         }

@@ -11,7 +11,7 @@
 
 mod cache;
 mod fsio;
-mod layout;
+pub(crate) mod layout;
 mod line;
 mod listing;
 mod log;

@@ -9,8 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{TurnContext, TurnRecord};
 use crate::agent::Attributes;
+use crate::artifact::ArtifactStore;
 use crate::key::SessionKey;
 use crate::state::{persistable, Event, ScopedState, StateDelta, Usage};
+use crate::state_keys::StateKeys;
 
 /// Builds a [`TurnContext`]; start with [`TurnContext::builder`].
 ///
@@ -54,6 +56,9 @@ pub struct TurnContextBuilder {
     attributes: Option<Attributes>,
     cancel: Option<CancellationToken>,
     sinks: Vec<mpsc::Sender<String>>,
+    // --- artifacts and declared state keys ---
+    artifacts: Option<Arc<dyn ArtifactStore>>,
+    state_keys: Option<Arc<StateKeys>>,
 }
 
 impl TurnContext {
@@ -70,6 +75,8 @@ impl TurnContext {
             attributes: None,
             cancel: None,
             sinks: Vec::new(),
+            artifacts: None,
+            state_keys: None,
         }
     }
 }
@@ -120,6 +127,18 @@ impl TurnContextBuilder {
         self
     }
 
+    /// Where the turn's [`TurnContext::save_artifact`] and [`TurnContext::load_artifact`] go.
+    pub fn artifacts(mut self, store: Arc<dyn ArtifactStore>) -> Self {
+        self.artifacts = Some(store);
+        self
+    }
+
+    /// Declared state keys: an unset declared key reads as its default.
+    pub fn state_keys(mut self, keys: Arc<StateKeys>) -> Self {
+        self.state_keys = Some(keys);
+        self
+    }
+
     /// Shows the agent only the newest `visible` events of `history`: the runtime keeps more
     /// events than its window, and hides those the summary covers.
     pub(crate) fn visible(mut self, visible: usize) -> Self {
@@ -143,6 +162,8 @@ impl TurnContextBuilder {
             cancel: self.cancel.unwrap_or_default(),
             sinks: self.sinks,
             record: recording.record.clone(),
+            artifacts: self.artifacts,
+            state_keys: self.state_keys,
         };
         (turn, recording)
     }

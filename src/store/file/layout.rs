@@ -49,7 +49,7 @@ pub(super) const TRASH_DIR: &str = "trash";
 /// is also unique on case-insensitive file systems) or control characters. A name that would be
 /// longer than [`MAX_NAME_BYTES`] keeps a readable prefix followed by `~` and the SHA-256 of the
 /// id; the real id is then read back from the files inside.
-pub(super) fn encode_name(id: &str) -> String {
+pub(crate) fn encode_name(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     for byte in id.bytes() {
         if matches!(byte, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-') {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::fsio::{read_optional, write_atomic};
 use crate::key::SessionKey;
-use crate::state::{apply_plain, check_schema, StateDelta, StateMap, SCHEMA_VERSION};
+use crate::state::{apply_plain, check_schema, StateDelta, StateMap, FIRST_SCHEMA_VERSION};
 use crate::store::StoreError;
 
 /// The contents of `user.json` or `app.json`.
@@ -63,7 +63,8 @@ pub(super) fn update(
 ) -> Result<(), StoreError> {
     let mut file = read(path, key, what)?;
     apply_plain(&mut file.state, delta);
-    file.schema_version = SCHEMA_VERSION;
+    // Shared files have not changed form since version 1: older builds keep reading them.
+    file.schema_version = file.schema_version.max(FIRST_SCHEMA_VERSION);
     file.user_id = user_id.map(str::to_owned);
     let bytes = serde_json::to_vec(&file).map_err(|e| StoreError::Corrupt {
         key: what.to_owned(),
