@@ -8,6 +8,7 @@
 
 mod check_acks;
 mod format;
+mod state_keys;
 mod transfer;
 
 use std::path::PathBuf;
@@ -58,6 +59,10 @@ enum SessionsCommand {
         /// Also show its newest N events.
         #[arg(long, default_value_t = 0)]
         events: usize,
+        /// Label each state key with what this registry (TOML or JSON) declares of it, and
+        /// show declared keys that are unset with their default.
+        #[arg(long)]
+        state_keys: Option<PathBuf>,
     },
     /// Delete a session (its head and log; shared state is kept).
     Delete {
@@ -118,7 +123,19 @@ pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
             )?;
             list(store, &user, PageRequest { limit, cursor }, json).await
         }
-        SessionsCommand::Show { key, events } => show(store, &key, events, json).await,
+        SessionsCommand::Show {
+            key,
+            events,
+            state_keys,
+        } => {
+            let keys = match state_keys {
+                Some(path) => {
+                    Some(turnstile::state_keys::StateKeys::load(&path).map_err(|e| e.to_string())?)
+                }
+                None => None,
+            };
+            show(store, &key, events, keys.as_ref(), json).await
+        }
         SessionsCommand::CheckAcks { files } => check_acks::check_acks(store, &files, json).await,
         SessionsCommand::Delete { key } => {
             let deleted = store
@@ -219,17 +236,22 @@ async fn show(
     store: &dyn Store,
     key: &SessionKey,
     newest: usize,
+    keys: Option<&turnstile::state_keys::StateKeys>,
     json: bool,
 ) -> Result<ExitCode, String> {
     let loaded = store
         .load(key, newest)
         .await
         .map_err(|e| format!("cannot read {key}: {e}"))?;
-    let Some(record) = loaded.record else {
+    let Some(record) = &loaded.record else {
         return Err(format!("no session {key} in this store"));
     };
     if json {
-        print_json(&json!({ "key": key, "record": record, "events": loaded.events }));
+        let mut doc = json!({ "key": key, "record": record, "events": loaded.events });
+        if let Some(keys) = keys {
+            doc["state_keys"] = state_keys::to_json(keys, &loaded, &record.state);
+        }
+        print_json(&doc);
         return Ok(ExitCode::SUCCESS);
     }
     let s = &record.stats;
@@ -264,6 +286,9 @@ async fn show(
     );
     if record.shutdown_interrupted {
         println!("note          its last turn was cut short by a shutdown");
+    }
+    if let Some(keys) = keys {
+        state_keys::print(keys, &loaded, &record.state);
     }
     for event in &loaded.events {
         let kind = serde_json::to_value(&event.kind)

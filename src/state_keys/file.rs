@@ -70,9 +70,10 @@ pub(super) fn load(path: &Path) -> Result<StateKeys, StateKeysError> {
 
 pub(super) fn from_toml(text: &str, path: &Path) -> Result<StateKeys, StateKeysError> {
     let document: Document = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|span| text[..span.start.min(text.len())].lines().count().max(1));
+        let line = e.span().map(|span| {
+            text.get(..span.start)
+                .map_or(1, |head| head.matches('\n').count() + 1)
+        });
         let message = e.message().to_owned();
         match line {
             Some(line) => file_error(path, format!("line {line}: {message}")),

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod artifacts;
 pub mod cli;
 #[cfg(all(feature = "http", feature = "redis"))]
 pub mod cluster;
