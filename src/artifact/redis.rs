@@ -33,6 +33,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Bound on one command's answer; a 16 MiB value takes well under a second on a local network.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Versions whose metadata one round trip of `versions` reads: a few hundred small replies keep
+/// each pipeline short while a name with many versions costs few round trips.
+const VERSIONS_PER_ROUND_TRIP: u64 = 256;
+
 /// KEYS[1] names, KEYS[2] the name's hash. ARGV[1] hex name, ARGV[2] meta JSON (its version
 /// and size are taken from the field names on reads), ARGV[3] bytes, ARGV[4] most versions.
 /// Returns the version, or -1 when the name has the most versions it may have.
@@ -217,6 +221,13 @@ fn redis_error(e: RedisError) -> ArtifactError {
     }
 }
 
+/// A reply of the wrong shape: a key holds data this store did not write.
+fn shape(e: impl std::fmt::Display) -> ArtifactError {
+    ArtifactError::Corrupt {
+        detail: format!("redis: {e}"),
+    }
+}
+
 fn decode_meta(raw: &[u8], version: u64, bytes: u64) -> Result<ArtifactMeta, ArtifactError> {
     let mut meta: ArtifactMeta =
         serde_json::from_slice(raw).map_err(|e| ArtifactError::Corrupt {
@@ -339,19 +350,24 @@ impl ArtifactStore for RedisArtifactStore {
         let key = self.name_key(scope, name);
         let mut metas = Vec::new();
         let mut conn = self.conn.clone();
-        for v in 1..=newest {
-            let pipe = redis::pipe()
-                .cmd("HGET")
-                .arg(&key)
-                .arg(format!("m{v}"))
-                .cmd("HSTRLEN")
-                .arg(&key)
-                .arg(format!("d{v}"))
-                .to_owned();
-            let (meta, len): (Option<Vec<u8>>, u64) = self.run(pipe.query_async(&mut conn)).await?;
-            if let Some(meta) = meta {
-                metas.push(decode_meta(&meta, v, len)?);
+        let mut first = 1;
+        while first <= newest {
+            let last = newest.min(first + VERSIONS_PER_ROUND_TRIP - 1);
+            let mut pipe = redis::pipe();
+            for v in first..=last {
+                pipe.cmd("HGET").arg(&key).arg(format!("m{v}"));
+                pipe.cmd("HSTRLEN").arg(&key).arg(format!("d{v}"));
             }
+            let replies: Vec<redis::Value> = self.run(pipe.query_async(&mut conn)).await?;
+            for (v, pair) in (first..=last).zip(replies.chunks(2)) {
+                let [meta, len] = pair else { continue };
+                let meta: Option<Vec<u8>> = redis::from_redis_value_ref(meta).map_err(shape)?;
+                let len: u64 = redis::from_redis_value_ref(len).map_err(shape)?;
+                if let Some(meta) = meta {
+                    metas.push(decode_meta(&meta, v, len)?);
+                }
+            }
+            first = last + 1;
         }
         Ok(metas)
     }

@@ -203,23 +203,29 @@ pub(super) fn read_meta(dir: &Path, version: u64) -> Result<ArtifactMeta, Artifa
     Ok(meta_of(header, len.saturating_sub(header_len as u64)))
 }
 
-/// One version with its bytes; `None` when it does not exist.
+/// One version with its bytes; `None` when it does not exist. The bytes are read once into a
+/// buffer of their exact size (the header's read-ahead is its first part): no second copy.
 pub(super) fn read_version(dir: &Path, version: u64) -> Result<Option<Artifact>, ArtifactError> {
     let Some((mut file, path)) = open_version(dir, version)? else {
         return Ok(None);
     };
     let len = file.metadata().map_err(io("stat", &path))?.len();
-    let mut all = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.read_to_end(&mut all).map_err(io("read", &path))?;
-    let end = all
+    let mut head = Vec::with_capacity(MAX_HEADER);
+    Read::by_ref(&mut file)
+        .take(MAX_HEADER as u64)
+        .read_to_end(&mut head)
+        .map_err(io("read", &path))?;
+    let end = head
         .iter()
-        .take(MAX_HEADER)
         .position(|&b| b == b'\n')
         .ok_or_else(|| corrupt(&path, "no header line"))?;
-    let header: Header = serde_json::from_slice(&all[..end])
+    let header: Header = serde_json::from_slice(&head[..end])
         .map_err(|e| corrupt(&path, &format!("bad header: {e}")))?;
     check_version(&header, version, &path)?;
-    let data = all.split_off(end + 1);
+    let size = usize::try_from(len.saturating_sub(end as u64 + 1)).unwrap_or(0);
+    let mut data = Vec::with_capacity(size);
+    data.extend_from_slice(&head[end + 1..]);
+    file.read_to_end(&mut data).map_err(io("read", &path))?;
     Ok(Some(Artifact {
         meta: meta_of(header, data.len() as u64),
         data,
