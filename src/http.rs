@@ -14,6 +14,7 @@ mod events;
 mod extract;
 mod forward;
 mod listen;
+mod openapi;
 mod ops;
 mod sessions;
 
@@ -34,6 +35,7 @@ pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
 pub use error::ApiError;
 pub use forward::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
 pub use listen::default_max_connections;
+pub use openapi::openapi_json;
 
 use crate::channel::ChannelRouter;
 use crate::runtime::{DrainReport, Runtime};
@@ -272,6 +274,7 @@ impl Gateway {
             .route("/healthz", get(ops::healthz))
             .route("/readyz", get(ops::readyz))
             .route("/metrics", get(ops::metrics))
+            .route("/openapi.json", get(openapi::openapi_json_route))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 ops::timeout,

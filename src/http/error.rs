@@ -5,7 +5,6 @@ use std::time::Duration;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use crate::channel::{ChannelError, PairingError};
 use crate::error::Error;
@@ -352,15 +351,38 @@ impl ApiError {
         } else if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), error = %self, "request failed");
         }
-        let mut error = json!({"code": self.code(), "message": self.public_message()});
-        if let Some(owner) = self.owner() {
-            error["owner"] = json!(owner.address);
-        }
-        if let Some(kept) = self.kept() {
-            error["kept"] = json!(kept);
-        }
-        json!({ "error": error })
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.public_message(),
+                owner: self.owner().map(|owner| owner.address.clone()),
+                kept: self.kept(),
+            },
+        };
+        serde_json::to_value(body).expect("an error body is plain JSON")
     }
+}
+
+/// Every error's body.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// What went wrong, for a program (`code`) and a person (`message`).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorDetail {
+    /// A stable code (`docs/http-api.md`, "Errors").
+    #[schema(value_type = String)]
+    code: &'static str,
+    /// What happened and what to do; never internal detail.
+    message: String,
+    /// `owned_elsewhere`: the address of the process that owns the session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    /// Whether the session ran and keeps the turn (see "Errors").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept: Option<bool>,
 }
 
 /// On the response to an `owned_elsewhere` refusal made here: the owner, so that the
