@@ -17,9 +17,12 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use utoipa::IntoParams;
+
 use super::auth::Caller;
 use super::error::{ApiError, Class, INTERNAL};
 use super::extract::{ApiPath, ApiQuery};
+use super::openapi::Refusals;
 use super::sessions::session_key;
 use super::Gateway;
 use crate::artifact::{ArtifactError, ArtifactScope, ArtifactStore};
@@ -29,10 +32,42 @@ use crate::error::Error;
 const DEFAULT_MIME: &str = "application/octet-stream";
 
 /// `?version=N` on a read.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct VersionQuery {
+    /// The version to read (1 or more); the newest when absent.
+    #[param(minimum = 1)]
     version: Option<u64>,
+}
+
+// The structs below only describe path parameters to the document; handlers read the path
+// as tuples.
+
+/// A session artifact's path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub(crate) struct SessionArtifactPath {
+    /// The user id.
+    user: String,
+    /// The session id.
+    session: String,
+    /// The artifact's name: 1–200 bytes, no `/`, `\\`, `..` or control characters.
+    #[param(min_length = 1, max_length = 200)]
+    name: String,
+}
+
+/// A user artifact's path.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub(crate) struct UserArtifactPath {
+    /// The user id.
+    user: String,
+    /// The artifact's name: 1–200 bytes, no `/`, `\\`, `..` or control characters.
+    #[param(min_length = 1, max_length = 200)]
+    name: String,
 }
 
 /// The status and code of an artifact store error.
@@ -197,6 +232,10 @@ async fn versions(
     Ok(Json(json!({ "name": name, "versions": versions })))
 }
 
+#[utoipa::path(put, path = "/v1/sessions/{user}/{session}/artifacts/{name}", tag = "artifacts", params(SessionArtifactPath),
+    request_body(content = String, content_type = "application/octet-stream",
+        description = "The bytes; `Content-Type` is kept as their MIME type"),
+    responses((status = 200, description = "`{\"version\": N}`", body = Object), Refusals))]
 pub(crate) async fn put_session_artifact(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -208,6 +247,10 @@ pub(crate) async fn put_session_artifact(
     put(&gateway, scope, &name, &headers, body).await
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{user}/{session}/artifacts/{name}", tag = "artifacts",
+    params(SessionArtifactPath, VersionQuery),
+    responses((status = 200, description = "The bytes, with their saved `Content-Type`",
+        content_type = "application/octet-stream", body = String), Refusals))]
 pub(crate) async fn get_session_artifact(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -218,6 +261,8 @@ pub(crate) async fn get_session_artifact(
     get(&gateway, scope, &name, query.version).await
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{user}/{session}/artifacts", tag = "artifacts", params(super::openapi::SessionPath),
+    responses((status = 200, description = "`{\"artifacts\": [meta…]}`", body = Object), Refusals))]
 pub(crate) async fn list_session_artifacts(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -226,6 +271,9 @@ pub(crate) async fn list_session_artifacts(
     list(&gateway, session_scope(&caller, user, session)?).await
 }
 
+#[utoipa::path(get, path = "/v1/sessions/{user}/{session}/artifacts/{name}/versions", tag = "artifacts",
+    params(SessionArtifactPath),
+    responses((status = 200, description = "`{\"name\", \"versions\": [meta…]}`", body = Object), Refusals))]
 pub(crate) async fn session_artifact_versions(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -235,6 +283,10 @@ pub(crate) async fn session_artifact_versions(
     versions(&gateway, scope, &name).await
 }
 
+#[utoipa::path(put, path = "/v1/users/{user}/artifacts/{name}", tag = "artifacts", params(UserArtifactPath),
+    request_body(content = String, content_type = "application/octet-stream",
+        description = "The bytes; `Content-Type` is kept as their MIME type"),
+    responses((status = 200, description = "`{\"version\": N}`", body = Object), Refusals))]
 pub(crate) async fn put_user_artifact(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -246,6 +298,10 @@ pub(crate) async fn put_user_artifact(
     put(&gateway, scope, &name, &headers, body).await
 }
 
+#[utoipa::path(get, path = "/v1/users/{user}/artifacts/{name}", tag = "artifacts",
+    params(UserArtifactPath, VersionQuery),
+    responses((status = 200, description = "The bytes, with their saved `Content-Type`",
+        content_type = "application/octet-stream", body = String), Refusals))]
 pub(crate) async fn get_user_artifact(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -256,6 +312,8 @@ pub(crate) async fn get_user_artifact(
     get(&gateway, scope, &name, query.version).await
 }
 
+#[utoipa::path(get, path = "/v1/users/{user}/artifacts", tag = "artifacts", params(super::openapi::UserPath),
+    responses((status = 200, description = "`{\"artifacts\": [meta…]}`", body = Object), Refusals))]
 pub(crate) async fn list_user_artifacts(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -264,6 +322,9 @@ pub(crate) async fn list_user_artifacts(
     list(&gateway, user_scope(&caller, user)?).await
 }
 
+#[utoipa::path(get, path = "/v1/users/{user}/artifacts/{name}/versions", tag = "artifacts",
+    params(UserArtifactPath),
+    responses((status = 200, description = "`{\"name\", \"versions\": [meta…]}`", body = Object), Refusals))]
 pub(crate) async fn user_artifact_versions(
     State(gateway): State<Gateway>,
     caller: Caller,
