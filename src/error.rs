@@ -130,6 +130,10 @@ pub enum Error {
         /// Who owns it.
         owner: crate::store::Owner,
     },
+    /// The memory store failed (ingesting, searching or deleting memory); see
+    /// [`crate::memory`].
+    #[error("memory: {0}")]
+    Memory(#[source] Arc<crate::memory::MemoryError>),
 }
 
 impl Error {
@@ -142,6 +146,10 @@ impl Error {
 
     pub(crate) fn storage(source: StoreError) -> Self {
         Self::Storage(Arc::new(source))
+    }
+
+    pub(crate) fn memory(source: crate::memory::MemoryError) -> Self {
+        Self::Memory(Arc::new(source))
     }
 
     /// A short, stable code for logs, metrics and the HTTP API.
@@ -169,6 +177,7 @@ impl Error {
             Self::InvalidRequest(_) => "invalid_request",
             Self::Timeout(_) => "timeout",
             Self::OwnedElsewhere { .. } => "owned_elsewhere",
+            Self::Memory(_) => "memory",
         }
     }
 }

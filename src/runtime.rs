@@ -19,6 +19,7 @@ use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
 
 mod builder;
+mod memory;
 
 pub use builder::{BuildError, RuntimeBuilder};
 
@@ -258,15 +259,18 @@ impl Runtime {
     }
 
     /// Deletes a session: its running turn is interrupted, waiting messages are answered
-    /// `Deleted`, and its data is removed from the store. Returns whether it existed. Messages
+    /// `Deleted`, and its data is removed from the store (and from memory). Returns whether it existed. Messages
     /// sent after this call start a new, empty session.
     pub async fn delete(&self, key: &SessionKey) -> Result<bool> {
         let (tx, rx) = oneshot::channel();
         self.registry()
             .submit(key, SessionMsg::Stop(StopKind::Delete(tx)))
             .await?;
-        rx.await
-            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+        let existed = rx
+            .await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })??;
+        self.forget_session(key).await?;
+        Ok(existed)
     }
 
     /// Creates `target` as a copy of `source`'s log up to and including `at_seq` (the whole log
@@ -329,8 +333,8 @@ impl Runtime {
             .map_err(Error::storage)
     }
 
-    /// Deletes every session of a user (live ones through their actors) and the user's shared
-    /// state. Returns how many sessions were removed from the store.
+    /// Deletes every session of a user (live ones through their actors), the user's shared
+    /// state and the user's memory. Returns how many sessions were removed from the store.
     pub async fn delete_user(&self, user_id: &str) -> Result<u64> {
         let mut deleted = 0;
         for key in self.registry().live_keys_of(user_id) {
@@ -343,6 +347,7 @@ impl Runtime {
             .delete_user(user_id)
             .await
             .map_err(Error::storage)?;
+        self.forget_user(user_id).await?;
         Ok(deleted + rest)
     }
 

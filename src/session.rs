@@ -57,6 +57,14 @@ pub(crate) struct SessionDeps {
     pub counters: Counters,
     /// The leases of live sessions, when the runtime shares its store with other processes.
     pub keeper: Option<Arc<LeaseKeeper>>,
+    /// Memory across sessions, when the runtime has a memory store.
+    pub memory: Option<MemoryDeps>,
+}
+
+/// A runtime's memory store and how it is used.
+pub(crate) struct MemoryDeps {
+    pub store: Arc<dyn crate::memory::MemoryStore>,
+    pub options: crate::memory::MemoryOptions,
 }
 
 impl SessionDeps {

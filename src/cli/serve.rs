@@ -20,6 +20,7 @@ use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use cluster::{cluster_ownership, shared_store};
 
 mod cluster;
+mod memory;
 
 /// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
 const SECONDS_BUCKETS: [f64; 12] = [
@@ -99,6 +100,8 @@ pub struct ServeArgs {
     /// of forwarding the request there (for a load balancer that routes by itself).
     #[arg(long, requires = "cluster")]
     no_forward: bool,
+    #[command(flatten)]
+    memory: memory::MemoryArgs,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -138,7 +141,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
     // Port 0 is known only once bound.
     let ownership = ownership.map(|o| o.advertising(local));
-    let runtime = build_runtime(&args, opened.store().clone(), ownership)?;
+    let runtime = build_runtime(&args, opened.store().clone(), ownership).await?;
     let router =
         ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
     let config = HttpConfig {
@@ -181,7 +184,7 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
     }
 }
 
-fn build_runtime(
+async fn build_runtime(
     args: &ServeArgs,
     store: Arc<dyn Store>,
     ownership: Option<Ownership>,
@@ -203,6 +206,7 @@ fn build_runtime(
     if let Some(ownership) = ownership {
         builder = builder.with_ownership(ownership);
     }
+    let builder = memory::with_memory(builder, &args.memory).await?;
     builder.build().map_err(|e| e.to_string())
 }
 

@@ -11,9 +11,10 @@ use super::{Runtime, RuntimeInner};
 use crate::agent::Agent;
 use crate::config::RuntimeConfig;
 use crate::context::Summarizer;
+use crate::memory::{MemoryOptions, MemoryStore};
 use crate::registry::{reaper, renewer, Registry};
 use crate::session::LeaseKeeper;
-use crate::session::SessionDeps;
+use crate::session::{MemoryDeps, SessionDeps};
 use crate::stats::Counters;
 use crate::store::Store;
 
@@ -53,6 +54,8 @@ pub struct RuntimeBuilder {
     store: Option<Arc<dyn Store>>,
     summarizer: Option<Arc<dyn Summarizer>>,
     config: RuntimeConfig,
+    /// Memory across sessions (see `with_memory`).
+    memory: Option<(Arc<dyn MemoryStore>, MemoryOptions)>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -62,6 +65,7 @@ impl std::fmt::Debug for RuntimeBuilder {
             .field("store", &self.store.is_some())
             .field("summarizer", &self.summarizer.is_some())
             .field("config", &self.config)
+            .field("memory", &self.memory.as_ref().map(|(_, options)| options))
             .finish()
     }
 }
@@ -175,6 +179,41 @@ impl RuntimeBuilder {
         self
     }
 
+    // --- Memory across sessions -------------------------------------------------------------
+
+    /// Remembers what users said across their sessions in `store`: sessions are ingested when
+    /// `options.ingest` says, [`TurnContext::recall`](crate::TurnContext::recall) searches it,
+    /// and `options.auto_recall` recalls with each turn's input. [`Runtime::delete`] and
+    /// [`Runtime::delete_user`] remove memory too. See `docs/memory.md`.
+    pub fn with_memory(self, store: impl MemoryStore, options: MemoryOptions) -> Self {
+        self.with_memory_arc(Arc::new(store), options)
+    }
+
+    /// [`RuntimeBuilder::with_memory`] with a store already shared.
+    pub fn with_memory_arc(mut self, store: Arc<dyn MemoryStore>, options: MemoryOptions) -> Self {
+        self.memory = Some((store, options));
+        self
+    }
+
+    fn memory_deps(
+        memory: Option<(Arc<dyn MemoryStore>, MemoryOptions)>,
+    ) -> Result<Option<MemoryDeps>, BuildError> {
+        let Some((store, options)) = memory else {
+            return Ok(None);
+        };
+        if let Some(k) = options.auto_recall {
+            if k == 0 || k > crate::memory::MAX_K {
+                return Err(BuildError::InvalidConfig(format!(
+                    "auto_recall must be between 1 and {} entries",
+                    crate::memory::MAX_K
+                )));
+            }
+        }
+        Ok(Some(MemoryDeps { store, options }))
+    }
+
+    // -----------------------------------------------------------------------------------------
+
     /// Builds the runtime and starts its idle reaper. Must run inside a tokio runtime.
     pub fn build(self) -> Result<Runtime, BuildError> {
         let agent = self.agent.ok_or(BuildError::MissingAgent)?;
@@ -239,6 +278,7 @@ impl RuntimeBuilder {
                 Some(Arc::new(LeaseKeeper::new(leases, ownership.clone())))
             }
         };
+        let memory = Self::memory_deps(self.memory)?;
         tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoTokioRuntime)?;
         let deps = Arc::new(SessionDeps {
             keeper: keeper.clone(),
@@ -251,6 +291,7 @@ impl RuntimeBuilder {
             config,
             epoch: Instant::now(),
             counters: Counters::default(),
+            memory,
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();

@@ -29,6 +29,7 @@ use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
 mod compaction;
+mod memory;
 mod persist;
 mod replay;
 
@@ -238,6 +239,9 @@ impl Live {
             .cancellation(control.token.clone());
         if let Some(summary) = &self.record.summary {
             builder = builder.summary(summary.text.as_str());
+        }
+        if let Some(memory) = &self.deps.memory {
+            builder = builder.memory(memory.store.clone(), memory.options.auto_recall);
         }
         for request in &mut requests {
             builder = builder.input(request.input.clone());
@@ -449,7 +453,9 @@ impl Live {
             }
             Some(StopKind::LeaseLost) => self.drop_unsaved("its lease was lost"),
             _ => {
-                let _ = self.flush().await;
+                if self.flush().await.is_ok() {
+                    self.ingest_on_stop().await;
+                }
             }
         }
     }

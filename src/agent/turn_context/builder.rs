@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::{TurnContext, TurnRecord};
 use crate::agent::Attributes;
 use crate::key::SessionKey;
+use crate::memory::MemoryStore;
 use crate::state::{persistable, Event, ScopedState, StateDelta, Usage};
 
 /// Builds a [`TurnContext`]; start with [`TurnContext::builder`].
@@ -54,6 +55,8 @@ pub struct TurnContextBuilder {
     attributes: Option<Attributes>,
     cancel: Option<CancellationToken>,
     sinks: Vec<mpsc::Sender<String>>,
+    /// The user's memory and how many entries to recall before the turn.
+    memory: Option<super::recall::Recall>,
 }
 
 impl TurnContext {
@@ -70,6 +73,7 @@ impl TurnContext {
             attributes: None,
             cancel: None,
             sinks: Vec::new(),
+            memory: None,
         }
     }
 }
@@ -120,6 +124,13 @@ impl TurnContextBuilder {
         self
     }
 
+    /// The user's memory, searched by [`TurnContext::recall`]; with `auto_recall`, the runtime
+    /// recalls that many entries with the input before the agent runs.
+    pub fn memory(mut self, store: Arc<dyn MemoryStore>, auto_recall: Option<usize>) -> Self {
+        self.memory = Some(super::recall::Recall::new(store, auto_recall));
+        self
+    }
+
     /// Shows the agent only the newest `visible` events of `history`: the runtime keeps more
     /// events than its window, and hides those the summary covers.
     pub(crate) fn visible(mut self, visible: usize) -> Self {
@@ -143,6 +154,7 @@ impl TurnContextBuilder {
             cancel: self.cancel.unwrap_or_default(),
             sinks: self.sinks,
             record: recording.record.clone(),
+            memory: self.memory,
         };
         (turn, recording)
     }
