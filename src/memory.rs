@@ -23,7 +23,6 @@ pub mod conformance;
 mod file;
 mod in_memory;
 mod index;
-mod ingest;
 mod open;
 #[cfg(feature = "redis")]
 mod redis;
@@ -32,7 +31,6 @@ mod types;
 pub use file::{FileMemory, MAX_LOADED_USERS};
 pub use in_memory::InMemory;
 pub use index::{tokenize, UserIndex};
-pub(crate) use ingest::ingest_stored;
 pub use open::{open_memory, MemorySpec, REDIS_MEMORY_PREFIX};
 #[cfg(feature = "redis")]
 pub use redis::RedisMemory;

@@ -40,6 +40,7 @@ mod queue;
 mod task;
 
 use live::Live;
+pub(crate) use live::ingest_stored;
 pub(crate) use ownership::LeaseKeeper;
 pub(crate) use task::TaskResult;
 

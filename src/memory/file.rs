@@ -122,8 +122,13 @@ impl FileMemory {
     /// Marks `user` as recently used, and drops the indexes of users past the cache's size.
     fn touch(&self, user: String) {
         let mut slots = self.inner.slots.lock();
-        let popped = slots.loaded.push(user, ());
-        let Some((old, ())) = popped else { return };
+        // `get` marks a known user as the most recent; only a new one may push another out.
+        if slots.loaded.get(&user).is_some() {
+            return;
+        }
+        let Some((old, ())) = slots.loaded.push(user, ()) else {
+            return;
+        };
         if let Some(slot) = slots.map.get(&old).cloned() {
             // A slot in use keeps its index: its user is being served right now.
             if let Some(mut held) = slot.try_lock() {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::Runtime;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::memory::{ingest_stored, MemoryHit, MemoryStore};
+use crate::memory::{MemoryHit, MemoryStore};
+use crate::session::ingest_stored;
 
 impl Runtime {
     /// The memory store, when the runtime has one

@@ -33,6 +33,8 @@ mod memory;
 mod persist;
 mod replay;
 
+pub(crate) use memory::ingest_stored;
+
 /// Everything a live session holds. Owned by its actor; nothing else mutates it.
 pub(crate) struct Live {
     key: SessionKey,

@@ -1,12 +1,15 @@
 //! Memory ingestion from a live session: when it stops (`Ingest::OnPassivation`) and when
-//! compaction summarises its older events (`Ingest::OnCompaction`).
+//! compaction summarises its older events (`Ingest::OnCompaction`) — and the ingestion of a
+//! stored session that `Runtime::remember` shares.
 
 use std::sync::Arc;
 
 use super::Live;
+use crate::error::Error;
 use crate::key::SessionKey;
-use crate::memory::{entries_of, ingest_stored, Ingest, MemoryStore};
-use crate::state::Event;
+use crate::memory::{entries_of, Ingest, MemoryStore};
+use crate::state::{Event, Seq};
+use crate::store::Store;
 
 impl Live {
     /// After the final flush of a passivation or shutdown: ingests what the store holds of the
@@ -46,4 +49,39 @@ pub(super) async fn ingest_compacted(memory: &dyn MemoryStore, key: &SessionKey,
     if let Err(error) = memory.ingest(&entries).await {
         tracing::warn!(key = %key, %error, "memory ingestion at compaction failed");
     }
+}
+
+/// Events read per store call while ingesting: a page of a long log, not the whole of it.
+const INGEST_PAGE: usize = 500;
+
+/// Ingests what `store` holds of the session after its memory mark, page by page. Anonymous
+/// sessions have no memory: nothing is read. Returns how many entries were new.
+pub(crate) async fn ingest_stored(
+    store: &dyn Store,
+    memory: &dyn MemoryStore,
+    key: &SessionKey,
+) -> Result<usize, Error> {
+    if key.is_anonymous() {
+        return Ok(0);
+    }
+    let mut from: Seq = memory.ingested_through(key).await.map_err(Error::memory)? + 1;
+    let mut added = 0;
+    loop {
+        let events = store
+            .read_events(key, from, INGEST_PAGE)
+            .await
+            .map_err(|err| Error::store(key, err))?;
+        let Some(last) = events.last().map(|e| e.seq) else {
+            break;
+        };
+        let entries = entries_of(key, &events);
+        if !entries.is_empty() {
+            added += memory.ingest(&entries).await.map_err(Error::memory)?;
+        }
+        if events.len() < INGEST_PAGE {
+            break;
+        }
+        from = last + 1;
+    }
+    Ok(added)
 }
