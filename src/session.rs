@@ -39,8 +39,8 @@ mod ownership;
 mod queue;
 mod task;
 
-use live::Live;
 pub(crate) use live::ingest_stored;
+use live::Live;
 pub(crate) use ownership::LeaseKeeper;
 pub(crate) use task::TaskResult;
 

@@ -16,18 +16,28 @@ fn refused(args: &[&str], expected: &str) {
         "turnstile {all:?}: expected {expected:?} in:\n{}",
         run.stderr
     );
-    assert!(!run.stdout.contains("listening"), "it served: {}", run.stdout);
+    assert!(
+        !run.stdout.contains("listening"),
+        "it served: {}",
+        run.stdout
+    );
 }
 
 #[test]
 fn bad_memory_flags_are_refused_with_what_is_expected() {
-    refused(&["--memory", "sqlite:x"], "use off, memory, file:DIR or redis://HOST:PORT");
+    refused(
+        &["--memory", "sqlite:x"],
+        "use off, memory, file:DIR or redis://HOST:PORT",
+    );
     refused(&["--memory", "file:"], "file:DIR");
     refused(
         &["--memory", "memory", "--memory-ingest", "sometimes"],
         "use passivation, compaction or explicit",
     );
-    refused(&["--auto-recall", "3"], "--auto-recall needs a memory store");
+    refused(
+        &["--auto-recall", "3"],
+        "--auto-recall needs a memory store",
+    );
     refused(
         &["--memory", "memory", "--auto-recall", "0"],
         "auto_recall must be between 1 and 100",
