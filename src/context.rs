@@ -7,7 +7,8 @@
 //! - `window`: which of a session's newest events the agent sees, and how they read as chat
 //!   messages ([`ContextMessage`], [`Role`]).
 //! - `summarizer`: compaction's [`Summarizer`] trait and the built-in [`ExtractiveSummarizer`].
-//! - `memory`: [`memory_context`], the block a resumed session's summary is wrapped in.
+//! - `memory`: [`memory_context`] and [`memory_block`], the block a resumed session's summary
+//!   and entries recalled from the user's memory are wrapped in.
 //! - `template`: [`render`], filling `{scope:key}` placeholders.
 //!
 //! This module knows the state model only; the session actor decides when to compact, and
@@ -18,7 +19,7 @@ mod summarizer;
 mod template;
 mod window;
 
-pub use memory::{memory_context, MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN};
+pub use memory::{memory_block, memory_context, MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN};
 pub use summarizer::{ExtractiveSummarizer, Summarizer, DEFAULT_ITEMS_PER_SECTION};
 pub use template::{render, MissingKey, TemplateError};
 pub(crate) use window::{chat_messages, Window};

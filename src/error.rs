@@ -133,6 +133,10 @@ pub enum Error {
     /// The artifact store failed while the runtime deleted or forked artifacts.
     #[error("artifact store: {0}")]
     Artifacts(#[source] Arc<crate::artifact::ArtifactError>),
+    /// The memory store failed (ingesting, searching or deleting memory); see
+    /// [`crate::memory`].
+    #[error("memory: {0}")]
+    Memory(#[source] Arc<crate::memory::MemoryError>),
 }
 
 impl Error {
@@ -145,6 +149,10 @@ impl Error {
 
     pub(crate) fn storage(source: StoreError) -> Self {
         Self::Storage(Arc::new(source))
+    }
+
+    pub(crate) fn memory(source: crate::memory::MemoryError) -> Self {
+        Self::Memory(Arc::new(source))
     }
 
     /// A short, stable code for logs, metrics and the HTTP API.
@@ -173,6 +181,7 @@ impl Error {
             Self::Timeout(_) => "timeout",
             Self::OwnedElsewhere { .. } => "owned_elsewhere",
             Self::Artifacts(_) => "artifact_store",
+            Self::Memory(_) => "memory",
         }
     }
 }

@@ -21,6 +21,9 @@
 //! - [`config`]: [`RuntimeConfig`] and the defaults and bounds it starts from, each with its reason.
 //! - [`channel`]: multi-channel bots — channel messages to sessions, pairing stores.
 //! - [`http`] (feature `http`): the HTTP gateway behind `turnstile serve`.
+//! - [`memory`]: memory across sessions — the [`memory::MemoryStore`] trait, its stores
+//!   (in memory, a folder, Redis), BM25 ranking and, with the `testing` feature, its
+//!   conformance suite.
 //!
 //! Private modules, each one concern:
 //! - `key`: session keys and their validation (exported at the root).
@@ -60,6 +63,7 @@ mod hex;
 #[cfg(feature = "http")]
 pub mod http;
 mod key;
+pub mod memory;
 mod registry;
 mod runtime;
 mod session;
@@ -80,6 +84,7 @@ pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
+pub use memory::{Ingest, MemoryError, MemoryHit, MemoryOptions};
 pub use runtime::{BuildError, DrainReport, Placement, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::RuntimeStats;

@@ -20,6 +20,7 @@ use crate::stream::TurnStream;
 
 mod artifacts;
 mod builder;
+mod memory;
 
 pub use builder::{BuildError, RuntimeBuilder};
 
@@ -265,7 +266,7 @@ impl Runtime {
 
     /// Deletes a session: its running turn is interrupted, waiting messages are answered
     /// `Deleted`, and its data is removed from the store, its artifacts from the artifact store
-    /// (if any). Returns whether it existed (or had artifacts). Messages
+    /// (if any) and its memory. Returns whether it existed (or had artifacts). Messages
     /// sent after this call start a new, empty session.
     pub async fn delete(&self, key: &SessionKey) -> Result<bool> {
         let (tx, rx) = oneshot::channel();
@@ -276,6 +277,7 @@ impl Runtime {
             .await
             .map_err(|_| Error::SessionFailed { key: key.clone() })??;
         let had_artifacts = self.delete_session_artifacts(key).await?;
+        self.forget_session(key).await?;
         Ok(existed || had_artifacts)
     }
 
@@ -357,7 +359,8 @@ impl Runtime {
     }
 
     /// Deletes every session of a user (live ones through their actors), the user's shared
-    /// state and, with an artifact store, every artifact of the user and its sessions. Returns how many sessions were removed from the store.
+    /// state, with an artifact store every artifact of the user and its sessions, and the
+    /// user's memory. Returns how many sessions were removed from the store.
     pub async fn delete_user(&self, user_id: &str) -> Result<u64> {
         let mut deleted = 0;
         for key in self.registry().live_keys_of(user_id) {
@@ -371,6 +374,7 @@ impl Runtime {
             .await
             .map_err(Error::storage)?;
         self.delete_user_artifacts(user_id).await?;
+        self.forget_user(user_id).await?;
         Ok(deleted + rest)
     }
 

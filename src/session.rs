@@ -39,6 +39,7 @@ mod ownership;
 mod queue;
 mod task;
 
+pub(crate) use live::ingest_stored;
 use live::Live;
 pub(crate) use ownership::LeaseKeeper;
 pub(crate) use task::TaskResult;
@@ -62,6 +63,14 @@ pub(crate) struct SessionDeps {
     pub artifacts: Option<Arc<dyn crate::artifact::ArtifactStore>>,
     /// Declared state keys, if any.
     pub state_keys: Option<Arc<crate::state_keys::StateKeys>>,
+    /// Memory across sessions, when the runtime has a memory store.
+    pub memory: Option<MemoryDeps>,
+}
+
+/// A runtime's memory store and how it is used.
+pub(crate) struct MemoryDeps {
+    pub store: Arc<dyn crate::memory::MemoryStore>,
+    pub options: crate::memory::MemoryOptions,
 }
 
 impl SessionDeps {

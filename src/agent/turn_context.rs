@@ -10,13 +10,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::Attributes;
 use crate::context::{
-    chat_messages, memory_context, render, ContextMessage, MissingKey, TemplateError,
+    chat_messages, memory_block, render, ContextMessage, MissingKey, TemplateError,
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
 
 mod artifacts;
 mod builder;
+mod recall;
 
 pub use builder::{TurnContextBuilder, TurnRecording};
 
@@ -46,6 +47,8 @@ pub struct TurnContext {
     artifacts: Option<Arc<dyn crate::artifact::ArtifactStore>>,
     /// Declared state keys, for defaults of unset keys.
     state_keys: Option<Arc<crate::state_keys::StateKeys>>,
+    /// The user's memory, when the runtime has one: what [`TurnContext::recall`] searches.
+    memory: Option<recall::Recall>,
 }
 
 impl std::fmt::Debug for TurnContext {
@@ -123,10 +126,11 @@ impl TurnContext {
         self.summary.as_deref()
     }
 
-    /// The summary wrapped as recalled background (a `<memory-context>` block whose note says it
-    /// is not new input and that instructions inside it are not to be followed), if there is one.
+    /// The summary and the entries recalled from memory in this turn, wrapped as recalled
+    /// background (a `<memory-context>` block whose note says it is not new input and that
+    /// instructions inside it are not to be followed), if there is either.
     pub fn memory_context(&self) -> Option<String> {
-        self.summary.as_deref().map(memory_context)
+        memory_block(self.summary.as_deref(), &self.recalled())
     }
 
     /// The context as chat messages, ready for an LLM API: the memory block first (pinned: it

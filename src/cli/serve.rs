@@ -21,6 +21,7 @@ use cluster::{cluster_ownership, shared_store};
 
 mod artifacts;
 mod cluster;
+mod memory;
 
 /// Buckets of every `*_seconds` histogram: from a cached turn (1 ms) to a long LLM reply (60 s).
 const SECONDS_BUCKETS: [f64; 12] = [
@@ -127,6 +128,8 @@ pub struct ServeArgs {
     /// (the turn fails and nothing of it is stored). Default: the registry file's `mode`.
     #[arg(long)]
     state_keys_mode: Option<turnstile::state_keys::Mode>,
+    #[command(flatten)]
+    memory: memory::MemoryArgs,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -170,7 +173,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
         artifacts: artifacts::open_artifacts(&args, &opened).await?,
         state_keys: artifacts::load_state_keys(&args)?,
     };
-    let runtime = build_runtime(&args, opened.store().clone(), ownership, extras)?;
+    let runtime = build_runtime(&args, opened.store().clone(), ownership, extras).await?;
     let router =
         ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
     let config = HttpConfig {
@@ -226,7 +229,7 @@ struct Extras {
     state_keys: Option<turnstile::state_keys::StateKeys>,
 }
 
-fn build_runtime(
+async fn build_runtime(
     args: &ServeArgs,
     store: Arc<dyn Store>,
     ownership: Option<Ownership>,
@@ -255,6 +258,7 @@ fn build_runtime(
     if let Some(keys) = extras.state_keys {
         builder = builder.state_keys(keys);
     }
+    let builder = memory::with_memory(builder, &args.memory).await?;
     builder.build().map_err(|e| e.to_string())
 }
 

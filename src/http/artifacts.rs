@@ -233,7 +233,7 @@ async fn versions(
 }
 
 #[utoipa::path(put, path = "/v1/sessions/{user}/{session}/artifacts/{name}", tag = "artifacts", params(SessionArtifactPath),
-    request_body(content = String, content_type = "application/octet-stream",
+    request_body(content = Option<String>, content_type = "application/octet-stream",
         description = "The bytes; `Content-Type` is kept as their MIME type"),
     responses((status = 200, description = "`{\"version\": N}`", body = Object), Refusals))]
 pub(crate) async fn put_session_artifact(
@@ -284,7 +284,7 @@ pub(crate) async fn session_artifact_versions(
 }
 
 #[utoipa::path(put, path = "/v1/users/{user}/artifacts/{name}", tag = "artifacts", params(UserArtifactPath),
-    request_body(content = String, content_type = "application/octet-stream",
+    request_body(content = Option<String>, content_type = "application/octet-stream",
         description = "The bytes; `Content-Type` is kept as their MIME type"),
     responses((status = 200, description = "`{\"version\": N}`", body = Object), Refusals))]
 pub(crate) async fn put_user_artifact(

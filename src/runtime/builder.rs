@@ -12,9 +12,10 @@ use crate::agent::Agent;
 use crate::artifact::ArtifactStore;
 use crate::config::RuntimeConfig;
 use crate::context::Summarizer;
+use crate::memory::{MemoryOptions, MemoryStore};
 use crate::registry::{reaper, renewer, Registry};
 use crate::session::LeaseKeeper;
-use crate::session::SessionDeps;
+use crate::session::{MemoryDeps, SessionDeps};
 use crate::state_keys::StateKeys;
 use crate::stats::Counters;
 use crate::store::Store;
@@ -58,6 +59,8 @@ pub struct RuntimeBuilder {
     // --- artifacts and declared state keys ---
     artifacts: Option<Arc<dyn ArtifactStore>>,
     state_keys: Option<Arc<StateKeys>>,
+    /// Memory across sessions (see `with_memory`).
+    memory: Option<(Arc<dyn MemoryStore>, MemoryOptions)>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -69,6 +72,7 @@ impl std::fmt::Debug for RuntimeBuilder {
             .field("config", &self.config)
             .field("artifacts", &self.artifacts.is_some())
             .field("state_keys", &self.state_keys.is_some())
+            .field("memory", &self.memory.as_ref().map(|(_, options)| options))
             .finish()
     }
 }
@@ -198,6 +202,41 @@ impl RuntimeBuilder {
         self
     }
 
+    // --- Memory across sessions -------------------------------------------------------------
+
+    /// Remembers what users said across their sessions in `store`: sessions are ingested when
+    /// `options.ingest` says, [`TurnContext::recall`](crate::TurnContext::recall) searches it,
+    /// and `options.auto_recall` recalls with each turn's input. [`Runtime::delete`] and
+    /// [`Runtime::delete_user`] remove memory too. See `docs/memory.md`.
+    pub fn with_memory(self, store: impl MemoryStore, options: MemoryOptions) -> Self {
+        self.with_memory_arc(Arc::new(store), options)
+    }
+
+    /// [`RuntimeBuilder::with_memory`] with a store already shared.
+    pub fn with_memory_arc(mut self, store: Arc<dyn MemoryStore>, options: MemoryOptions) -> Self {
+        self.memory = Some((store, options));
+        self
+    }
+
+    fn memory_deps(
+        memory: Option<(Arc<dyn MemoryStore>, MemoryOptions)>,
+    ) -> Result<Option<MemoryDeps>, BuildError> {
+        let Some((store, options)) = memory else {
+            return Ok(None);
+        };
+        if let Some(k) = options.auto_recall {
+            if k == 0 || k > crate::memory::MAX_K {
+                return Err(BuildError::InvalidConfig(format!(
+                    "auto_recall must be between 1 and {} entries",
+                    crate::memory::MAX_K
+                )));
+            }
+        }
+        Ok(Some(MemoryDeps { store, options }))
+    }
+
+    // -----------------------------------------------------------------------------------------
+
     /// Builds the runtime and starts its idle reaper. Must run inside a tokio runtime.
     pub fn build(self) -> Result<Runtime, BuildError> {
         let agent = self.agent.ok_or(BuildError::MissingAgent)?;
@@ -262,6 +301,7 @@ impl RuntimeBuilder {
                 Some(Arc::new(LeaseKeeper::new(leases, ownership.clone())))
             }
         };
+        let memory = Self::memory_deps(self.memory)?;
         tokio::runtime::Handle::try_current().map_err(|_| BuildError::NoTokioRuntime)?;
         let deps = Arc::new(SessionDeps {
             keeper: keeper.clone(),
@@ -276,6 +316,7 @@ impl RuntimeBuilder {
             counters: Counters::default(),
             artifacts: self.artifacts,
             state_keys: self.state_keys,
+            memory,
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();

@@ -29,9 +29,12 @@ use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
 mod compaction;
+mod memory;
 mod persist;
 mod replay;
 mod state_keys;
+
+pub(crate) use memory::ingest_stored;
 
 /// Everything a live session holds. Owned by its actor; nothing else mutates it.
 pub(crate) struct Live {
@@ -246,6 +249,9 @@ impl Live {
         if let Some(keys) = &self.deps.state_keys {
             builder = builder.state_keys(keys.clone());
         }
+        if let Some(memory) = &self.deps.memory {
+            builder = builder.memory(memory.store.clone(), memory.options.auto_recall);
+        }
         for request in &mut requests {
             builder = builder.input(request.input.clone());
             if let Some(stream) = request.stream.take() {
@@ -457,7 +463,9 @@ impl Live {
             }
             Some(StopKind::LeaseLost) => self.drop_unsaved("its lease was lost"),
             _ => {
-                let _ = self.flush().await;
+                if self.flush().await.is_ok() {
+                    self.ingest_on_stop().await;
+                }
             }
         }
     }

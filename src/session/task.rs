@@ -84,6 +84,7 @@ pub(crate) async fn execute(
             },
             None => None,
         };
+        ctx.auto_recall().await;
         let agent_run = AssertUnwindSafe(agent.run(ctx)).catch_unwind();
         let finished = match deadline {
             Some(limit) => tokio::time::timeout(limit, agent_run).await.ok(),

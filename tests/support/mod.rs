@@ -13,6 +13,7 @@ pub mod fake_openai;
 pub mod gateways;
 pub mod harness;
 pub mod http;
+pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]

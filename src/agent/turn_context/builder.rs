@@ -11,6 +11,7 @@ use super::{TurnContext, TurnRecord};
 use crate::agent::Attributes;
 use crate::artifact::ArtifactStore;
 use crate::key::SessionKey;
+use crate::memory::MemoryStore;
 use crate::state::{persistable, Event, ScopedState, StateDelta, Usage};
 use crate::state_keys::StateKeys;
 
@@ -59,6 +60,8 @@ pub struct TurnContextBuilder {
     // --- artifacts and declared state keys ---
     artifacts: Option<Arc<dyn ArtifactStore>>,
     state_keys: Option<Arc<StateKeys>>,
+    /// The user's memory and how many entries to recall before the turn.
+    memory: Option<super::recall::Recall>,
 }
 
 impl TurnContext {
@@ -77,6 +80,7 @@ impl TurnContext {
             sinks: Vec::new(),
             artifacts: None,
             state_keys: None,
+            memory: None,
         }
     }
 }
@@ -139,6 +143,13 @@ impl TurnContextBuilder {
         self
     }
 
+    /// The user's memory, searched by [`TurnContext::recall`]; with `auto_recall`, the runtime
+    /// recalls that many entries with the input before the agent runs.
+    pub fn memory(mut self, store: Arc<dyn MemoryStore>, auto_recall: Option<usize>) -> Self {
+        self.memory = Some(super::recall::Recall::new(store, auto_recall));
+        self
+    }
+
     /// Shows the agent only the newest `visible` events of `history`: the runtime keeps more
     /// events than its window, and hides those the summary covers.
     pub(crate) fn visible(mut self, visible: usize) -> Self {
@@ -164,6 +175,7 @@ impl TurnContextBuilder {
             record: recording.record.clone(),
             artifacts: self.artifacts,
             state_keys: self.state_keys,
+            memory: self.memory,
         };
         (turn, recording)
     }

@@ -29,6 +29,7 @@ impl Live {
         self.compacting = true;
         let previous = self.summary.clone();
         let (store, key, actor) = (self.deps.store.clone(), self.key.clone(), myself.clone());
+        let memory = self.compaction_memory();
         tokio::spawn(async move {
             let summary = async {
                 let limit = usize::try_from(upto - covered).unwrap_or(usize::MAX);
@@ -39,6 +40,9 @@ impl Live {
                     .into_iter()
                     .filter(|e| !matches!(e.kind, EventKind::Summary { .. }))
                     .collect();
+                if let Some(memory) = &memory {
+                    super::memory::ingest_compacted(memory.as_ref(), &key, &span).await;
+                }
                 summarizer
                     .summarize(previous.as_deref(), &span)
                     .await

@@ -1,0 +1,100 @@
+//! Which memory store a spelling such as `file:DIR` names, and opening it (what
+//! `turnstile serve --memory` takes).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use super::{FileMemory, InMemory, Ingest, MemoryError, MemoryStore};
+
+/// Key prefix of memory kept in Redis by `turnstile serve`: the session store's default, so
+/// that one Redis holds one deployment's sessions and memory side by side (memory keys are
+/// under `PREFIX:mem:`, apart from every session key).
+pub const REDIS_MEMORY_PREFIX: &str = "turnstile";
+
+/// A memory store named by a spelling: `off`, `memory`, `file:DIR`, `redis://…`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemorySpec {
+    /// No memory.
+    Off,
+    /// [`InMemory`].
+    Memory,
+    /// [`FileMemory`] in this folder.
+    File(PathBuf),
+    /// `RedisMemory` at this URL (feature `redis`).
+    Redis(String),
+}
+
+impl FromStr for MemorySpec {
+    type Err = String;
+
+    fn from_str(spec: &str) -> Result<Self, String> {
+        match spec {
+            "off" => Ok(Self::Off),
+            "memory" => Ok(Self::Memory),
+            _ if spec.starts_with("redis://") || spec.starts_with("rediss://") => {
+                Ok(Self::Redis(spec.to_owned()))
+            }
+            _ => match spec.strip_prefix("file:") {
+                Some(dir) if !dir.is_empty() => Ok(Self::File(PathBuf::from(dir))),
+                _ => Err(format!(
+                    "unknown memory store {spec:?}: use off, memory, file:DIR or redis://HOST:PORT"
+                )),
+            },
+        }
+    }
+}
+
+impl FromStr for Ingest {
+    type Err = String;
+
+    fn from_str(when: &str) -> Result<Self, String> {
+        match when {
+            "passivation" => Ok(Self::OnPassivation),
+            "compaction" => Ok(Self::OnCompaction),
+            "explicit" => Ok(Self::Explicit),
+            _ => Err(format!(
+                "unknown ingestion moment {when:?}: use passivation, compaction or explicit"
+            )),
+        }
+    }
+}
+
+/// Opens the memory store `spec` names; `None` for `off`.
+pub async fn open_memory(spec: &MemorySpec) -> Result<Option<Arc<dyn MemoryStore>>, MemoryError> {
+    Ok(match spec {
+        MemorySpec::Off => None,
+        MemorySpec::Memory => Some(Arc::new(InMemory::new())),
+        MemorySpec::File(dir) => Some(Arc::new(FileMemory::open(dir.clone())?)),
+        #[cfg(feature = "redis")]
+        MemorySpec::Redis(url) => Some(Arc::new(
+            super::RedisMemory::connect(url, REDIS_MEMORY_PREFIX).await?,
+        )),
+        #[cfg(not(feature = "redis"))]
+        MemorySpec::Redis(_) => {
+            return Err(MemoryError::Unavailable {
+                backend: "redis",
+                detail: "this build has no Redis support (feature `redis`)".into(),
+            })
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_name_stores_or_say_what_is_accepted() {
+        assert_eq!("off".parse(), Ok(MemorySpec::Off));
+        assert_eq!("file:/x".parse(), Ok(MemorySpec::File("/x".into())));
+        assert_eq!(
+            "redis://127.0.0.1:6379".parse(),
+            Ok(MemorySpec::Redis("redis://127.0.0.1:6379".into()))
+        );
+        let err = "file:".parse::<MemorySpec>().unwrap_err();
+        assert!(err.contains("file:DIR"), "{err}");
+        assert_eq!("compaction".parse(), Ok(Ingest::OnCompaction));
+        assert!("sometimes".parse::<Ingest>().is_err());
+    }
+}
