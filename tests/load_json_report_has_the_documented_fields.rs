@@ -59,6 +59,7 @@ const SETTINGS: &[&str] = &[
     "think_ms",
     "interrupt_rate",
     "baseline",
+    "target",
 ];
 
 fn check_figures(name: &str, figures: &Value) {

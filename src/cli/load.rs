@@ -1,6 +1,9 @@
 //! `turnstile load`: a synthetic workload against an in-process runtime, then a verification
 //! pass that reloads every session from the store and checks it against what was acknowledged.
 //!
+//! With `--target URL`, the same workload goes to running `turnstile serve` processes over HTTP
+//! and each session is read back through their API (`remote.rs`, `http_target.rs`).
+//!
 //! With `--baseline`, the same workload runs again through simpler designs, each in a fresh
 //! process of this binary (so that its memory and allocator state start clean), and their figures
 //! are reported next to turnstile's. See `docs/load.md`.
@@ -9,9 +12,13 @@ mod ack_log;
 mod baseline;
 mod cluster;
 mod driver;
+#[cfg(feature = "http")]
+mod http_target;
 mod ledger;
 mod open_loop;
 mod options;
+#[cfg(feature = "http")]
+mod remote;
 mod report;
 mod rss;
 mod target;
@@ -38,11 +45,11 @@ use self::driver::{drive, Interrupts, Plan, Shared};
 pub use self::ledger::turn_of;
 use self::ledger::MAX_LEDGER_TURNS;
 use self::open_loop::Step;
-use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode};
+use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode, Spread, Targets};
 use self::report::{Figures, Measured, Report};
 use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
-use self::verify::verify;
+use self::verify::{verify, History};
 
 /// Most runtimes `--cluster` starts in one process.
 const MAX_CLUSTER: usize = 64;
@@ -152,6 +159,28 @@ pub struct LoadArgs {
     /// turns never sent are not counted).
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Load running `turnstile serve` processes over HTTP instead of a runtime in this process:
+    /// `http://HOST:PORT`, comma-separated for several. The same workload and verification
+    /// (each session read back through the API; needs an admin token). `--agent`, `--latency`
+    /// and `--chunks` then describe the service (for the report and its latency budget).
+    #[arg(
+        long,
+        value_name = "URL[,URL…]",
+        conflicts_with_all = [
+            "store", "cluster", "baseline", "capacity", "idle_ttl", "window", "compact_after",
+            "fault_drop_one_append", "fault_fail_every", "as_baseline",
+        ]
+    )]
+    target: Option<Targets>,
+    /// With `--target`: the bearer token sent to the servers (an admin token of theirs: the run
+    /// writes and reads back sessions of 1,000 users).
+    #[arg(long, env = "TURNSTILE_LOAD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// With several `--target` URLs: `random` (each turn to any of them; they must share the
+    /// sessions, as `serve --cluster` processes do) or `hash` (each session always to one, by a
+    /// stable hash of its key; for independent processes).
+    #[arg(long, default_value = "random", requires = "target")]
+    spread: Spread,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -182,6 +211,12 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, String> {
     let report = match args.as_baseline {
         Some(kind) => baseline::run_here(&args, kind, &run_id).await?,
         None if args.cluster.is_some() => cluster::run(&args, &run_id).await?,
+        #[cfg(feature = "http")]
+        None if args.target.is_some() => remote::run(&args, &run_id).await?,
+        #[cfg(not(feature = "http"))]
+        None if args.target.is_some() => {
+            return Err("--target needs a build with the `http` feature".into());
+        }
         None => {
             let mut report = run_turnstile(&args, &run_id).await?;
             // A baseline that fails is recorded in its entry: turnstile's report still prints.
@@ -345,11 +380,11 @@ async fn run_turnstile(args: &LoadArgs, run_id: &str) -> Result<Report, String> 
 
 /// Drives one design through the workload, finishes it, verifies the store and computes its
 /// figures.
-async fn measure<T: Target>(
+async fn measure<T: Target, H: History + ?Sized>(
     args: &LoadArgs,
     target: Arc<T>,
     keys: Arc<[SessionKey]>,
-    store: &dyn Store,
+    history: &H,
     label: &str,
 ) -> Result<Figures, String> {
     let plan = plan(args);
@@ -364,7 +399,7 @@ async fn measure<T: Target>(
     let (elapsed, sample, open) = drive(shared.clone(), plan, progress, steps.as_deref()).await?;
     let counters = shared.target.counters();
     shared.target.finish().await;
-    let verdict = verify(store, &shared.keys, &shared.ledger).await?;
+    let verdict = verify(history, &shared.keys, &shared.ledger).await?;
     Ok(Figures::new(Measured {
         ledger: &shared.ledger,
         latencies: &shared.latencies(),
@@ -397,6 +432,7 @@ fn report(args: &LoadArgs, run_id: &str, store: String, figures: Figures) -> Rep
         figures,
         baseline: BTreeMap::new(),
         cluster: None,
+        target: None,
     }
 }
 

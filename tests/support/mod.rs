@@ -20,4 +20,6 @@ pub mod postgres;
 pub mod redis_cluster;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+#[cfg(feature = "http")]
+pub mod serve;
 pub mod stores;

@@ -101,8 +101,8 @@ impl Target for ClusterTarget {
         })
     }
 
-    fn interrupt(&self, key: &SessionKey) -> bool {
-        self.members.iter().any(|m| m.interrupt(key))
+    async fn interrupt<'a>(&'a self, key: &'a SessionKey) -> bool {
+        self.members.iter().any(|m| m.runtime.interrupt(key))
     }
 
     fn live_sessions(&self) -> usize {

@@ -209,7 +209,7 @@ impl<T: Target> Shared<T> {
                     stripe.lock().saturating_record(micros.max(1));
                 }
                 if first.interrupt {
-                    self.target.interrupt(key);
+                    self.target.interrupt(key).await;
                 }
             }
         };

@@ -127,6 +127,79 @@ impl FromStr for Fraction {
     }
 }
 
+/// `--target URL[,URL…]`: the `turnstile serve` processes to load, exactly as given. Only
+/// `http://` base URLs are accepted: no other scheme, no credentials in the URL (they would be
+/// sent to wherever it points; `--token` says who is calling), no query or fragment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Targets(pub Vec<String>);
+
+/// Most `--target` URLs: more than any one generator should spread over.
+const MAX_TARGETS: usize = 64;
+
+impl FromStr for Targets {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let urls = s
+            .split(',')
+            .map(|url| base_url(url.trim()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if urls.len() > MAX_TARGETS {
+            return Err(format!("at most {MAX_TARGETS} --target URLs"));
+        }
+        Ok(Self(urls))
+    }
+}
+
+/// One `--target` URL, checked and without its trailing `/`.
+fn base_url(url: &str) -> Result<String, String> {
+    let expected = "expected a base URL like http://127.0.0.1:8080";
+    let Some(rest) = url
+        .get(..7)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
+        .map(|_| &url[7..])
+    else {
+        return Err(format!(
+            "bad --target {url:?}: only http:// URLs are accepted; {expected}"
+        ));
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!("bad --target {url:?}: no host; {expected}"));
+    }
+    if let Some(bad) = rest
+        .chars()
+        .find(|c| matches!(c, '@' | '?' | '#') || c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "bad --target {url:?}: {bad:?} is not allowed (no credentials, query or fragment; \
+             pass the token with --token); {expected}"
+        ));
+    }
+    Ok(format!("http://{}", rest.trim_end_matches('/')))
+}
+
+/// `--spread`: how turns are spread over several `--target` URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spread {
+    /// Each turn to a URL picked at random, as a load balancer without affinity would: the
+    /// processes must share the sessions (`serve --cluster` on one store).
+    Random,
+    /// Each session's turns always to the same URL, by a stable hash of its key: works with
+    /// independent processes, each with its own store.
+    Hash,
+}
+
+impl FromStr for Spread {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "random" => Ok(Self::Random),
+            "hash" => Ok(Self::Hash),
+            _ => Err(format!("unknown spread {s:?}; expected random or hash")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +242,34 @@ mod tests {
             .parse::<BaselineKind>()
             .unwrap_err()
             .contains("mutex-gate or ractor"));
+    }
+
+    #[test]
+    fn targets_are_plain_http_base_urls() {
+        let targets: Targets = "http://127.0.0.1:8080/, HTTP://localhost:9000/api"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            targets.0,
+            ["http://127.0.0.1:8080", "http://localhost:9000/api"]
+        );
+        for (bad, says) in [
+            ("https://127.0.0.1:8080", "only http://"),
+            ("127.0.0.1:8080", "only http://"),
+            ("ftp://x", "only http://"),
+            ("http://", "no host"),
+            ("http://:80", "no host"),
+            ("http://u:p@127.0.0.1", "credentials"),
+            ("http://127.0.0.1/?a=b", "query"),
+            ("http://127.0.0.1,", "only http://"),
+        ] {
+            let err = bad.parse::<Targets>().unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        assert_eq!("hash".parse::<Spread>().unwrap(), Spread::Hash);
+        assert!("sticky"
+            .parse::<Spread>()
+            .unwrap_err()
+            .contains("random or hash"));
     }
 }

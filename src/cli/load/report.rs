@@ -272,6 +272,9 @@ pub struct Report {
     /// With `--cluster N`: the runtimes and how many turns went on to their session's owner.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterFigures>,
+    /// With `--target`: the URLs the workload was sent to; `null` for a run in this process.
+    #[serde(default)]
+    pub target: Option<Vec<String>>,
 }
 
 /// What `--cluster N` adds to the report.
@@ -373,6 +376,9 @@ impl Report {
                 "time to first chunk: p50 {} µs, p90 {} µs, p99 {} µs, p99.9 {} µs",
                 t.p50, t.p90, t.p99, t.p999
             );
+        }
+        if let Some(target) = &self.target {
+            println!("sent over HTTP to {}", target.join(", "));
         }
         if let Some(cluster) = &self.cluster {
             println!(

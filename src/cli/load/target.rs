@@ -146,7 +146,7 @@ pub trait Target: Send + Sync + 'static {
     ) -> impl Future<Output = Pending<'a>> + Send + 'a;
 
     /// Interrupts the session's running turn; whether one was running.
-    fn interrupt(&self, key: &SessionKey) -> bool;
+    fn interrupt<'a>(&'a self, key: &'a SessionKey) -> impl Future<Output = bool> + Send + 'a;
 
     /// Sessions held in memory now.
     fn live_sessions(&self) -> usize;
@@ -209,7 +209,7 @@ impl Target for TurnstileTarget {
         })
     }
 
-    fn interrupt(&self, key: &SessionKey) -> bool {
+    async fn interrupt<'a>(&'a self, key: &'a SessionKey) -> bool {
         self.runtime.interrupt(key)
     }
 

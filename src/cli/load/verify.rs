@@ -3,6 +3,7 @@
 
 use std::collections::hash_map::Entry as Slot;
 use std::collections::HashMap;
+use std::future::Future;
 
 use futures::StreamExt;
 use turnstile::state::{Event, EventKind, InputDisposition, OutputStatus};
@@ -42,18 +43,33 @@ impl Verdict {
     }
 }
 
-/// Reloads every session from the store and compares it with the ledger.
-pub async fn verify(
-    store: &dyn Store,
+/// Where the verification pass reads each session's history back from.
+pub trait History: Sync {
+    /// The whole stored log of `key`, oldest first.
+    fn read<'a>(
+        &'a self,
+        key: &'a SessionKey,
+    ) -> impl Future<Output = Result<Vec<Event>, String>> + Send + 'a;
+}
+
+/// The store the workload wrote to, read directly.
+impl History for dyn Store {
+    async fn read<'a>(&'a self, key: &'a SessionKey) -> Result<Vec<Event>, String> {
+        self.read_events(key, 1, usize::MAX)
+            .await
+            .map_err(|e| format!("verification could not read {key}: {e}"))
+    }
+}
+
+/// Reads every session's history back and compares it with the ledger.
+pub async fn verify<H: History + ?Sized>(
+    history: &H,
     keys: &[SessionKey],
     ledger: &Ledger,
 ) -> Result<Verdict, String> {
     let mut checks = futures::stream::iter(keys.iter().enumerate())
         .map(|(session, key)| async move {
-            let events = store
-                .read_events(key, 1, usize::MAX)
-                .await
-                .map_err(|e| format!("verification could not read {key}: {e}"))?;
+            let events = history.read(key).await?;
             Ok::<_, String>(compare(&ledger.row(session), &events))
         })
         .buffer_unordered(VERIFY_CONCURRENCY);

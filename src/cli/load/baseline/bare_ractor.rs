@@ -182,7 +182,7 @@ impl Target for BareRactor {
         })
     }
 
-    fn interrupt(&self, key: &SessionKey) -> bool {
+    async fn interrupt<'a>(&'a self, key: &'a SessionKey) -> bool {
         self.sessions
             .get(key)
             .is_some_and(|entry| self.sessions.interrupt(&entry.running))

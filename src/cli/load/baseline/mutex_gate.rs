@@ -108,7 +108,7 @@ impl Target for MutexGate {
         }
     }
 
-    fn interrupt(&self, key: &SessionKey) -> bool {
+    async fn interrupt<'a>(&'a self, key: &'a SessionKey) -> bool {
         self.sessions
             .get(key)
             .is_some_and(|gate| self.sessions.interrupt(&gate.running))

@@ -1,0 +1,126 @@
+//! One `turnstile serve` child on a free loopback port, with the test tokens (`http::ADMIN`,
+//! `http::ALICE`…) and its data folder in a temporary directory. The child is killed when the
+//! handle is dropped.
+
+#![cfg(feature = "http")]
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::cli::TURNSTILE;
+use super::http::{ADMIN, ALICE, BOB};
+
+/// How long the child may take to print its address.
+const STARTUP: Duration = Duration::from_secs(20);
+
+/// The store a [`Serve`] keeps its sessions in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeStore {
+    /// `--store memory`.
+    Memory,
+    /// `--store file:PATH`, in the child's temporary folder.
+    File,
+}
+
+/// A running `turnstile serve`.
+pub struct Serve {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Holds the data folder and the tokens file until the child is gone.
+    home: tempfile::TempDir,
+}
+
+impl Serve {
+    /// Starts `turnstile serve` over `store` with the mock agent (`latency_ms`, `chunks`) and
+    /// `extra` arguments, and waits for its address. It is listening once it printed it.
+    pub fn start(store: ServeStore, latency_ms: u64, chunks: usize, extra: &[&str]) -> Serve {
+        let home = tempfile::tempdir().expect("a temporary folder");
+        let tokens = home.path().join("tokens");
+        std::fs::write(
+            &tokens,
+            format!("{ADMIN} admin\n{ALICE} user:alice\n{BOB} user:bob\n"),
+        )
+        .expect("write the tokens file");
+        let store = match store {
+            ServeStore::Memory => "memory".to_owned(),
+            ServeStore::File => format!("file:{}", home.path().join("data").display()),
+        };
+        let mut child = Command::new(TURNSTILE)
+            .args(["serve", "--addr", "127.0.0.1:0", "--agent", "mock"])
+            .args(["--store", &store])
+            .args(["--latency", &latency_ms.to_string()])
+            .args(["--chunks", &chunks.to_string()])
+            .args(["--drain-timeout", "2"])
+            .arg("--tokens")
+            .arg(&tokens)
+            .args(extra)
+            .env("TURNSTILE_HOME", home.path())
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start turnstile serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let base = listening_address(stdout);
+        Serve { child, base, home }
+    }
+
+    /// The full URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// `/metrics`, read with the admin token.
+    pub async fn metrics(&self) -> String {
+        reqwest::Client::new()
+            .get(self.url("/metrics"))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("a metrics page")
+    }
+
+    /// Turns this server answered 200 (`turnstile_http_requests_total` of the turns route).
+    pub async fn turns_answered(&self) -> u64 {
+        self.metrics()
+            .await
+            .lines()
+            .filter(|l| l.starts_with("turnstile_http_requests_total"))
+            .filter(|l| l.contains("/turns\"") && l.contains("status=\"200\""))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads the child's `listening on URL` line, and keeps draining its stdout afterwards so that
+/// it never blocks on a full pipe.
+fn listening_address(stdout: std::process::ChildStdout) -> String {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(url) = line.strip_prefix("turnstile serve: listening on ") {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        }
+    });
+    rx.recv_timeout(STARTUP)
+        .expect("turnstile serve printed its address")
+}
