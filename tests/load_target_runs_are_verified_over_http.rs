@@ -73,7 +73,13 @@ fn bursts_under_each_policy_and_interrupts_verify_over_http() {
         let ok = report["turns_ok"].as_u64().expect("turns_ok");
         match policy {
             "queue" => assert_eq!(ok, 200, "{report}"),
-            "latest" => assert!(report["turns_superseded"].as_u64() > Some(0), "{report}"),
+            // A newer message cuts the running turn, or supersedes one still queued: which of
+            // the two depends on how fast the cut turn ends, so count both.
+            "latest" => {
+                let cut = report["turns_superseded"].as_u64().unwrap_or(0)
+                    + report["turns_interrupted"].as_u64().unwrap_or(0);
+                assert!(ok == 200 && cut > 0, "{report}");
+            }
             "merge" => assert!(report["turns_merged"].as_u64() > Some(0), "{report}"),
             _ => assert!(
                 report["failures_by_reason"]["busy"].as_u64() > Some(0),
