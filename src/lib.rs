@@ -50,7 +50,7 @@ mod error;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "http"))]
 mod hex;
 #[cfg(feature = "http")]
 pub mod http;
@@ -73,9 +73,10 @@ pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
+pub use registry::{LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
 pub use runtime::{BuildError, DrainReport, Placement, Runtime, RuntimeBuilder};
 pub use session::SessionView;
-pub use stats::RuntimeStats;
+pub use stats::{RuntimeStats, TurnTimes};
 pub use store::{FileStore, MemoryStore, Store, StoreError};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresOptions, PostgresStore};
