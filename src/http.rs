@@ -5,6 +5,7 @@
 //! Build a [`Gateway`] from a [`ChannelRouter`] (which holds the runtime and the pairing store),
 //! then either mount [`Gateway::router`] in your own server or call [`Gateway::serve`].
 
+mod admin;
 mod answer;
 mod auth;
 mod channels;
@@ -256,6 +257,8 @@ impl Gateway {
         turns
             .merge(messages)
             .merge(quick)
+            // Operator routes (`docs/http-api.md`, "Operators").
+            .merge(admin::routes(self))
             .fallback(ops::not_found)
             .method_not_allowed_fallback(ops::method_not_allowed)
             .layer(axum::middleware::from_fn(ops::record))

@@ -1,0 +1,193 @@
+//! Operator routes (admin tokens only): the live sessions of this process, passivating one,
+//! and a stream of the runtime's figures once a second. Plus `GET /v1/me`, which tells any
+//! valid token what it speaks for (the pages use it after sign-in).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::response::sse::{Event, Sse};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::extract::{ApiPath, ApiQuery};
+use super::Gateway;
+use crate::key::{validate_id, KeyPart, SessionKey};
+use crate::registry::{LiveQuery, LiveSession, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
+
+mod stats_stream;
+
+/// The admin routes and `/v1/me`, bounded by the request timeout like every quick route (the
+/// stats stream's body is not: the timeout covers a response's head only).
+pub(crate) fn routes(gateway: &Gateway) -> Router<Gateway> {
+    Router::new()
+        .route("/v1/me", get(me))
+        .route("/v1/admin/live", get(live))
+        .route(
+            "/v1/admin/sessions/{user}/{session}/passivate",
+            post(passivate),
+        )
+        .route("/v1/admin/stats/stream", get(stats))
+        .route_layer(axum::middleware::from_fn_with_state(
+            gateway.clone(),
+            super::ops::timeout,
+        ))
+}
+
+/// `GET /v1/me`: what the token reaches, never the token itself.
+async fn me(caller: Caller) -> Json<Value> {
+    Json(match caller {
+        Caller::Open => json!({ "grant": "open" }),
+        Caller::Admin => json!({ "grant": "admin" }),
+        Caller::User { id, channels } => json!({
+            "grant": "user", "user": id, "channels": channels,
+        }),
+    })
+}
+
+/// `GET /v1/admin/live`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LiveParams {
+    user: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// One live session as the API shows it.
+#[derive(Debug, Serialize)]
+struct LiveRow {
+    user: String,
+    session: String,
+    state: &'static str,
+    /// Messages waiting behind the running turn (0 unless `state` is `queued`).
+    waiting: usize,
+    turns: u64,
+    idle_ms: u64,
+    last_active_ms: u64,
+    unsaved: usize,
+    bytes: u64,
+}
+
+impl LiveRow {
+    fn of(session: LiveSession, now_ms: u64) -> Self {
+        let idle_ms = u64::try_from(session.idle_for.as_millis()).unwrap_or(u64::MAX);
+        Self {
+            user: session.key.user_id().to_owned(),
+            session: session.key.session_id().to_owned(),
+            state: session.state.name(),
+            waiting: match session.state {
+                crate::LiveState::Queued(n) => n,
+                _ => 0,
+            },
+            turns: session.turns,
+            idle_ms,
+            last_active_ms: now_ms.saturating_sub(idle_ms),
+            unsaved: session.unsaved,
+            bytes: session.bytes,
+        }
+    }
+}
+
+async fn live(
+    State(gateway): State<Gateway>,
+    caller: Caller,
+    ApiQuery(params): ApiQuery<LiveParams>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_admin()?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIVE_PAGE);
+    if limit == 0 || limit > MAX_LIVE_PAGE {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be between 1 and {MAX_LIVE_PAGE}"
+        )));
+    }
+    if let Some(user) = &params.user {
+        validate_id(user, KeyPart::User)?;
+    }
+    let after = params.cursor.as_deref().map(decode_cursor).transpose()?;
+    let page = gateway.runtime().live_page(&LiveQuery {
+        user: params.user,
+        after,
+        limit,
+    });
+    let now = now_ms();
+    let sessions: Vec<LiveRow> = page
+        .sessions
+        .into_iter()
+        .map(|s| LiveRow::of(s, now))
+        .collect();
+    Ok(Json(json!({
+        "sessions": sessions,
+        "next_cursor": page.next.as_ref().map(encode_cursor),
+        "total": page.total,
+    })))
+}
+
+/// `POST /v1/admin/sessions/{user}/{session}/passivate`.
+async fn passivate(
+    State(gateway): State<Gateway>,
+    caller: Caller,
+    ApiPath((user, session)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    caller.require_admin()?;
+    let key = SessionKey::new(user, session)?;
+    let passivating = gateway.runtime().passivate(&key);
+    Ok(Json(json!({ "passivating": passivating })))
+}
+
+/// `GET /v1/admin/stats/stream`.
+async fn stats(
+    State(gateway): State<Gateway>,
+    caller: Caller,
+) -> Result<Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>>, ApiError> {
+    caller.require_admin()?;
+    Ok(Sse::new(stats_stream::snapshots(
+        gateway.runtime().clone(),
+        stats_stream::PERIOD,
+    )))
+}
+
+/// A cursor names the last key of a page: both ids in hexadecimal, so that any id survives a
+/// query string unescaped.
+fn encode_cursor(key: &SessionKey) -> String {
+    format!(
+        "{}.{}",
+        crate::hex::encode(key.user_id()),
+        crate::hex::encode(key.session_id())
+    )
+}
+
+fn decode_cursor(cursor: &str) -> Result<SessionKey, ApiError> {
+    let bad = || ApiError::BadRequest("the cursor is not one this server gave".into());
+    let (user, session) = cursor.split_once('.').ok_or_else(bad)?;
+    let user = crate::hex::decode(user).ok_or_else(bad)?;
+    let session = crate::hex::decode(session).ok_or_else(bad)?;
+    SessionKey::new(user, session).map_err(|_| bad())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_millis()
+        .try_into()
+        .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_refuse_anything_else() {
+        let key = SessionKey::new("al.ice", "a/b c").unwrap();
+        assert_eq!(decode_cursor(&encode_cursor(&key)).unwrap(), key);
+        for bad in ["", "zz.00", "61", "61.", ".61", "6.61"] {
+            assert!(decode_cursor(bad).is_err(), "{bad:?}");
+        }
+    }
+}
