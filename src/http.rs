@@ -9,6 +9,7 @@ mod admin;
 mod answer;
 mod auth;
 mod channels;
+mod console;
 mod error;
 mod events;
 mod extract;
@@ -257,8 +258,9 @@ impl Gateway {
         turns
             .merge(messages)
             .merge(quick)
-            // Operator routes (`docs/http-api.md`, "Operators").
+            // Operator routes (`docs/http-api.md`, "Operators") and the pages (`docs/console.md`).
             .merge(admin::routes(self))
+            .merge(console::routes())
             .fallback(ops::not_found)
             .method_not_allowed_fallback(ops::method_not_allowed)
             .layer(axum::middleware::from_fn(ops::record))
