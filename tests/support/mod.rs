@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+#[cfg(feature = "http")]
+pub mod browser;
 pub mod cli;
 #[cfg(all(feature = "http", feature = "redis"))]
 pub mod cluster;
