@@ -6,6 +6,7 @@ use crate::agent::Attributes;
 use crate::state::{InterruptReason, Seq};
 
 /// What happens when a message arrives for a session whose turn is still running.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OverlapPolicy {

@@ -10,21 +10,23 @@ mod answer;
 mod auth;
 mod channels;
 mod console;
+mod deadline;
 mod error;
 mod events;
 mod extract;
 mod forward;
+mod listen;
+mod openapi;
 mod ops;
 mod sessions;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
-use axum::serve::ListenerExt;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
@@ -34,6 +36,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
 pub use error::ApiError;
 pub use forward::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
+pub use listen::default_max_connections;
+pub use openapi::openapi_json;
 
 use crate::channel::ChannelRouter;
 use crate::runtime::{DrainReport, Runtime};
@@ -55,6 +59,17 @@ pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(25);
 /// Default time connections get to finish writing their last responses after the drain, before
 /// the server stops regardless: a slow reader must not hold a shutdown forever.
 pub const DEFAULT_CONNECTION_GRACE: Duration = Duration::from_secs(5);
+
+/// Default time a connection may wait for the first byte of a request (a new connection, or a
+/// kept-alive one after its last response) before it is closed. Longer than the 60 s idle
+/// timeout of common load balancers and proxies, so that they close an idle connection first
+/// and never send a request on one this side is closing.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// Default time a request's header block may take from its first byte to its end. A header
+/// block is a few kilobytes, sent in one go by any real client even over a slow link; a client
+/// that sends it byte by byte (to hold the connection) is cut off after this long.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Default time forwarding waits to connect to a session's owner. A peer on the same network
 /// connects in well under a millisecond; two seconds cover one lost SYN (resent after one
@@ -82,6 +97,13 @@ pub struct HttpConfig {
     pub forward: bool,
     /// How long forwarding waits to connect to the owner (503 `owner_unreachable` past it).
     pub forward_connect_timeout: Duration,
+    /// How long [`Gateway::serve`] keeps a connection that waits for a request's first byte.
+    pub idle_timeout: Duration,
+    /// How long [`Gateway::serve`] lets a request's header block take from its first byte.
+    pub header_timeout: Duration,
+    /// How many connections [`Gateway::serve`] holds open at once; at the cap it stops
+    /// accepting until one closes (new ones wait in the kernel's queue).
+    pub max_connections: usize,
 }
 
 impl Default for HttpConfig {
@@ -93,6 +115,9 @@ impl Default for HttpConfig {
             connection_grace: DEFAULT_CONNECTION_GRACE,
             forward: false,
             forward_connect_timeout: DEFAULT_FORWARD_CONNECT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: default_max_connections(),
         }
     }
 }
@@ -251,6 +276,7 @@ impl Gateway {
             .route("/healthz", get(ops::healthz))
             .route("/readyz", get(ops::readyz))
             .route("/metrics", get(ops::metrics))
+            .route("/openapi.json", get(openapi::openapi_json_route))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 ops::timeout,
@@ -265,6 +291,10 @@ impl Gateway {
             .method_not_allowed_fallback(ops::method_not_allowed)
             .layer(axum::middleware::from_fn(ops::record))
             .layer(DefaultBodyLimit::max(self.config.body_limit))
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                deadline::body_deadline,
+            ))
             .layer(CatchPanicLayer::custom(ops::panicked))
             .with_state(self.clone())
     }
@@ -273,6 +303,11 @@ impl Gateway {
     /// 503 and new turns 503 `draining` while running and queued turns finish (up to
     /// [`HttpConfig::drain_deadline`], then they are interrupted and persisted as such), every
     /// session is flushed, and open connections get [`HttpConfig::connection_grace`] to finish.
+    ///
+    /// Connections are bounded: at most [`HttpConfig::max_connections`] are open at once, one
+    /// that waits longer than [`HttpConfig::idle_timeout`] for a request or takes longer than
+    /// [`HttpConfig::header_timeout`] over a header block is closed, and a request body must
+    /// arrive within [`HttpConfig::request_timeout`] (408 `body_timeout` otherwise).
     ///
     /// Refuses ([`ServeError::OpenOnNonLoopback`]) to serve without tokens on an address other
     /// than loopback, and ([`ServeError::ForwardingWithoutOwnership`]) to forward over a runtime
@@ -307,16 +342,17 @@ impl Gateway {
                 drained.cancel();
             }
         };
-        // Answers are small and written at once: Nagle's delay would only add latency.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let server = axum::serve(listener, self.router()).with_graceful_shutdown(signal);
+        let limits = listen::ConnectionLimits {
+            read: listen::ReadLimits {
+                idle: self.config.idle_timeout,
+                head: self.config.header_timeout,
+            },
+            max_connections: self.config.max_connections.max(1),
+        };
+        let server = listen::serve(listener, self.router(), limits, drained.clone());
         let grace = self.config.connection_grace;
         tokio::select! {
-            served = server.into_future() => served?,
+            _ = futures::future::join(server, signal) => {}
             () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!(?grace, "connections still open after the grace period; closing");
             }

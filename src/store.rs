@@ -57,9 +57,11 @@ pub struct LoadedSession {
 }
 
 /// Metadata of a stored session, read without its events.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SessionMeta {
     /// The session.
+    #[cfg_attr(feature = "http", schema(value_type = String))]
     pub key: SessionKey,
     /// Compare-and-set version of the stored head.
     pub version: u64,
@@ -88,6 +90,7 @@ impl SessionMeta {
 }
 
 /// One page of a listing.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Page {
     /// Sessions on this page, ordered by session id.

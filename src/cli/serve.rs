@@ -69,6 +69,17 @@ pub struct ServeArgs {
     /// Seconds running turns get to finish after SIGTERM before they are interrupted.
     #[arg(long, default_value_t = 25.0)]
     drain_timeout: f64,
+    /// Seconds a connection may wait for a request (new, or kept alive after its last answer)
+    /// before it is closed. Keep it above your load balancer's idle timeout.
+    #[arg(long, default_value_t = turnstile::http::DEFAULT_IDLE_TIMEOUT.as_secs_f64())]
+    idle_timeout: f64,
+    /// Seconds a request's header block may take from its first byte.
+    #[arg(long, default_value_t = turnstile::http::DEFAULT_HEADER_TIMEOUT.as_secs_f64())]
+    header_timeout: f64,
+    /// Open connections at most; at the cap new ones wait until one closes. Default: the
+    /// process's descriptor limit less an eighth kept for the store.
+    #[arg(long)]
+    max_connections: Option<usize>,
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = turnstile::http::DEFAULT_BODY_LIMIT)]
     body_limit: usize,
@@ -146,6 +157,13 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
         request_timeout: seconds(args.request_timeout, "--request-timeout")?,
         drain_deadline: seconds(args.drain_timeout, "--drain-timeout")?,
         forward: args.cluster && !args.no_forward,
+        idle_timeout: seconds(args.idle_timeout, "--idle-timeout")?,
+        header_timeout: seconds(args.header_timeout, "--header-timeout")?,
+        max_connections: match args.max_connections {
+            Some(0) => return Err("--max-connections must be at least 1".into()),
+            Some(n) => n,
+            None => turnstile::http::default_max_connections(),
+        },
         ..HttpConfig::default()
     };
     let gateway = Gateway::new(router)

@@ -10,11 +10,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures::Stream;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
+use super::openapi::{Refusals, SessionPath};
 use super::Gateway;
 use crate::key::{validate_id, KeyPart, SessionKey};
 use crate::registry::{LiveQuery, LiveSession, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
@@ -38,39 +39,91 @@ pub(crate) fn routes(gateway: &Gateway) -> Router<Gateway> {
         ))
 }
 
-/// `GET /v1/me`: what the token reaches, never the token itself.
-async fn me(caller: Caller) -> Json<Value> {
+/// What a token reaches.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Me {
+    /// `admin`, `user`, or `open` (a server without tokens).
+    grant: &'static str,
+    /// The user a user token speaks for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    /// The channels a user token may post to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channels: Option<Vec<String>>,
+}
+
+/// What any valid token reaches (never the token itself).
+#[utoipa::path(get, path = "/v1/me", tag = "operations",
+    responses((status = 200, body = Me), Refusals))]
+pub(crate) async fn me(caller: Caller) -> Json<Me> {
     Json(match caller {
-        Caller::Open => json!({ "grant": "open" }),
-        Caller::Admin => json!({ "grant": "admin" }),
-        Caller::User { id, channels } => json!({
-            "grant": "user", "user": id, "channels": channels,
-        }),
+        Caller::Open => Me {
+            grant: "open",
+            user: None,
+            channels: None,
+        },
+        Caller::Admin => Me {
+            grant: "admin",
+            user: None,
+            channels: None,
+        },
+        Caller::User { id, channels } => Me {
+            grant: "user",
+            user: Some(id),
+            channels: Some(channels),
+        },
     })
 }
 
-/// `GET /v1/admin/live`.
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/admin/live`.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-struct LiveParams {
+#[into_params(parameter_in = Query)]
+pub(crate) struct LiveParams {
+    /// Only this user's sessions.
     user: Option<String>,
+    /// Sessions per page, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// The previous page's `next_cursor`.
     cursor: Option<String>,
 }
 
 /// One live session as the API shows it.
-#[derive(Debug, Serialize)]
-struct LiveRow {
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct LiveRow {
     user: String,
     session: String,
+    /// `starting`, `idle`, `running`, `queued` or `stopping`.
     state: &'static str,
     /// Messages waiting behind the running turn (0 unless `state` is `queued`).
     waiting: usize,
+    /// Turns the session has run, as of its last answered turn.
     turns: u64,
+    /// Milliseconds since it last did something.
     idle_ms: u64,
+    /// That moment, in Unix milliseconds.
     last_active_ms: u64,
+    /// Events the store has not acknowledged.
     unsaved: usize,
+    /// Approximate bytes of its serialised events.
     bytes: u64,
+}
+
+/// A page of live sessions, in key order.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct LiveList {
+    sessions: Vec<LiveRow>,
+    /// Pass it back as `cursor`; `null` after the last page.
+    next_cursor: Option<String>,
+    /// Sessions held by this process now, whatever the filter.
+    total: usize,
+}
+
+/// Whether a session was asked to passivate.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Passivating {
+    /// False: it was not live here (absent, starting or already stopping).
+    passivating: bool,
 }
 
 impl LiveRow {
@@ -93,11 +146,14 @@ impl LiveRow {
     }
 }
 
-async fn live(
+/// The sessions live in this process, a page at a time (admin).
+#[utoipa::path(get, path = "/v1/admin/live", tag = "operations",
+    params(LiveParams), responses((status = 200, body = LiveList), Refusals))]
+pub(crate) async fn live(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiQuery(params): ApiQuery<LiveParams>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LiveList>, ApiError> {
     caller.require_admin()?;
     let limit = params.limit.unwrap_or(DEFAULT_LIVE_PAGE);
     if limit == 0 || limit > MAX_LIVE_PAGE {
@@ -120,27 +176,32 @@ async fn live(
         .into_iter()
         .map(|s| LiveRow::of(s, now))
         .collect();
-    Ok(Json(json!({
-        "sessions": sessions,
-        "next_cursor": page.next.as_ref().map(encode_cursor),
-        "total": page.total,
-    })))
+    Ok(Json(LiveList {
+        sessions,
+        next_cursor: page.next.as_ref().map(encode_cursor),
+        total: page.total,
+    }))
 }
 
-/// `POST /v1/admin/sessions/{user}/{session}/passivate`.
-async fn passivate(
+/// Asks a session live in this process to passivate now (admin).
+#[utoipa::path(post, path = "/v1/admin/sessions/{user}/{session}/passivate", tag = "operations",
+    params(SessionPath), responses((status = 200, body = Passivating), Refusals))]
+pub(crate) async fn passivate(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((user, session)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Passivating>, ApiError> {
     caller.require_admin()?;
     let key = SessionKey::new(user, session)?;
     let passivating = gateway.runtime().passivate(&key);
-    Ok(Json(json!({ "passivating": passivating })))
+    Ok(Json(Passivating { passivating }))
 }
 
-/// `GET /v1/admin/stats/stream`.
-async fn stats(
+/// The runtime's figures as server-sent events, one `stats` event a second (admin).
+#[utoipa::path(get, path = "/v1/admin/stats/stream", tag = "operations",
+    responses((status = 200, description = "`stats` events, one JSON snapshot a second",
+        content_type = "text/event-stream", body = String), Refusals))]
+pub(crate) async fn stats(
     State(gateway): State<Gateway>,
     caller: Caller,
 ) -> Result<Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>>, ApiError> {

@@ -53,22 +53,31 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
 
 /// The JSON form of an outcome: `{"outcome", "output", "seq"}`, plus `reason` when interrupted
 /// and, for channel messages, where the message went.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct OutcomeBody {
+    /// `completed`, `interrupted`, `superseded` or `merged`.
+    #[schema(value_type = String)]
     outcome: &'static str,
+    /// Why the turn was interrupted.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<InterruptReason>,
+    /// The reply (what was streamed, when interrupted).
     output: String,
+    /// The seq of the event that answers the message.
     seq: u64,
+    /// A channel message's session.
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<SessionRef>,
+    /// A channel message's user, shown to admins and that user.
     #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<String>,
+    /// Whether the channel account is paired with a user.
     #[serde(skip_serializing_if = "Option::is_none")]
     paired: Option<bool>,
 }
 
-#[derive(Debug, Serialize)]
+/// A session, by its ids.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct SessionRef {
     user: String,
     session: String,

@@ -5,40 +5,68 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::answer::{answer, wants_events, Target, TurnArgs};
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
+use super::openapi::{ChannelPath, PairingPath, Refusals};
+use super::sessions::Deleted;
 use super::Gateway;
 use crate::call::OverlapPolicy;
 use crate::channel::ChannelMessage;
 
 /// `POST /v1/channels/{channel}/messages`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MessageBody {
+    /// The chat (conversation) on the channel.
     chat: String,
+    /// The thread within the chat, if any.
     #[serde(default)]
     thread: Option<String>,
     /// The sender's id on the channel.
     user: String,
+    /// The message.
     input: String,
+    /// What to do when the chat's session is running a turn (`--channel-policy` if absent).
     #[serde(default)]
     policy: Option<OverlapPolicy>,
+    /// Interrupt the turn when this request ends without its answer.
     #[serde(default)]
     cancel_on_timeout: bool,
 }
 
+/// A pairing: the channel account and the user it speaks for.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Pairing {
+    channel: String,
+    channel_user: String,
+    user: String,
+    /// On `PUT`: the user the account was paired to before, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous: Option<Option<String>>,
+}
+
 /// `PUT /v1/pairings/{channel}/{channel_user}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PairingBody {
+    /// The user the account speaks for.
     user: String,
 }
 
+/// Routes a channel message to its chat's session and runs a turn there (JSON or events, as
+/// for session turns).
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages", tag = "channels",
+    params(ChannelPath, ("Idempotency-Key" = Option<String>, Header,
+        description = "1–128 visible ASCII bytes: a retry with the same key gets the first outcome")),
+    request_body = MessageBody,
+    responses((status = 200, description = "The turn's outcome, or its event stream",
+        content((super::answer::OutcomeBody = "application/json"),
+            (String = "text/event-stream"))), Refusals))]
 pub(crate) async fn post_message(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -69,31 +97,38 @@ pub(crate) async fn post_message(
     .await
 }
 
+/// Pairs a channel account with a user (admin only).
+#[utoipa::path(put, path = "/v1/pairings/{channel}/{channel_user}", tag = "channels",
+    params(PairingPath), request_body = PairingBody,
+    responses((status = 200, body = Pairing), Refusals))]
 pub(crate) async fn put_pairing(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((channel, channel_user)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<PairingBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Pairing>, ApiError> {
     // Pairing vouches that an account is a person: only an operator may do it.
     caller.require_admin()?;
     let previous = gateway
         .channels()
         .pair(&channel, &channel_user, &body.user)
         .await?;
-    Ok(Json(json!({
-        "channel": channel,
-        "channel_user": channel_user,
-        "user": body.user,
-        "previous": previous,
-    })))
+    Ok(Json(Pairing {
+        channel,
+        channel_user,
+        user: body.user,
+        previous: Some(previous),
+    }))
 }
 
+/// The user a channel account is paired with.
+#[utoipa::path(get, path = "/v1/pairings/{channel}/{channel_user}", tag = "channels",
+    params(PairingPath), responses((status = 200, body = Pairing), Refusals))]
 pub(crate) async fn get_pairing(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((channel, channel_user)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Pairing>, ApiError> {
     let user = gateway.channels().paired(&channel, &channel_user).await?;
     // A user token sees only its own pairings, and cannot tell a missing pairing from another
     // user's.
@@ -111,19 +146,23 @@ pub(crate) async fn get_pairing(
             ))
         }
     };
-    Ok(Json(json!({
-        "channel": channel,
-        "channel_user": channel_user,
-        "user": user,
-    })))
+    Ok(Json(Pairing {
+        channel,
+        channel_user,
+        user,
+        previous: None,
+    }))
 }
 
+/// Removes a pairing (admin only).
+#[utoipa::path(delete, path = "/v1/pairings/{channel}/{channel_user}", tag = "channels",
+    params(PairingPath), responses((status = 200, body = Deleted), Refusals))]
 pub(crate) async fn delete_pairing(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((channel, channel_user)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Deleted>, ApiError> {
     caller.require_admin()?;
     let removed = gateway.channels().unpair(&channel, &channel_user).await?;
-    Ok(Json(json!({ "deleted": removed.is_some() })))
+    Ok(Json(Deleted::new(removed.is_some())))
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use crate::channel::{ChannelError, PairingError};
 use crate::error::Error;
@@ -59,6 +58,16 @@ pub enum ApiError {
     /// The body is not `application/json`.
     #[error("the request body must be JSON, with `Content-Type: application/json`")]
     UnsupportedMediaType,
+    /// The request body did not arrive whole within the request timeout; the request was not
+    /// handled and the connection is closed.
+    #[error(
+        "the request body did not arrive within {}; nothing was done, send it again",
+        seconds(*after)
+    )]
+    BodyTimeout {
+        /// The request timeout.
+        after: Duration,
+    },
     /// A request that runs no turn did not finish within the request timeout.
     #[error(
         "no answer within {after:?}; the request may still take effect, so check before \
@@ -179,6 +188,7 @@ impl ApiError {
                 "unsupported_media_type",
                 true,
             ),
+            Self::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout", true),
             Self::Timeout { .. } | Self::RequestTimeout { .. } => {
                 (StatusCode::GATEWAY_TIMEOUT, "timeout", true)
             }
@@ -219,6 +229,26 @@ impl ApiError {
         }
     }
 
+    /// What became of the turn of a request that failed, where the failure leaves it in doubt:
+    /// `true` when the session ran (or still runs) it and keeps it, to be stored with its next
+    /// write; `false` when nothing of it ran or will be stored. `None` where no turn is at
+    /// stake or the code already says (a refusal before anything ran).
+    pub(crate) fn kept(&self) -> Option<bool> {
+        let error = match self {
+            Self::Runtime(e) | Self::Channel(ChannelError::Runtime(e)) => e,
+            Self::Timeout { .. } => return Some(true),
+            _ => return None,
+        };
+        match error {
+            Error::Store { source, .. } => Some(!matches!(
+                source.as_ref(),
+                StoreError::NotOwner { .. } | StoreError::Fenced { .. }
+            )),
+            Error::Activation { .. } => Some(false),
+            _ => None,
+        }
+    }
+
     /// The message the caller sees: the error's own for 4xx and the few 5xx that carry nothing
     /// internal, a generic sentence otherwise.
     fn public_message(&self) -> String {
@@ -230,12 +260,19 @@ impl ApiError {
             (StatusCode::BAD_GATEWAY, _) => {
                 "the agent failed on this turn; the session goes on from its last state".into()
             }
-            (StatusCode::SERVICE_UNAVAILABLE, _) => {
-                "the store is unavailable and the request was not acknowledged; a turn that ran \
-                 is kept by its session and saved with its next write, so retry with the same \
-                 Idempotency-Key to get its outcome without running it twice"
-                    .into()
+            (StatusCode::SERVICE_UNAVAILABLE, _) => match self.kept() {
+                Some(true) => {
+                    "the store is unavailable and the turn was not acknowledged; the session \
+                     ran it and keeps it, and saves it with its next write, so retry with the \
+                     same Idempotency-Key to get its outcome without running it twice"
+                }
+                Some(false) => {
+                    "the store is unavailable, so the session could not be loaded and nothing \
+                     ran or was stored; retry later, with the same Idempotency-Key"
+                }
+                None => "the store is unavailable and nothing was changed; retry later",
             }
+            .into(),
             _ => "internal error; it was logged on the server".into(),
         }
     }
@@ -314,12 +351,38 @@ impl ApiError {
         } else if status.is_server_error() {
             tracing::warn!(status = status.as_u16(), error = %self, "request failed");
         }
-        let mut error = json!({"code": self.code(), "message": self.public_message()});
-        if let Some(owner) = self.owner() {
-            error["owner"] = json!(owner.address);
-        }
-        json!({ "error": error })
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.public_message(),
+                owner: self.owner().map(|owner| owner.address.clone()),
+                kept: self.kept(),
+            },
+        };
+        serde_json::to_value(body).expect("an error body is plain JSON")
     }
+}
+
+/// Every error's body.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorBody {
+    error: ErrorDetail,
+}
+
+/// What went wrong, for a program (`code`) and a person (`message`).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct ErrorDetail {
+    /// A stable code (`docs/http-api.md`, "Errors").
+    #[schema(value_type = String)]
+    code: &'static str,
+    /// What happened and what to do; never internal detail.
+    message: String,
+    /// `owned_elsewhere`: the address of the process that owns the session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+    /// Whether the session ran and keeps the turn (see "Errors").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept: Option<bool>,
 }
 
 /// On the response to an `owned_elsewhere` refusal made here: the owner, so that the
@@ -342,6 +405,10 @@ impl IntoResponse for ApiError {
         if let Some(after) = retry_after {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_seconds(after)));
         }
+        if status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body may still be on its way; the connection cannot be reused.
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if let Some(owner) = owner {
             if let Ok(value) = HeaderValue::from_str(&owner.address) {
                 headers.insert(super::forward::OWNER_HEADER, value);
@@ -353,146 +420,4 @@ impl IntoResponse for ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::key::SessionKey;
-
-    fn key() -> SessionKey {
-        SessionKey::new("u", "s").unwrap()
-    }
-
-    #[test]
-    fn each_runtime_refusal_has_its_documented_status() {
-        let cases: Vec<(Error, u16, &str)> = vec![
-            (Error::Busy { key: key() }, 409, "busy"),
-            (
-                Error::Overloaded {
-                    key: key(),
-                    queued: 64,
-                },
-                429,
-                "overloaded",
-            ),
-            (Error::AtCapacity { capacity: 1 }, 429, "at_capacity"),
-            (
-                Error::ConcurrencyLimitExceeded { limit: 1 },
-                429,
-                "concurrency_limit_exceeded",
-            ),
-            (Error::Draining, 503, "draining"),
-            (Error::TooLarge { len: 2, max: 1 }, 413, "too_large"),
-            (Error::Deleted { key: key() }, 409, "deleted"),
-            (Error::SessionFailed { key: key() }, 500, "internal"),
-            (Error::AlreadyExists { key: key() }, 409, "already_exists"),
-            (Error::NotFound { key: key() }, 404, "not_found"),
-            (Error::InvalidRequest("at_seq".into()), 400, "bad_request"),
-        ];
-        for (error, status, code) in cases {
-            let api = ApiError::from(error);
-            assert_eq!((api.status().as_u16(), api.code()), (status, code), "{api}");
-        }
-    }
-
-    #[test]
-    fn server_errors_never_show_their_detail() {
-        let secret = PathBuf::from("/srv/secret/path");
-        let io = StoreError::Io {
-            op: "read",
-            path: secret.clone(),
-            source: std::io::Error::other("disk on fire"),
-        };
-        let api = ApiError::from(Error::Store {
-            key: key(),
-            source: Arc::new(io),
-        });
-        assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
-        let shown = api.public_message();
-        assert!(
-            !shown.contains("secret") && !shown.contains("fire"),
-            "{shown}"
-        );
-
-        let agent = ApiError::from(Error::AgentFailed {
-            key: key(),
-            message: "OPENAI_KEY=sk-123 rejected".into(),
-        });
-        assert_eq!(agent.status(), StatusCode::BAD_GATEWAY);
-        assert!(!agent.public_message().contains("sk-123"));
-    }
-
-    #[test]
-    fn store_io_errors_from_the_environment_are_503_and_bugs_stay_500() {
-        use std::io::{Error as IoError, ErrorKind};
-        let as_api = |source: IoError| {
-            ApiError::from(Error::Store {
-                key: key(),
-                source: Arc::new(StoreError::Io {
-                    op: "write",
-                    path: PathBuf::from("/data/s"),
-                    source,
-                }),
-            })
-        };
-        for source in [
-            IoError::from(ErrorKind::PermissionDenied),
-            IoError::from(ErrorKind::ReadOnlyFilesystem),
-            IoError::from(ErrorKind::StorageFull),
-            IoError::from_raw_os_error(5),  // EIO
-            IoError::from_raw_os_error(28), // ENOSPC
-            IoError::from_raw_os_error(30), // EROFS
-            IoError::from_raw_os_error(1),  // EPERM
-        ] {
-            let api = as_api(source);
-            assert_eq!(
-                (api.status(), api.code()),
-                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
-                "{api}"
-            );
-        }
-        let bug = as_api(IoError::from(ErrorKind::InvalidData));
-        assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    }
-
-    #[test]
-    fn forwarding_refusals_carry_the_lease_ttl_as_retry_after() {
-        let ttl = Duration::from_millis(1_500);
-        let cases = [
-            (
-                ApiError::OwnerUnreachable { retry_after: ttl },
-                503,
-                "owner_unreachable",
-            ),
-            (
-                ApiError::OwnerRestarted { retry_after: ttl },
-                503,
-                "owner_restarted",
-            ),
-            (
-                ApiError::OwnerFailed { retry_after: ttl },
-                502,
-                "owner_failed",
-            ),
-        ];
-        for (error, status, code) in cases {
-            assert_eq!((error.status().as_u16(), error.code()), (status, code));
-            let response = error.into_response();
-            assert_eq!(response.headers()[header::RETRY_AFTER], "2", "{code}");
-        }
-        assert_eq!(retry_seconds(Duration::from_millis(300)), 1);
-        assert_eq!(retry_seconds(Duration::from_secs(10)), 10);
-    }
-
-    #[test]
-    fn client_errors_say_what_was_wrong() {
-        let api = ApiError::from(KeyError::Empty(crate::key::KeyPart::Session));
-        assert_eq!(api.status(), StatusCode::BAD_REQUEST);
-        assert!(api.public_message().contains("session id is empty"));
-        let storage = ApiError::from(Error::Storage(Arc::new(StoreError::InvalidRequest(
-            "bad cursor".into(),
-        ))));
-        assert_eq!(storage.status(), StatusCode::BAD_REQUEST);
-    }
-}
+mod tests;

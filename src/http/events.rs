@@ -4,10 +4,12 @@
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
+use super::openapi::{Refusals, SessionPath};
 use super::sessions::session_key;
 use super::Gateway;
 use crate::error::Error;
@@ -18,20 +20,26 @@ use crate::store::MAX_PAGE;
 const DEFAULT_LIMIT: usize = 100;
 
 /// The query: the first seq wanted (default 1) and how many at most.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
+    /// The first seq wanted, at least 1 (default 1).
     from: Option<u64>,
+    /// Events per page, 1 to 1000 (default 100).
     limit: Option<usize>,
 }
 
 /// One page: the events, oldest first, and where the next page starts (`null` at the end).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct EventsPage {
     events: Vec<Event>,
     next_from: Option<u64>,
 }
 
+/// A page of the session's stored history, oldest first.
+#[utoipa::path(get, path = "/v1/sessions/{user}/{session}/events", tag = "sessions",
+    params(SessionPath, EventsQuery), responses((status = 200, body = EventsPage), Refusals))]
 pub(crate) async fn list_events(
     State(gateway): State<Gateway>,
     caller: Caller,

@@ -48,6 +48,9 @@ impl<T: DeserializeOwned> FromRequest<Gateway> for OptionalJson<T> {
 }
 
 pub(crate) fn bytes_rejection(rejection: &BytesRejection, gateway: &Gateway) -> ApiError {
+    if let Some(after) = super::deadline::timed_out(rejection) {
+        return ApiError::BodyTimeout { after };
+    }
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::PayloadTooLarge {
             limit: gateway.config().body_limit,

@@ -7,28 +7,44 @@ use axum::http::{header, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::Caller;
 use super::error::ApiError;
+use super::openapi::Refusals;
 use super::Gateway;
 use crate::error::Error;
 
+/// A probe's answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Status {
+    /// `ok` (`/healthz`) or `ready` (`/readyz`).
+    status: &'static str,
+}
+
 /// `GET /healthz`: the process is up and serving. Never needs a token.
-pub(crate) async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+#[utoipa::path(get, path = "/healthz", tag = "operations", security(),
+    responses((status = 200, body = Status)))]
+pub(crate) async fn healthz() -> Json<Status> {
+    Json(Status { status: "ok" })
 }
 
 /// `GET /readyz`: 200 while the gateway admits turns, 503 `draining` once shutdown began, so
 /// that a load balancer stops sending new work. Never needs a token.
-pub(crate) async fn readyz(State(gateway): State<Gateway>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/readyz", tag = "operations", security(),
+    responses((status = 200, body = Status), Refusals))]
+pub(crate) async fn readyz(State(gateway): State<Gateway>) -> Result<Json<Status>, ApiError> {
     if gateway.runtime().is_draining() {
         return Err(ApiError::Runtime(Error::Draining));
     }
-    Ok(Json(json!({ "status": "ready" })))
+    Ok(Json(Status { status: "ready" }))
 }
 
 /// `GET /metrics`: the Prometheus text exposition. Admin only: counters reveal traffic.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text exposition",
+        content_type = "text/plain", body = String), Refusals))]
 pub(crate) async fn metrics(
     State(gateway): State<Gateway>,
     caller: Caller,

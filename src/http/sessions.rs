@@ -5,12 +5,13 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use utoipa::{IntoParams, ToSchema};
 
 use super::answer::{answer, within, OutcomeBody, Target, TurnArgs};
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
+use super::openapi::{Refusals, SessionPath, UserPath};
 use super::Gateway;
 use crate::call::{CallOptions, OverlapPolicy};
 use crate::key::{validate_id, KeyPart, SessionKey};
@@ -20,54 +21,112 @@ use crate::state::StateMap;
 use crate::store::{PageRequest, SessionMeta, MAX_PAGE};
 
 /// `POST …/turns`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TurnBody {
+    /// The message.
     input: String,
+    /// What to do when the session is running a turn (the server's `--policy` if absent).
     #[serde(default)]
     policy: Option<OverlapPolicy>,
+    /// Interrupt the turn when this request ends without its answer (timeout or disconnect).
     #[serde(default)]
     cancel_on_timeout: bool,
 }
 
 /// `POST …/interrupt`, when it carries a new input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct InterruptBody {
+    /// The message to run as soon as the running turn is cut.
     input: String,
 }
 
 /// `POST …/fork`: the new session's id (same user) and, optionally, the last event to copy.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ForkBody {
+    /// The new session's id, under the same user.
     to: String,
+    /// The last event to copy (all of them if absent).
     #[serde(default)]
     at_seq: Option<u64>,
 }
 
 /// `GET /v1/users/{user}/sessions`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
+    /// Sessions per page, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// `next_cursor` of the previous page.
     cursor: Option<String>,
 }
 
+/// `POST …/interrupt`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Interrupted {
+    /// Whether a running turn was cut.
+    interrupted: bool,
+    /// The outcome of the body's input, when the request carried one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<OutcomeBody>,
+}
+
+/// `POST …/clear`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Cleared {
+    /// Always `true`.
+    cleared: bool,
+}
+
+/// `POST …/fork`'s answer: the new session and how many events it got.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Forked {
+    user: String,
+    session: String,
+    /// Events copied.
+    events: u64,
+}
+
+/// A deletion's answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Deleted {
+    /// Whether there was something to delete.
+    deleted: bool,
+}
+
+impl Deleted {
+    pub(crate) fn new(deleted: bool) -> Self {
+        Self { deleted }
+    }
+}
+
+/// `DELETE /v1/users/{user}`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct UserDeleted {
+    deleted_sessions: u64,
+    deleted_pairings: u64,
+}
+
 /// The session as `GET` shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SessionBody {
     user: String,
     session: String,
     /// Version, event count, times, counters.
     meta: SessionMeta,
     /// Session-scoped state.
+    #[schema(value_type = Object)]
     state: StateMap,
     /// The user's `user:` state.
+    #[schema(value_type = Object)]
     user_state: StateMap,
     /// The application's `app:` state: shown to admin tokens only, since it is shared by
     /// every user.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     app_state: Option<StateMap>,
     /// The newest events (the context window), oldest first.
     events: Vec<crate::state::Event>,
@@ -135,6 +194,14 @@ pub(crate) fn session_key(
     Ok(SessionKey::new(user, session)?)
 }
 
+/// Runs a turn: the answer is its outcome (JSON), or its events as they happen (`Accept:
+/// text/event-stream`: `chunk` events, then `outcome`, or `error`).
+#[utoipa::path(post, path = "/v1/sessions/{user}/{session}/turns", tag = "sessions",
+    params(SessionPath, ("Idempotency-Key" = Option<String>, Header,
+        description = "1–128 visible ASCII bytes: a retry with the same key gets the first outcome")),
+    request_body = TurnBody,
+    responses((status = 200, description = "The turn's outcome, or its event stream",
+        content((OutcomeBody = "application/json"), (String = "text/event-stream"))), Refusals))]
 pub(crate) async fn post_turn(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -159,12 +226,16 @@ pub(crate) async fn post_turn(
     .await
 }
 
+/// Interrupts the running turn; with a body, runs its input next, ahead of the queue.
+#[utoipa::path(post, path = "/v1/sessions/{user}/{session}/interrupt", tag = "sessions",
+    params(SessionPath), request_body(content = Option<InterruptBody>),
+    responses((status = 200, body = Interrupted), Refusals))]
 pub(crate) async fn interrupt(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((user, session)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<InterruptBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Interrupted>, ApiError> {
     let key = session_key(&caller, user, session)?;
     let runtime = gateway.runtime();
     // Checked first: a new input would be refused, and the running turn must not be cut for
@@ -174,18 +245,24 @@ pub(crate) async fn interrupt(
     }
     let interrupted = runtime.interrupt(&key);
     let Some(body) = body else {
-        return Ok(Json(json!({ "interrupted": interrupted })));
+        return Ok(Json(Interrupted {
+            interrupted,
+            outcome: None,
+        }));
     };
     // `interrupt_with` interrupts again (a no-op now) and runs the input ahead of the queue.
     let timeout = gateway.config().request_timeout;
     let call = runtime.interrupt_with(&key, body.input, CallOptions::default());
     let outcome = within(timeout, false, call).await??;
-    Ok(Json(json!({
-        "interrupted": interrupted,
-        "outcome": OutcomeBody::of(outcome, None, false),
-    })))
+    Ok(Json(Interrupted {
+        interrupted,
+        outcome: Some(OutcomeBody::of(outcome, None, false)),
+    }))
 }
 
+/// The session: metadata, state, the newest events, and where it lives.
+#[utoipa::path(get, path = "/v1/sessions/{user}/{session}", tag = "sessions",
+    params(SessionPath), responses((status = 200, body = SessionBody), Refusals))]
 pub(crate) async fn get_session(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -203,11 +280,14 @@ pub(crate) async fn get_session(
     }
 }
 
+/// Clears the session's context: later turns see none of the earlier events.
+#[utoipa::path(post, path = "/v1/sessions/{user}/{session}/clear", tag = "sessions",
+    params(SessionPath), responses((status = 200, body = Cleared), Refusals))]
 pub(crate) async fn clear(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((user, session)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Cleared>, ApiError> {
     let key = session_key(&caller, user, session)?;
     let runtime = gateway.runtime();
     // Clearing goes through the session, which would create an empty one: check it exists.
@@ -215,38 +295,48 @@ pub(crate) async fn clear(
         return Err(ApiError::NotFound(format!("no session {key}")));
     }
     runtime.clear_context(&key).await?;
-    Ok(Json(json!({ "cleared": true })))
+    Ok(Json(Cleared { cleared: true }))
 }
 
+/// Copies the session (up to an event) into a new session of the same user.
+#[utoipa::path(post, path = "/v1/sessions/{user}/{session}/fork", tag = "sessions",
+    params(SessionPath), request_body = ForkBody,
+    responses((status = 200, body = Forked), Refusals))]
 pub(crate) async fn fork(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((user, session)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<ForkBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Forked>, ApiError> {
     let source = session_key(&caller, user, session)?;
     let target = SessionKey::new(source.user_id(), body.to)?;
     let copied = gateway
         .runtime()
         .fork(&source, &target, body.at_seq)
         .await?;
-    Ok(Json(json!({
-        "user": target.user_id(),
-        "session": target.session_id(),
-        "events": copied,
-    })))
+    Ok(Json(Forked {
+        user: target.user_id().to_owned(),
+        session: target.session_id().to_owned(),
+        events: copied,
+    }))
 }
 
+/// Deletes the session: its history, state and lease.
+#[utoipa::path(delete, path = "/v1/sessions/{user}/{session}", tag = "sessions",
+    params(SessionPath), responses((status = 200, body = Deleted), Refusals))]
 pub(crate) async fn delete_session(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath((user, session)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Deleted>, ApiError> {
     let key = session_key(&caller, user, session)?;
     let deleted = gateway.runtime().delete(&key).await?;
-    Ok(Json(json!({ "deleted": deleted })))
+    Ok(Json(Deleted { deleted }))
 }
 
+/// The user's sessions, a page at a time, by session id.
+#[utoipa::path(get, path = "/v1/users/{user}/sessions", tag = "sessions",
+    params(UserPath, ListQuery), responses((status = 200, body = crate::store::Page), Refusals))]
 pub(crate) async fn list_sessions(
     State(gateway): State<Gateway>,
     caller: Caller,
@@ -268,11 +358,14 @@ pub(crate) async fn list_sessions(
     Ok(Json(gateway.runtime().list(&user, &page).await?))
 }
 
+/// Deletes every session and pairing of the user.
+#[utoipa::path(delete, path = "/v1/users/{user}", tag = "sessions",
+    params(UserPath), responses((status = 200, body = UserDeleted), Refusals))]
 pub(crate) async fn delete_user(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath(user): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<UserDeleted>, ApiError> {
     caller.require_user(&user)?;
     validate_id(&user, KeyPart::User)?;
     // Runs to the end on its own task: a request timeout or a disconnect must not leave the
@@ -288,8 +381,8 @@ pub(crate) async fn delete_user(
     let (sessions, pairings) = tokio::spawn(work)
         .await
         .map_err(|e| ApiError::Internal(format!("user deletion task failed: {e}")))??;
-    Ok(Json(json!({
-        "deleted_sessions": sessions,
-        "deleted_pairings": pairings,
-    })))
+    Ok(Json(UserDeleted {
+        deleted_sessions: sessions,
+        deleted_pairings: pairings,
+    }))
 }

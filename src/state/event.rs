@@ -9,6 +9,7 @@ use super::scope::StateDelta;
 pub type Seq = u64;
 
 /// One entry of a session's log. Events are immutable once appended.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Position in the log.
@@ -23,6 +24,7 @@ pub struct Event {
     pub kind: EventKind,
     /// Scoped state changes made by this event; `null` values delete keys. Never holds `temp:` keys.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "http", schema(value_type = Option<Object>))]
     pub state_delta: Option<StateDelta>,
     /// The caller's request id, on a user input that came with one: a later message with the
     /// same id is answered from the log instead of running again.
@@ -30,6 +32,7 @@ pub struct Event {
     pub request_id: Option<String>,
     /// Fields written by a newer version of turnstile: kept and written back unchanged.
     #[serde(flatten)]
+    #[cfg_attr(feature = "http", schema(ignore))]
     pub extra: Map<String, Value>,
 }
 
@@ -63,6 +66,7 @@ impl Event {
 }
 
 /// Who produced an event.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Author {
@@ -80,6 +84,7 @@ pub enum Author {
 ///
 /// A kind this version does not know makes the log unreadable by it; adding one is a
 /// `schema_version` change (see `docs/runtime-semantics.md`).
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -112,6 +117,7 @@ pub enum EventKind {
         /// Tool name.
         name: String,
         /// Arguments as given.
+        #[cfg_attr(feature = "http", schema(value_type = Value))]
         arguments: Value,
     },
     /// The result of a tool call.
@@ -119,6 +125,7 @@ pub enum EventKind {
         /// Id of the call this answers.
         call_id: String,
         /// The result (or error description).
+        #[cfg_attr(feature = "http", schema(value_type = Value))]
         result: Value,
         /// How the call ended.
         status: ToolStatus,
@@ -140,6 +147,7 @@ pub enum EventKind {
 }
 
 /// What became of a user message.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputDisposition {
@@ -153,6 +161,7 @@ pub enum InputDisposition {
 }
 
 /// How a turn's output ended.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "reason", rename_all = "snake_case")]
 pub enum OutputStatus {
@@ -163,6 +172,7 @@ pub enum OutputStatus {
 }
 
 /// Why a turn was cut short.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InterruptReason {
@@ -177,6 +187,7 @@ pub enum InterruptReason {
 }
 
 /// How a tool call ended.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
@@ -189,6 +200,7 @@ pub enum ToolStatus {
 }
 
 /// Token usage reported by an agent for one turn.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens.

@@ -80,6 +80,7 @@ pub struct SummaryRecord {
 }
 
 /// Per-session counters, folded from the events.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SessionStats {

@@ -58,6 +58,11 @@ pub(crate) struct Forwarder {
     client: reqwest::Client,
 }
 
+/// How long an idle connection to a peer stays pooled: a third of the default idle timeout
+/// (`DEFAULT_IDLE_TIMEOUT`), so that it is reused between bursts yet never outlives the peer's
+/// side of it unless the peer's idle timeout was set below this.
+const FORWARD_POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(25);
+
 impl Forwarder {
     /// A client with the gateway's connect timeout. Peers are reached directly: no proxy from
     /// the environment, no redirects followed.
@@ -67,6 +72,10 @@ impl Forwarder {
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
+            // Well under the peers' idle timeout (`HttpConfig::idle_timeout`): a pooled
+            // connection is dropped here before its peer closes it, so a forwarded request is
+            // never written onto a connection that is being closed.
+            .pool_idle_timeout(FORWARD_POOL_IDLE)
             .build()
             .map(|client| Self { client })
             .map_err(|e| ApiError::Internal(format!("cannot build the forwarding client: {e}")))

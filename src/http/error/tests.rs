@@ -1,0 +1,175 @@
+//! The mapping of errors to statuses, codes and bodies.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::*;
+use crate::key::SessionKey;
+
+fn key() -> SessionKey {
+    SessionKey::new("u", "s").unwrap()
+}
+
+#[test]
+fn each_runtime_refusal_has_its_documented_status() {
+    let cases: Vec<(Error, u16, &str)> = vec![
+        (Error::Busy { key: key() }, 409, "busy"),
+        (
+            Error::Overloaded {
+                key: key(),
+                queued: 64,
+            },
+            429,
+            "overloaded",
+        ),
+        (Error::AtCapacity { capacity: 1 }, 429, "at_capacity"),
+        (
+            Error::ConcurrencyLimitExceeded { limit: 1 },
+            429,
+            "concurrency_limit_exceeded",
+        ),
+        (Error::Draining, 503, "draining"),
+        (Error::TooLarge { len: 2, max: 1 }, 413, "too_large"),
+        (Error::Deleted { key: key() }, 409, "deleted"),
+        (Error::SessionFailed { key: key() }, 500, "internal"),
+        (Error::AlreadyExists { key: key() }, 409, "already_exists"),
+        (Error::NotFound { key: key() }, 404, "not_found"),
+        (Error::InvalidRequest("at_seq".into()), 400, "bad_request"),
+    ];
+    for (error, status, code) in cases {
+        let api = ApiError::from(error);
+        assert_eq!((api.status().as_u16(), api.code()), (status, code), "{api}");
+    }
+}
+
+#[test]
+fn server_errors_never_show_their_detail() {
+    let secret = PathBuf::from("/srv/secret/path");
+    let io = StoreError::Io {
+        op: "read",
+        path: secret.clone(),
+        source: std::io::Error::other("disk on fire"),
+    };
+    let api = ApiError::from(Error::Store {
+        key: key(),
+        source: Arc::new(io),
+    });
+    assert_eq!(api.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let shown = api.public_message();
+    assert!(
+        !shown.contains("secret") && !shown.contains("fire"),
+        "{shown}"
+    );
+
+    let agent = ApiError::from(Error::AgentFailed {
+        key: key(),
+        message: "OPENAI_KEY=sk-123 rejected".into(),
+    });
+    assert_eq!(agent.status(), StatusCode::BAD_GATEWAY);
+    assert!(!agent.public_message().contains("sk-123"));
+}
+
+#[test]
+fn store_io_errors_from_the_environment_are_503_and_bugs_stay_500() {
+    use std::io::{Error as IoError, ErrorKind};
+    let as_api = |source: IoError| {
+        ApiError::from(Error::Store {
+            key: key(),
+            source: Arc::new(StoreError::Io {
+                op: "write",
+                path: PathBuf::from("/data/s"),
+                source,
+            }),
+        })
+    };
+    for source in [
+        IoError::from(ErrorKind::PermissionDenied),
+        IoError::from(ErrorKind::ReadOnlyFilesystem),
+        IoError::from(ErrorKind::StorageFull),
+        IoError::from_raw_os_error(5),  // EIO
+        IoError::from_raw_os_error(28), // ENOSPC
+        IoError::from_raw_os_error(30), // EROFS
+        IoError::from_raw_os_error(1),  // EPERM
+    ] {
+        let api = as_api(source);
+        assert_eq!(
+            (api.status(), api.code()),
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            "{api}"
+        );
+    }
+    let bug = as_api(IoError::from(ErrorKind::InvalidData));
+    assert_eq!(bug.status(), StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[test]
+fn forwarding_refusals_carry_the_lease_ttl_as_retry_after() {
+    let ttl = Duration::from_millis(1_500);
+    let cases = [
+        (
+            ApiError::OwnerUnreachable { retry_after: ttl },
+            503,
+            "owner_unreachable",
+        ),
+        (
+            ApiError::OwnerRestarted { retry_after: ttl },
+            503,
+            "owner_restarted",
+        ),
+        (
+            ApiError::OwnerFailed { retry_after: ttl },
+            502,
+            "owner_failed",
+        ),
+    ];
+    for (error, status, code) in cases {
+        assert_eq!((error.status().as_u16(), error.code()), (status, code));
+        let response = error.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "2", "{code}");
+    }
+    assert_eq!(retry_seconds(Duration::from_millis(300)), 1);
+    assert_eq!(retry_seconds(Duration::from_secs(10)), 10);
+}
+
+#[test]
+fn client_errors_say_what_was_wrong() {
+    let api = ApiError::from(KeyError::Empty(crate::key::KeyPart::Session));
+    assert_eq!(api.status(), StatusCode::BAD_REQUEST);
+    assert!(api.public_message().contains("session id is empty"));
+    let storage = ApiError::from(Error::Storage(Arc::new(StoreError::InvalidRequest(
+        "bad cursor".into(),
+    ))));
+    assert_eq!(storage.status(), StatusCode::BAD_REQUEST);
+}
+
+#[test]
+fn a_failed_turn_says_whether_its_session_kept_it() {
+    let unavailable = || StoreError::Unavailable {
+        backend: "redis",
+        detail: "connection refused".into(),
+    };
+    let ran = ApiError::from(Error::store(&key(), unavailable()));
+    assert_eq!((ran.code(), ran.kept()), ("store_unavailable", Some(true)));
+    assert_eq!(ran.body()["error"]["kept"], true);
+    assert!(ran.public_message().contains("keeps it"));
+
+    let not_loaded = ApiError::from(Error::Activation {
+        key: key(),
+        source: Arc::new(unavailable()),
+    });
+    assert_eq!(not_loaded.kept(), Some(false));
+    assert_eq!(not_loaded.body()["error"]["kept"], false);
+    assert!(not_loaded.public_message().contains("nothing ran"));
+
+    let fenced = StoreError::Fenced {
+        key: key(),
+        epoch: 1,
+        current: 2,
+    };
+    let fenced = ApiError::from(Error::store(&key(), fenced));
+    assert_eq!((fenced.code(), fenced.kept()), ("fenced", Some(false)));
+
+    let listing = ApiError::from(Error::storage(unavailable()));
+    assert_eq!(listing.kept(), None);
+    assert!(listing.body()["error"].get("kept").is_none());
+}

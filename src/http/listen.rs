@@ -1,0 +1,173 @@
+//! The connection loop behind [`Gateway::serve`](super::Gateway::serve): accepts up to a cap of
+//! open connections, closes those that stay idle or send a header block too slowly, and on stop
+//! lets each connection finish its request in flight and close.
+//!
+//! Written on hyper's connection API rather than `axum::serve` because `axum::serve` offers no
+//! header or idle timeout and no connection cap, which is what a slow or hostile client abuses.
+//!
+//! # Layout
+//!
+//! - `phase`: where a connection is between requests, and the deadline that follows.
+//! - `io`: the socket read under that deadline, and the response body that ends a request.
+
+mod io;
+mod phase;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::Request;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+pub(crate) use phase::ReadLimits;
+
+use io::{DeadlineIo, MarkedBody, Serving};
+use phase::Phase;
+
+/// How long accepting pauses after it failed for want of descriptors (or another resource):
+/// long enough not to spin on a full table, short enough that a freed descriptor serves the
+/// next client at once.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Descriptors left out of the default connection cap: the store's files and sockets, the
+/// forwarding client's connections and the listener itself need some. An eighth of the limit,
+/// and at least this many.
+const MIN_DESCRIPTOR_RESERVE: usize = 64;
+
+/// The most connections a process may hold open by default: its descriptor limit less a
+/// reserve, so that `accept` never fails with EMFILE while the store still needs a descriptor.
+/// Read from `/proc/self/limits`; 1024 (the usual soft limit) where that cannot be read.
+pub fn default_max_connections() -> usize {
+    let limit = descriptor_limit().unwrap_or(1024);
+    let reserve = (limit / 8).max(MIN_DESCRIPTOR_RESERVE);
+    limit.saturating_sub(reserve).max(1)
+}
+
+/// The soft limit on open descriptors, on Linux.
+fn descriptor_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    match line.split_whitespace().nth(3)? {
+        "unlimited" => Some(usize::MAX / 2),
+        soft => soft.parse().ok(),
+    }
+}
+
+/// What the connection loop enforces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnectionLimits {
+    pub read: ReadLimits,
+    /// Open connections at most; the listener waits (the kernel queues new ones) at the cap.
+    pub max_connections: usize,
+}
+
+/// Serves `router` on `listener` until `stop` fires, then lets every connection finish the
+/// request it is serving and waits for all of them to close.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    stop: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = TaskTracker::new();
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            permit = permits.clone().acquire_owned() => {
+                permit.expect("the connection semaphore is never closed")
+            }
+        };
+        let tcp = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _peer)) => tcp,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+        };
+        let connection = serve_connection(tcp, router.clone(), limits.read, stop.clone(), permit);
+        connections.spawn(connection);
+    }
+    connections.close();
+    connections.wait().await;
+}
+
+/// A failed `accept`: a connection that died in the queue is skipped; anything else (EMFILE,
+/// ENFILE, ENOBUFS) pauses accepting briefly rather than spinning.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!("accepting a connection failed: {error}; pausing {ACCEPT_BACKOFF:?}");
+    tokio::time::sleep(ACCEPT_BACKOFF).await;
+}
+
+/// One connection, from accept to close; its permit is released when it ends.
+async fn serve_connection(
+    tcp: TcpStream,
+    router: Router,
+    read: ReadLimits,
+    stop: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+) {
+    // Answers are small and written at once: Nagle's delay would only add latency.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!("cannot set TCP_NODELAY: {e}");
+    }
+    let open = metrics::gauge!("turnstile_http_connections");
+    open.increment(1.0);
+    let phase = Arc::new(Phase::new(Instant::now()));
+    let io = TokioIo::new(DeadlineIo::new(tcp, phase.clone(), read));
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let serving = Serving::start(phase.clone());
+        let router = router.clone();
+        async move {
+            let response = router.oneshot(request.map(Body::new)).await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| MarkedBody::new(body, serving)))
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    tokio::pin!(connection);
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = ended {
+        tracing::debug!("connection ended: {e}");
+    }
+    open.decrement(1.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_cap_leaves_descriptors_for_the_store() {
+        let cap = default_max_connections();
+        let limit = descriptor_limit().unwrap_or(1024);
+        assert!(cap >= 1);
+        assert!(cap + MIN_DESCRIPTOR_RESERVE <= limit, "{cap} of {limit}");
+    }
+}
