@@ -1,6 +1,7 @@
-//! In a real browser: a user signs in with a token, opens a session, sends a message, sees the
-//! reply's chunks appear before the final reply, and after a reload sees the conversation
-//! again (read back from the server). The token never appears in the page's URL. A screenshot
+//! In a real browser: a wrong token and another user's sessions are refused with a message; a
+//! user signs in with a token, opens a session, sends a message, sees the reply's chunks appear
+//! before the final reply, and after a reload sees the conversation again (read back from the
+//! server). The token never appears in the page's URL. A screenshot
 //! of the chat page is written under `target/console-screenshots/`.
 
 #![cfg(feature = "http")]
@@ -12,10 +13,33 @@ use std::time::Duration;
 use serde_json::Value;
 use support::browser::*;
 
+const NOTICE_WRONG_TOKEN: &str = "const n = document.getElementById('notice');
+    return !n.hidden && n.textContent.includes('wrong or has expired');";
+
+const NOTICE_NOT_YOURS: &str = "const n = document.getElementById('notice');
+    return !n.hidden && n.textContent.startsWith('Not your session');";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_streams_in_and_the_history_survives_a_reload() {
     let server = Server::start(Duration::from_millis(2_400), 6).await;
     let browser = Browser::start().await;
+    browser
+        .sign_in(&server.url("/"), "not-a-token-of-this-server", None)
+        .await;
+    browser
+        .until_true(
+            "a wrong token is refused with a message",
+            NOTICE_WRONG_TOKEN,
+        )
+        .await;
+    browser.sign_in(&server.url("/"), ALICE, Some("bob")).await;
+    browser
+        .until_true(
+            "another user's sessions are refused with a message",
+            NOTICE_NOT_YOURS,
+        )
+        .await;
+    browser.click("#signout").await;
     browser.sign_in(&server.url("/"), ALICE, None).await;
     browser
         .until_true(

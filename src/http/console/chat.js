@@ -20,7 +20,8 @@
   let lastSeq = 0; // the newest event shown
   let sessions = [];
   let shown = 0;
-  let running = null; // the AbortController of the turn streaming now
+  let streaming = 0; // replies streaming now (several, when messages overlap)
+  let sync = Promise.resolve(); // appends from the store, one after another
 
   function status(text) {
     $("status").textContent = text;
@@ -140,7 +141,7 @@
       cls += " interrupted";
       label += " · interrupted (" + kind.status.reason + ")";
     } else if (kind.type === "user_input" && kind.disposition && kind.disposition !== "answered") {
-      label += " · " + JSON.stringify(kind.disposition).replace(/"/g, "");
+      label += " · " + kind.disposition;
     } else if (kind.type === "context_cleared") {
       cls = "msg system";
       text = "— context cleared —";
@@ -170,8 +171,7 @@
       el("div", { class: "meta" }, "agent · streaming"), text);
     $("history").append(mine, reply);
     reply.scrollIntoView({ block: "end" });
-    const controller = new AbortController();
-    running = controller;
+    streaming += 1;
     $("stop").disabled = false;
     status("streaming…");
     let outcome = null;
@@ -186,7 +186,7 @@
         } else if (name === "error") {
           throw new TS.ApiFailure(0, data.error.code, data.error.message);
         }
-      }, controller.signal);
+      });
       if (!outcome) throw new TS.ApiFailure(0, "dropped", "");
       status(outcome.outcome + (outcome.reason ? " (" + outcome.reason + ")" : ""));
     } catch (err) {
@@ -197,20 +197,21 @@
       }
       status("failed");
     } finally {
-      running = null;
-      $("stop").disabled = true;
+      streaming -= 1;
+      $("stop").disabled = streaming === 0;
     }
     // What the store holds replaces the provisional items (with their sequence numbers).
     mine.remove();
     reply.remove();
-    await appendFrom(lastSeq + 1).catch(fail);
+    sync = sync.then(() => appendFrom(lastSeq + 1)).catch(fail);
+    await sync;
     const last = $("history").lastChild;
     if (last) last.scrollIntoView({ block: "end" });
     loadSessions().catch(fail);
   }
 
   async function stop() {
-    if (!running) return;
+    if (streaming === 0) return;
     const answer = await api("POST", path(user, session) + "/interrupt");
     status(answer.interrupted ? "stopping…" : "nothing was running");
   }

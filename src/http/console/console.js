@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { api, stream, el, notice, confirmed, path, ago } = TS;
+  const { api, stream, el, notice, path, ago } = TS;
   const $ = (id) => document.getElementById(id);
   /** Points each chart keeps: two minutes at one a second. */
   const CHART_POINTS = 120;
@@ -20,6 +20,7 @@
   let ascending = true;
   let cursors = [null]; // the cursor of each page read, for "Next page"
   let stopped = false;
+  let armed = null; // the session whose Delete waits for its confirming click
 
   async function start(me) {
     $("who").textContent = "signed in (" + me.grant + ")";
@@ -82,9 +83,23 @@
     passivate.addEventListener("click", () =>
       act("POST", "/v1/admin/sessions/" + encodeURIComponent(r.user) + "/" + encodeURIComponent(r.session) + "/passivate",
         "Passivating " + key, key + " is not live (starting or already stopping)", "passivating"));
-    const remove = el("button", { type: "button", class: "danger" }, "Delete");
-    confirmed(remove, "Really delete?", () =>
-      act("DELETE", path(r.user, r.session), "Deleted " + key, key + " did not exist", "deleted"));
+    // The table is drawn again every second, so the confirmation lives in `armed`, not in
+    // the button: the first click arms it for a few seconds, the second deletes.
+    const remove = el("button", { type: "button", class: armed === key ? "danger armed" : "danger" },
+      armed === key ? "Really delete?" : "Delete");
+    remove.addEventListener("click", () => {
+      if (armed === key) {
+        armed = null;
+        act("DELETE", path(r.user, r.session), "Deleted " + key, key + " did not exist", "deleted");
+        return;
+      }
+      armed = key;
+      setTimeout(() => {
+        if (armed === key) armed = null;
+        draw();
+      }, 4000);
+      draw();
+    });
     return el("tr", { "data-key": key, "data-state": r.state },
       el("td", {}, r.user), el("td", {}, r.session),
       el("td", { class: "state " + r.state }, stateOf(r)),
