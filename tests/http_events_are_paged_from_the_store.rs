@@ -43,7 +43,13 @@ async fn the_history_comes_back_page_by_page() {
 
     let (status, _) = gw.send(get("/v1/sessions/alice/s/events", BOB)).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    for bad in ["limit=0", "from=0", "limit=100000", "nope=1"] {
+    for bad in [
+        "limit=0",
+        "from=0",
+        "from=9223372036854775808",
+        "limit=100000",
+        "nope=1",
+    ] {
         let (status, body) = gw
             .send(get(&format!("/v1/sessions/alice/s/events?{bad}"), ALICE))
             .await;

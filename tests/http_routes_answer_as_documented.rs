@@ -66,8 +66,8 @@ async fn a_turn_asked_as_event_stream_sends_chunks_then_one_outcome() {
 
 #[tokio::test]
 async fn interrupting_an_idle_session_says_so_and_an_input_runs_next() {
-    // Property: POST …/interrupt answers {"interrupted": false} when nothing runs; with a body
-    // it also runs the input and answers its outcome.
+    // Property: POST …/interrupt answers {"interrupted": false} when nothing runs (with no
+    // body, or a JSON `null`); with a body it also runs the input and answers its outcome.
     let gw = gateway();
     let (status, body) = gw
         .send(request(
@@ -75,6 +75,17 @@ async fn interrupting_an_idle_session_says_so_and_an_input_runs_next() {
             "/v1/sessions/alice/s1/interrupt",
             Some(ALICE),
             None,
+        ))
+        .await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({"interrupted": false}))
+    );
+    let (status, body) = gw
+        .send(post(
+            "/v1/sessions/alice/s1/interrupt",
+            ALICE,
+            serde_json::Value::Null,
         ))
         .await;
     assert_eq!(

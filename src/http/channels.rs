@@ -23,11 +23,26 @@ use crate::channel::ChannelMessage;
 #[serde(deny_unknown_fields)]
 pub(crate) struct MessageBody {
     /// The chat (conversation) on the channel.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     chat: String,
     /// The thread within the chat, if any.
     #[serde(default)]
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     thread: Option<String>,
     /// The sender's id on the channel.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user: String,
     /// The message.
     input: String,
@@ -54,7 +69,12 @@ pub(crate) struct Pairing {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PairingBody {
-    /// The user the account speaks for.
+    /// The user the account speaks for (not starting with `channel:`, which is reserved).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^(?!channel:)[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user: String,
 }
 
@@ -62,6 +82,7 @@ pub(crate) struct PairingBody {
 /// for session turns).
 #[utoipa::path(post, path = "/v1/channels/{channel}/messages", tag = "channels",
     params(ChannelPath, ("Idempotency-Key" = Option<String>, Header,
+        pattern = "^[!-~]{1,128}$",
         description = "1–128 visible ASCII bytes: a retry with the same key gets the first outcome")),
     request_body = MessageBody,
     responses((status = 200, description = "The turn's outcome, or its event stream",

@@ -16,6 +16,9 @@ use crate::error::Error;
 use crate::state::Event;
 use crate::store::MAX_PAGE;
 
+/// The largest seq a query may name.
+const MAX_SEQ: u64 = i64::MAX as u64;
+
 /// Events per page unless `limit` says otherwise.
 const DEFAULT_LIMIT: usize = 100;
 
@@ -25,8 +28,10 @@ const DEFAULT_LIMIT: usize = 100;
 #[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
     /// The first seq wanted, at least 1 (default 1).
+    #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_u64)]
     from: Option<u64>,
     /// Events per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
 }
 
@@ -49,9 +54,10 @@ pub(crate) async fn list_events(
     let key = session_key(&caller, user, session)?;
     let from = query.from.unwrap_or(1);
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
-    if from == 0 || limit == 0 || limit > MAX_PAGE {
+    // Seqs are signed 64-bit in every store (PostgreSQL's bigint), so none lies beyond.
+    if from == 0 || from > MAX_SEQ || limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::BadRequest(format!(
-            "from must be at least 1 and limit between 1 and {MAX_PAGE}"
+            "from must be between 1 and {MAX_SEQ} and limit between 1 and {MAX_PAGE}"
         )));
     }
     // One more than asked tells whether another page follows.

@@ -28,7 +28,7 @@ impl<T: DeserializeOwned> FromRequest<Gateway> for ApiJson<T> {
     }
 }
 
-/// A JSON body that may be absent: an empty body is `None`, whatever its content type.
+/// A JSON body that may be absent: an empty body or `null` is `None`, whatever its content type.
 pub(crate) struct OptionalJson<T>(pub Option<T>);
 
 impl<T: DeserializeOwned> FromRequest<Gateway> for OptionalJson<T> {
@@ -38,7 +38,8 @@ impl<T: DeserializeOwned> FromRequest<Gateway> for OptionalJson<T> {
         let bytes = Bytes::from_request(request, gateway)
             .await
             .map_err(|e| bytes_rejection(&e, gateway))?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        // An empty body, or JSON `null`, is no body.
+        if bytes.iter().all(u8::is_ascii_whitespace) || bytes.trim_ascii() == b"null" {
             return Ok(Self(None));
         }
         serde_json::from_slice(&bytes)

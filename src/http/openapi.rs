@@ -75,8 +75,18 @@ impl utoipa::IntoResponses for Refusals {
 #[allow(dead_code)]
 pub(crate) struct SessionPath {
     /// The user id: 1–256 bytes, no control characters.
+    #[param(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user: String,
     /// The session id: 1–256 bytes, no control characters.
+    #[param(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     session: String,
 }
 
@@ -86,6 +96,11 @@ pub(crate) struct SessionPath {
 #[allow(dead_code)]
 pub(crate) struct UserPath {
     /// The user id: 1–256 bytes, no control characters.
+    #[param(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user: String,
 }
 
@@ -95,6 +110,7 @@ pub(crate) struct UserPath {
 #[allow(dead_code)]
 pub(crate) struct ChannelPath {
     /// The channel's name (e.g. `slack`).
+    #[param(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
     channel: String,
 }
 
@@ -104,8 +120,14 @@ pub(crate) struct ChannelPath {
 #[allow(dead_code)]
 pub(crate) struct PairingPath {
     /// The channel's name.
+    #[param(pattern = "^[A-Za-z0-9_.-]{1,64}$")]
     channel: String,
     /// The account's id on the channel.
+    #[param(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     channel_user: String,
 }
 

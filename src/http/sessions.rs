@@ -47,6 +47,11 @@ pub(crate) struct InterruptBody {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ForkBody {
     /// The new session's id, under the same user.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     to: String,
     /// The last event to copy (all of them if absent).
     #[serde(default)]
@@ -59,6 +64,7 @@ pub(crate) struct ForkBody {
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     /// Sessions per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
     /// `next_cursor` of the previous page.
     cursor: Option<String>,
@@ -198,6 +204,7 @@ pub(crate) fn session_key(
 /// text/event-stream`: `chunk` events, then `outcome`, or `error`).
 #[utoipa::path(post, path = "/v1/sessions/{user}/{session}/turns", tag = "sessions",
     params(SessionPath, ("Idempotency-Key" = Option<String>, Header,
+        pattern = "^[!-~]{1,128}$",
         description = "1–128 visible ASCII bytes: a retry with the same key gets the first outcome")),
     request_body = TurnBody,
     responses((status = 200, description = "The turn's outcome, or its event stream",
@@ -228,7 +235,8 @@ pub(crate) async fn post_turn(
 
 /// Interrupts the running turn; with a body, runs its input next, ahead of the queue.
 #[utoipa::path(post, path = "/v1/sessions/{user}/{session}/interrupt", tag = "sessions",
-    params(SessionPath), request_body(content = Option<InterruptBody>),
+    params(SessionPath),
+    request_body = Option<InterruptBody>,
     responses((status = 200, body = Interrupted), Refusals))]
 pub(crate) async fn interrupt(
     State(gateway): State<Gateway>,
