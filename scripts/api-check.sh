@@ -62,7 +62,11 @@ done
 
 status=0
 for token in "$admin" "$user"; do
+  # The stats stream never ends on its own (a snapshot a second until shutdown), so a client
+  # waiting for its whole body would hang; tests/admin_routes_answer_admins_and_refuse_users.rs
+  # checks it.
   st run "$base/openapi.json" --checks all --exclude-checks positive_data_acceptance \
+    --exclude-path /v1/admin/stats/stream \
     -H "Authorization: Bearer $token" --max-examples "$EXAMPLES" \
     --generation-database none --no-color || status=1
 done

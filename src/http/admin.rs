@@ -80,9 +80,15 @@ pub(crate) async fn me(caller: Caller) -> Json<Me> {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct LiveParams {
-    /// Only this user's sessions.
+    /// Only this user's sessions: 1–256 bytes, no control characters.
+    #[param(
+        min_length = 1,
+        max_length = 256,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     user: Option<String>,
     /// Sessions per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
     /// The previous page's `next_cursor`.
     cursor: Option<String>,
