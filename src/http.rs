@@ -5,10 +5,12 @@
 //! Build a [`Gateway`] from a [`ChannelRouter`] (which holds the runtime and the pairing store),
 //! then either mount [`Gateway::router`] in your own server or call [`Gateway::serve`].
 
+mod admin;
 mod answer;
 mod artifacts;
 mod auth;
 mod channels;
+mod console;
 mod deadline;
 mod error;
 mod events;
@@ -285,6 +287,9 @@ impl Gateway {
         turns
             .merge(messages)
             .merge(quick)
+            // Operator routes (`docs/http-api.md`, "Operators") and the pages (`docs/console.md`).
+            .merge(admin::routes(self))
+            .merge(console::routes())
             .fallback(ops::not_found)
             .method_not_allowed_fallback(ops::method_not_allowed)
             .layer(axum::middleware::from_fn(ops::record))

@@ -122,6 +122,15 @@ impl SessionKey {
     pub fn is_anonymous(&self) -> bool {
         self.0.user_id.is_empty()
     }
+
+    /// A bound that sorts before every key of `user_id` (its session id is empty, which no
+    /// real key has): where a range over one user's keys starts. Never routed or stored.
+    pub(crate) fn first_of(user_id: &str) -> Self {
+        Self(Arc::new(KeyParts {
+            user_id: user_id.to_owned(),
+            session_id: String::new(),
+        }))
+    }
 }
 
 /// Checks one id against the key rules.

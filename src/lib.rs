@@ -58,7 +58,7 @@ mod error;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
-#[cfg(feature = "redis")]
+#[cfg(any(feature = "redis", feature = "http"))]
 mod hex;
 #[cfg(feature = "http")]
 pub mod http;
@@ -85,9 +85,10 @@ pub use config::RuntimeConfig;
 pub use error::{Error, Result};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
 pub use memory::{Ingest, MemoryError, MemoryHit, MemoryOptions};
+pub use registry::{LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
 pub use runtime::{BuildError, DrainReport, Placement, Runtime, RuntimeBuilder};
 pub use session::SessionView;
-pub use stats::RuntimeStats;
+pub use stats::{RuntimeStats, TurnTimes};
 pub use store::{FileStore, MemoryStore, Store, StoreError};
 #[cfg(feature = "postgres")]
 pub use store::{PostgresOptions, PostgresStore};

@@ -31,11 +31,13 @@ use crate::stats::{RuntimeEvent, RuntimeStats};
 
 mod lifecycle;
 mod lines;
+mod live;
 mod slots;
 
 pub(crate) use lifecycle::{reaper, renewer};
 use lines::Lines;
 pub(crate) use lines::Place;
+pub use live::{LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
 use slots::{Class, Effects, Limits, Mailbox, Route, SlotMsg, Slots};
 
 pub(crate) struct Registry {
@@ -168,6 +170,17 @@ impl Registry {
 
     pub(crate) fn live_sessions(&self) -> usize {
         self.inner.lock().slots.len()
+    }
+
+    /// A bounded page of live sessions, copied under the lock (see [`live`]).
+    pub(crate) fn live_page(&self, query: &LiveQuery) -> LivePage {
+        let stamp = self.deps.stamp();
+        self.inner.lock().slots.live_page(query, stamp)
+    }
+
+    /// Asks a live session to passivate; returns whether it was live.
+    pub(crate) fn passivate(&self, key: &SessionKey) -> bool {
+        self.inner.lock().slots.passivate(key)
     }
 
     /// Routes one message to its session (see the module docs). Never waits.

@@ -11,10 +11,10 @@ use crate::call::{CallOptions, Outcome};
 use crate::config::RuntimeConfig;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
-use crate::registry::Registry;
+use crate::registry::{LivePage, LiveQuery, Registry};
 use crate::session::{SessionMsg, SessionView, StopKind, TurnRequest};
 use crate::state::{Event, InterruptReason, Seq, SessionRecord};
-use crate::stats::RuntimeStats;
+use crate::stats::{RuntimeStats, TurnTimes};
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
 
@@ -429,6 +429,27 @@ impl Runtime {
     /// The runtime's counters.
     pub fn stats(&self) -> RuntimeStats {
         self.registry().stats()
+    }
+
+    /// How long answered turns took, since the runtime was built: subtract an earlier
+    /// snapshot ([`TurnTimes::since`]) for an interval's percentiles.
+    pub fn turn_times(&self) -> TurnTimes {
+        self.registry().deps.counters.turn_times.snapshot()
+    }
+
+    /// A page of the live sessions, in key order: what each is doing, its turns, idle time,
+    /// unsaved events and size. Copied under the registry's lock without awaiting, so it never
+    /// waits behind a turn; a turn waits at most for one page's copy (bounded by
+    /// [`MAX_LIVE_PAGE`](crate::MAX_LIVE_PAGE)).
+    pub fn live_page(&self, query: &LiveQuery) -> LivePage {
+        self.registry().live_page(query)
+    }
+
+    /// Asks a live session to passivate now: what runs and waits finishes, the session is
+    /// flushed and its actor stops (the next message activates it again). Returns `false` when
+    /// it is not live (absent, still starting, or already stopping).
+    pub fn passivate(&self, key: &SessionKey) -> bool {
+        self.registry().passivate(key)
     }
 
     /// Where a session is served when several processes share the store

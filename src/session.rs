@@ -93,6 +93,29 @@ pub(crate) struct SessionShared {
     pub current: Mutex<Option<Arc<TurnControl>>>,
     /// When the session last did something, as a [`SessionDeps::stamp`].
     pub last_active: AtomicU64,
+    /// Read by the live-sessions snapshot only (`Runtime::live_page`), published by the actor
+    /// as it answers and saves; see [`LiveGauges`].
+    pub gauges: LiveGauges,
+}
+
+/// What an operator sees of a live session beyond its state, published by its actor with
+/// relaxed stores (a snapshot may be a turn behind; nothing decides on these).
+#[derive(Default)]
+pub(crate) struct LiveGauges {
+    /// Turns the session ran (its head's `stats.turns`).
+    pub turns: AtomicU64,
+    /// Events held in memory that the store has not acknowledged (meaningful while `dirty`).
+    pub unsaved: AtomicUsize,
+    /// Approximate bytes of the session's serialised events (its head's `stats.bytes`).
+    pub bytes: AtomicU64,
+}
+
+impl LiveGauges {
+    /// Publishes the head's totals.
+    pub(crate) fn publish(&self, record: &crate::state::SessionRecord) {
+        self.turns.store(record.stats.turns, Ordering::Relaxed);
+        self.bytes.store(record.stats.bytes, Ordering::Relaxed);
+    }
 }
 
 impl SessionShared {

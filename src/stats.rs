@@ -2,6 +2,12 @@
 //! `metrics` crate under `turnstile_*` names (see `docs/runtime-semantics.md`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+mod turn_times;
+
+pub(crate) use turn_times::TurnHistogram;
+pub use turn_times::TurnTimes;
 
 /// Live counters, updated lock-free.
 #[derive(Debug, Default)]
@@ -18,6 +24,10 @@ pub(crate) struct Counters {
     pub rejected_busy: AtomicU64,
     pub interrupts: AtomicU64,
     pub peak_live: AtomicU64,
+    /// Turn messages answered (completed, interrupted, superseded, merged or failed).
+    pub turns: AtomicU64,
+    /// How long those answers took from admission.
+    pub turn_times: TurnHistogram,
 }
 
 /// Something the runtime did, recorded once: in [`Counters`] (for [`RuntimeStats`]) and in the
@@ -128,6 +138,12 @@ impl Counters {
         }
     }
 
+    /// Records one answered turn message that took `took` from its admission.
+    pub(crate) fn turn_answered(&self, took: Duration) {
+        self.turns.fetch_add(1, Ordering::Relaxed);
+        self.turn_times.record(took);
+    }
+
     pub(crate) fn snapshot(&self, live_sessions: usize, idle_timers: usize) -> RuntimeStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         RuntimeStats {
@@ -145,6 +161,7 @@ impl Counters {
             rejected_draining: get(&self.rejected_draining),
             rejected_busy: get(&self.rejected_busy),
             interrupts: get(&self.interrupts),
+            turns: get(&self.turns),
         }
     }
 }
@@ -181,4 +198,8 @@ pub struct RuntimeStats {
     pub rejected_busy: u64,
     /// Interrupts that reached a running turn.
     pub interrupts: u64,
+    /// Turn messages answered, whatever the outcome (their times: [`Runtime::turn_times`]).
+    ///
+    /// [`Runtime::turn_times`]: crate::Runtime::turn_times
+    pub turns: u64,
 }

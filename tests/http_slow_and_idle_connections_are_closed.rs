@@ -66,6 +66,15 @@ async fn until_closed(mut tcp: TcpStream) -> (String, Instant) {
     }
 }
 
+/// A client that opens a new connection per request: one kept alive in its pool across a pause
+/// longer than the server's idle timeout could be closed just as a request goes out on it.
+fn fresh_connections() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("a client")
+}
+
 async fn healthz_ok(client: &reqwest::Client, served: &Served) {
     let response = within(client.get(served.url("/healthz")).send())
         .await
@@ -76,7 +85,7 @@ async fn healthz_ok(client: &reqwest::Client, served: &Served) {
 #[tokio::test]
 async fn half_sent_headers_and_silent_connections_are_closed_on_time() {
     let (served, _) = serve(1000, RecordingAgent::default()).await;
-    let client = reqwest::Client::new();
+    let client = fresh_connections();
     let mut closings = Vec::new();
     for i in 0..20 {
         let mut tcp = connect(&served).await;
@@ -175,7 +184,7 @@ async fn at_the_connection_cap_a_new_client_is_served_once_a_slow_one_is_cut() {
             .expect("half a head");
         held.push(tokio::spawn(until_closed(tcp)));
     }
-    let client = reqwest::Client::new();
+    let client = fresh_connections();
     healthz_ok(&client, &served).await;
     let answered = Instant::now();
     let mut first_cut = None;

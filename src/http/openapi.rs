@@ -11,7 +11,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{IntoParams, Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorDetail};
-use super::{artifacts, channels, events, ops, sessions};
+use super::{admin, artifacts, channels, events, ops, sessions};
 
 /// The error answers any route may give, each with an [`ErrorBody`]; which code goes with
 /// which status is in `docs/http-api.md` ("Errors").
@@ -177,6 +177,10 @@ impl Modify for BearerAuth {
         ops::readyz,
         ops::metrics,
         openapi_json_route,
+        admin::me,
+        admin::live,
+        admin::passivate,
+        admin::stats,
     ),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth),
@@ -185,7 +189,7 @@ impl Modify for BearerAuth {
         (name = "sessions", description = "A user's sessions: turns, history, state"),
         (name = "artifacts", description = "Named, versioned blobs of a session or a user"),
         (name = "channels", description = "Bots on chat channels, and account pairings"),
-        (name = "operations", description = "Probes, metrics and this document"),
+        (name = "operations", description = "Probes, metrics, this document, and the operator routes"),
     )
 )]
 struct ApiDoc;

@@ -30,6 +30,7 @@ use crate::stats::{Eviction, Rejection, RuntimeEvent};
 
 mod drain;
 mod lifecycle;
+mod live;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -176,6 +177,9 @@ pub(crate) struct Slots<A: Mailbox> {
     slots: LruCache<SessionKey, Slot<A>>,
     /// Idle deadlines of live sessions, soonest first; exactly one per `Live` slot.
     deadlines: BTreeSet<(Instant, SessionKey)>,
+    /// Every key of `slots`, in key order: the live-sessions snapshot reads a page from a cursor
+    /// in O(log n + page) under the lock instead of scanning every slot (see `live.rs`).
+    order: BTreeSet<SessionKey>,
     draining: bool,
     /// The drain's deadline passed: nothing waiting runs any more.
     forced: bool,
@@ -187,6 +191,7 @@ impl<A: Mailbox> Slots<A> {
             limits,
             slots: LruCache::unbounded(),
             deadlines: BTreeSet::new(),
+            order: BTreeSet::new(),
             draining: false,
             forced: false,
         }
@@ -208,6 +213,12 @@ impl<A: Mailbox> Slots<A> {
 
     pub(super) fn is_draining(&self) -> bool {
         self.draining
+    }
+
+    /// Removes a slot for good (not to be re-inserted at once, as `publish` does).
+    fn release(&mut self, key: &SessionKey) -> Option<Slot<A>> {
+        self.order.remove(key);
+        self.slots.pop(key)
     }
 
     /// Routes one message. `behind`: others for this key wait for a free slot and the caller is
@@ -253,6 +264,7 @@ impl<A: Mailbox> Slots<A> {
                 held,
             },
         );
+        self.order.insert(key.clone());
         fx.event(RuntimeEvent::Live(self.slots.len()));
         fx.spawn = Some((key.clone(), shared));
         Route::Accepted

@@ -109,6 +109,7 @@ impl Live {
             app: loaded.app_state,
         };
         shared.last_active.store(deps.stamp(), Ordering::Release);
+        shared.gauges.publish(&record);
         let window = Window::new(loaded.events, deps.config.window);
         Ok(Self {
             key,
@@ -402,8 +403,10 @@ impl Live {
     }
 
     fn send_answer(&self, request: TurnRequest, answer: Result<Outcome, Error>) {
-        metrics::histogram!("turnstile_turn_seconds")
-            .record(request.admitted.elapsed().as_secs_f64());
+        let took = request.admitted.elapsed();
+        metrics::histogram!("turnstile_turn_seconds").record(took.as_secs_f64());
+        self.deps.counters.turn_answered(took);
+        self.shared.gauges.publish(&self.record);
         if let Err(err) = &answer {
             metrics::counter!("turnstile_turn_errors_total", "code" => err.code()).increment(1);
             if matches!(err, Error::Busy { .. }) {

@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod artifacts;
+#[cfg(feature = "http")]
+pub mod browser;
 pub mod cli;
 #[cfg(all(feature = "http", feature = "redis"))]
 pub mod cluster;

@@ -79,7 +79,7 @@ impl<A: Mailbox> Slots<A> {
         error: &Error,
         fx: &mut Effects<A::Msg>,
     ) -> Vec<A::Msg> {
-        let held = match self.slots.pop(key) {
+        let held = match self.release(key) {
             Some(Slot::Starting { held, .. }) => held,
             _ => VecDeque::new(),
         };
@@ -109,11 +109,11 @@ impl<A: Mailbox> Slots<A> {
                 fx.event(RuntimeEvent::UnexpectedStop);
                 let deadline = *deadline;
                 self.deadlines.remove(&(deadline, key.clone()));
-                self.slots.pop(key);
+                self.release(key);
                 None
             }
             _ => {
-                self.slots.pop(key);
+                self.release(key);
                 None
             }
         };
@@ -147,7 +147,7 @@ impl<A: Mailbox> Slots<A> {
             held.push_back(A::Msg::passivate());
         }
         if held.is_empty() {
-            self.slots.pop(key);
+            self.release(key);
             return None;
         }
         let slot = self.slots.peek_mut(key).expect("the caller found it");

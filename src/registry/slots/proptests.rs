@@ -185,6 +185,12 @@ impl Harness {
 
     fn check(&self) {
         assert!(self.m.len() <= self.capacity, "capacity exceeded");
+        assert_eq!(
+            self.m.order.len(),
+            self.m.len(),
+            "the key index holds every slot"
+        );
+        assert!(self.m.order.iter().all(|k| self.m.slots.contains(k)));
         for (i, k) in self.keys.iter().enumerate() {
             let actors = &self.actors[i];
             assert!(

@@ -62,6 +62,8 @@ impl Live {
             self.refresh_summary();
         }
         self.unsaved.extend(events);
+        let unsaved = self.unsaved.len();
+        self.shared.gauges.unsaved.store(unsaved, Ordering::Relaxed);
         self.shared.dirty.store(true, Ordering::Release);
     }
 
@@ -148,6 +150,8 @@ impl Live {
             tracing::info!(key = %self.key, "an append with an unknown outcome had committed");
             self.record.version = attempted.base + 1;
             self.unsaved.drain(..attempted.count);
+            let unsaved = self.unsaved.len();
+            self.shared.gauges.unsaved.store(unsaved, Ordering::Relaxed);
             if self.unsaved.is_empty() {
                 self.shared.dirty.store(false, Ordering::Release);
             }

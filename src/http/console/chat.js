@@ -1,0 +1,250 @@
+// The chat page: a user's sessions, one conversation with its full history, a message box
+// whose reply streams in, Stop, fork and clear. Everything a user wrote is shown as text.
+"use strict";
+
+(() => {
+  const { api, stream, el, notice, confirmed, splitKey, path, ago } = TS;
+  const $ = (id) => document.getElementById(id);
+  const USER = "turnstile.user";
+  const OPEN = "turnstile.session";
+  /** Events per history page. */
+  const HISTORY_PAGE = 50;
+  /** Sessions shown per click of "More". */
+  const SESSIONS_SHOWN = 20;
+  /** Listing pages read to sort sessions newest first (the API lists by id). */
+  const LISTING_PAGES = 10;
+
+  let user = "";
+  let session = null;
+  let firstSeq = 1; // the oldest event shown
+  let lastSeq = 0; // the newest event shown
+  let sessions = [];
+  let shown = 0;
+  let streaming = 0; // replies streaming now (several, when messages overlap)
+  let sync = Promise.resolve(); // appends from the store, one after another
+
+  function status(text) {
+    $("status").textContent = text;
+  }
+
+  function fail(err) {
+    if (err.status === 401) {
+      sessionStorage.clear();
+      TS.showSignIn(err.message);
+    } else {
+      notice(err.message);
+    }
+  }
+
+  async function start(me) {
+    // A user token may name another user: the API then answers 403, shown as such.
+    user = $("as-user").value.trim() || sessionStorage.getItem(USER) || me.user || "";
+    if (me.grant !== "user") {
+      if (!user) {
+        sessionStorage.clear();
+        TS.showSignIn("This token reaches every user: give the user id to chat as.");
+        return;
+      }
+    }
+    sessionStorage.setItem(USER, user);
+    $("who").textContent = "signed in as " + user + (me.grant === "user" ? "" : " (" + me.grant + ")");
+    await loadSessions();
+    const open = sessionStorage.getItem(OPEN);
+    if (open) await openSession(open);
+  }
+
+  async function loadSessions() {
+    const all = [];
+    let cursor = null;
+    for (let i = 0; i < LISTING_PAGES; i++) {
+      const q = "?limit=1000" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+      const page = await api("GET", "/v1/users/" + encodeURIComponent(user) + "/sessions" + q);
+      all.push(...page.sessions);
+      cursor = page.next_cursor;
+      if (!cursor) break;
+    }
+    all.sort((a, b) => b.updated_ms - a.updated_ms);
+    sessions = all;
+    shown = 0;
+    $("session-list").replaceChildren();
+    showMoreSessions();
+  }
+
+  function showMoreSessions() {
+    const list = $("session-list");
+    for (const meta of sessions.slice(shown, shown + SESSIONS_SHOWN)) {
+      const id = splitKey(meta.key).session;
+      const button = el("button", { type: "button", "data-session": id }, id);
+      button.addEventListener("click", () => openSession(id).catch(fail));
+      list.append(el("li", {}, button, el("small", {}, " " + meta.events + " events, " + ago(Date.now() - meta.updated_ms))));
+    }
+    shown = Math.min(sessions.length, shown + SESSIONS_SHOWN);
+    $("more-sessions").hidden = shown >= sessions.length;
+  }
+
+  async function openSession(id) {
+    session = id;
+    sessionStorage.setItem(OPEN, id);
+    notice("");
+    $("conv-title").textContent = id;
+    $("history").replaceChildren();
+    for (const x of ["input", "send", "clear"]) $(x).disabled = false;
+    let total = 0;
+    try {
+      const view = await api("GET", path(user, id));
+      total = view.meta.events;
+    } catch (err) {
+      if (err.status !== 404) throw err; // 404: a new session, nothing stored yet
+    }
+    firstSeq = Math.max(1, total - HISTORY_PAGE + 1);
+    lastSeq = firstSeq - 1;
+    if (total > 0) await appendFrom(firstSeq);
+    $("older").hidden = firstSeq <= 1;
+    status(total + " events");
+  }
+
+  async function readEvents(from, limit) {
+    const q = "?from=" + from + "&limit=" + limit;
+    return (await api("GET", path(user, session) + "/events" + q)).events;
+  }
+
+  /** Appends every stored event from `from` on (the tail after a turn, or a session's start). */
+  async function appendFrom(from) {
+    let next = from;
+    for (;;) {
+      const events = await readEvents(next, 1000);
+      for (const event of events) {
+        $("history").append(render(event));
+        lastSeq = event.seq;
+      }
+      if (events.length < 1000) return;
+      next = lastSeq + 1;
+    }
+  }
+
+  async function loadOlder() {
+    const from = Math.max(1, firstSeq - HISTORY_PAGE);
+    const events = await readEvents(from, firstSeq - from);
+    const top = $("history").firstChild;
+    for (const event of events) $("history").insertBefore(render(event), top);
+    firstSeq = from;
+    $("older").hidden = firstSeq <= 1;
+  }
+
+  /** One stored event as a list item; its text goes in as text. */
+  function render(event) {
+    const kind = event.kind;
+    let cls = "msg " + event.author;
+    let label = event.author;
+    let text = kind.text;
+    if (kind.type === "agent_output" && kind.status.status === "interrupted") {
+      cls += " interrupted";
+      label += " · interrupted (" + kind.status.reason + ")";
+    } else if (kind.type === "user_input" && kind.disposition && kind.disposition !== "answered") {
+      label += " · " + kind.disposition;
+    } else if (kind.type === "context_cleared") {
+      cls = "msg system";
+      text = "— context cleared —";
+    } else if (kind.type === "tool_call") {
+      text = "tool call: " + kind.name;
+    } else if (kind.type === "tool_result") {
+      text = "tool result";
+    }
+    const fork = el("button", { type: "button", class: "fork", title: "a new session with the history up to here" }, "Fork here");
+    fork.addEventListener("click", () => forkAt(event.seq).catch(fail));
+    return el("li", { class: cls, "data-seq": String(event.seq), "data-state": "stored" },
+      el("div", { class: "meta" }, label + " · #" + event.seq + " ", fork),
+      el("div", { class: "text" }, text === undefined ? "" : String(text)));
+  }
+
+  async function send(e) {
+    e.preventDefault();
+    const input = $("input").value;
+    if (!input.trim() || !session) return;
+    $("input").value = "";
+    const body = { input };
+    if ($("policy").value) body.policy = $("policy").value;
+    const mine = el("li", { class: "msg user pending", "data-state": "sending" },
+      el("div", { class: "meta" }, "user · sending"), el("div", { class: "text" }, input));
+    const text = el("div", { class: "text" });
+    const reply = el("li", { class: "msg agent pending", "data-state": "waiting", "data-chunks": "0" },
+      el("div", { class: "meta" }, "agent · streaming"), text);
+    $("history").append(mine, reply);
+    reply.scrollIntoView({ block: "end" });
+    streaming += 1;
+    $("stop").disabled = false;
+    status("streaming…");
+    let outcome = null;
+    try {
+      await stream("POST", path(user, session) + "/turns", body, (name, data) => {
+        if (name === "chunk") {
+          text.textContent += data.text;
+          reply.dataset.chunks = String(Number(reply.dataset.chunks) + 1);
+          reply.dataset.state = "streaming";
+        } else if (name === "outcome") {
+          outcome = data;
+        } else if (name === "error") {
+          throw new TS.ApiFailure(0, data.error.code, data.error.message);
+        }
+      });
+      if (!outcome) throw new TS.ApiFailure(0, "dropped", "");
+      status(outcome.outcome + (outcome.reason ? " (" + outcome.reason + ")" : ""));
+    } catch (err) {
+      if (err.code === "dropped" || err instanceof TypeError) {
+        notice("The reply stream was cut off; the turn goes on on the server. Reloaded the history from the store.", "warn");
+      } else {
+        fail(err);
+      }
+      status("failed");
+    } finally {
+      streaming -= 1;
+      $("stop").disabled = streaming === 0;
+    }
+    // What the store holds replaces the provisional items (with their sequence numbers).
+    mine.remove();
+    reply.remove();
+    sync = sync.then(() => appendFrom(lastSeq + 1)).catch(fail);
+    await sync;
+    const last = $("history").lastChild;
+    if (last) last.scrollIntoView({ block: "end" });
+    loadSessions().catch(fail);
+  }
+
+  async function stop() {
+    if (streaming === 0) return;
+    const answer = await api("POST", path(user, session) + "/interrupt");
+    status(answer.interrupted ? "stopping…" : "nothing was running");
+  }
+
+  async function forkAt(seq) {
+    const to = session + "-fork-" + seq + "-" + Math.random().toString(36).slice(2, 7);
+    await api("POST", path(user, session) + "/fork", { to, at_seq: seq });
+    await loadSessions();
+    await openSession(to);
+    notice("Forked at #" + seq + " into " + to + ".", "info");
+  }
+
+  async function clear() {
+    await api("POST", path(user, session) + "/clear");
+    await openSession(session);
+  }
+
+  $("composer").addEventListener("submit", (e) => send(e).catch(fail));
+  $("input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("stop").addEventListener("click", () => stop().catch(fail));
+  $("older").addEventListener("click", () => loadOlder().catch(fail));
+  $("more-sessions").addEventListener("click", showMoreSessions);
+  $("new-session").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const id = $("new-session-id").value.trim();
+    $("new-session-id").value = "";
+    if (id) openSession(id).catch(fail);
+  });
+  confirmed($("clear"), "Really clear?", () => clear().catch(fail));
+  TS.signIn(start);
+})();

@@ -1,0 +1,213 @@
+// Shared by both pages: the token kept in this tab, calls to the JSON API, server-sent events
+// read from a fetch body, and elements built with text only (never HTML).
+"use strict";
+
+const TS = (() => {
+  const TOKEN = "turnstile.token";
+
+  /** An API answer that was not 2xx, with a message a person can act on. */
+  class ApiFailure extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function token() {
+    return sessionStorage.getItem(TOKEN) || "";
+  }
+
+  function setToken(value) {
+    sessionStorage.setItem(TOKEN, value);
+  }
+
+  function forget() {
+    sessionStorage.clear();
+  }
+
+  function headers(extra) {
+    const h = Object.assign({}, extra || {});
+    const t = token();
+    if (t) h.Authorization = "Bearer " + t;
+    return h;
+  }
+
+  /** What a failed answer means to the person at the page. */
+  function explain(status, code, message) {
+    if (status === 401) return "Your token is wrong or has expired: sign in again.";
+    if (status === 403) {
+      if (code === "forbidden" && /own user/.test(message)) {
+        return "Not your session: this token reaches only its own user's sessions.";
+      }
+      return "Not allowed (403): " + message;
+    }
+    return message || "The server answered " + status + ".";
+  }
+
+  async function failure(response) {
+    let code = "", message = "";
+    try {
+      const body = await response.json();
+      code = (body.error && body.error.code) || "";
+      message = (body.error && body.error.message) || "";
+    } catch (_) { /* not JSON */ }
+    return new ApiFailure(response.status, code, explain(response.status, code, message));
+  }
+
+  /** Calls the API; resolves to the JSON body, rejects with an ApiFailure. */
+  async function api(method, path, body) {
+    const init = { method, headers: headers(), cache: "no-store" };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    if (!response.ok) throw await failure(response);
+    return response.json();
+  }
+
+  /** Opens an event stream (GET or POST) and calls onEvent(name, data) for each event. */
+  async function stream(method, path, body, onEvent, signal) {
+    const init = { method, headers: headers({ Accept: "text/event-stream" }), signal };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
+    if (!response.ok) throw await failure(response);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += value.replace(/\r\n/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        let name = "message";
+        const data = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("event:")) name = line.slice(6).trim();
+          else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+        }
+        if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+      }
+    }
+  }
+
+  /** An element with attributes and children; strings become text nodes, never markup. */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k.startsWith("data-")) node.setAttribute(k, v);
+      else node[k] = v;
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(typeof child === "string" ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function notice(text, kind) {
+    const box = document.getElementById("notice");
+    if (!text) {
+      box.hidden = true;
+      box.textContent = "";
+      return;
+    }
+    box.textContent = text;
+    box.className = "notice " + (kind || "error");
+    box.hidden = false;
+  }
+
+  /** A button that asks once more before acting: the first click arms it for a few seconds. */
+  function confirmed(button, question, action) {
+    const label = button.textContent;
+    let timer = null;
+    button.addEventListener("click", () => {
+      if (!timer) {
+        button.textContent = question;
+        button.classList.add("armed");
+        timer = setTimeout(() => {
+          button.textContent = label;
+          button.classList.remove("armed");
+          timer = null;
+        }, 4000);
+        return;
+      }
+      clearTimeout(timer);
+      timer = null;
+      button.textContent = label;
+      button.classList.remove("armed");
+      action();
+    });
+  }
+
+  /** A user/session key as the store writes it: `%` and `/` inside ids escaped. */
+  function splitKey(key) {
+    const at = key.indexOf("/");
+    const un = (s) => s.replace(/%2F/g, "/").replace(/%25/g, "%");
+    return { user: un(key.slice(0, at)), session: un(key.slice(at + 1)) };
+  }
+
+  function path(user, session) {
+    return "/v1/sessions/" + encodeURIComponent(user) + "/" + encodeURIComponent(session);
+  }
+
+  function ago(ms) {
+    if (ms < 1000) return "just now";
+    if (ms < 60000) return Math.round(ms / 1000) + " s ago";
+    if (ms < 3600000) return Math.round(ms / 60000) + " min ago";
+    return Math.round(ms / 3600000) + " h ago";
+  }
+
+  /** Wires the sign-in form and the sign-out button; `start` runs once signed in. */
+  function signIn(start) {
+    const form = document.getElementById("signin-form");
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const input = document.getElementById("token");
+      setToken(input.value.trim());
+      input.value = "";
+      begin(start);
+    });
+    document.getElementById("signout").addEventListener("click", () => {
+      forget();
+      location.reload();
+    });
+    if (sessionStorage.getItem(TOKEN) !== null) begin(start);
+    else showSignIn();
+  }
+
+  function showSignIn(message) {
+    document.getElementById("app").hidden = true;
+    document.getElementById("signout").hidden = true;
+    document.getElementById("signin").hidden = false;
+    document.getElementById("who").textContent = "";
+    if (message) notice(message);
+  }
+
+  async function begin(start) {
+    try {
+      const me = await api("GET", "/v1/me");
+      notice("");
+      document.getElementById("signin").hidden = true;
+      document.getElementById("app").hidden = false;
+      document.getElementById("signout").hidden = false;
+      await start(me);
+    } catch (err) {
+      if (err.status === 401) {
+        sessionStorage.removeItem(TOKEN);
+        showSignIn(err.message);
+      } else {
+        notice(err.message);
+      }
+    }
+  }
+
+  return { api, stream, el, notice, confirmed, splitKey, path, ago, signIn, showSignIn, ApiFailure };
+})();

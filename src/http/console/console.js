@@ -1,0 +1,216 @@
+// The operator console: live sessions of this process (sortable, filtered by user), figures
+// and small charts fed by the stats stream, and per-session interrupt, passivate and delete.
+"use strict";
+
+(() => {
+  const { api, stream, el, notice, path, ago } = TS;
+  const $ = (id) => document.getElementById(id);
+  /** Points each chart keeps: two minutes at one a second. */
+  const CHART_POINTS = 120;
+  /** Sessions read per page of the live table. */
+  const LIVE_PAGE = 200;
+  /** How often the live table is read again, ms. */
+  const REFRESH_MS = 1000;
+  /** Longest wait between two attempts to reopen the stats stream, ms. */
+  const MAX_BACKOFF_MS = 10000;
+
+  const series = { live: [], turns: [], p99: [], activations: [] };
+  let rows = [];
+  let sortBy = "user";
+  let ascending = true;
+  let cursors = [null]; // the cursor of each page read, for "Next page"
+  let stopped = false;
+  let armed = null; // the session whose Delete waits for its confirming click
+
+  async function start(me) {
+    $("who").textContent = "signed in (" + me.grant + ")";
+    setInterval(() => refresh().catch(fail), REFRESH_MS);
+    stats();
+    await refresh();
+  }
+
+  function fail(err) {
+    if (err.status === 401 || err.status === 403) {
+      stopped = true;
+      if (err.status === 401) {
+        sessionStorage.clear();
+        TS.showSignIn(err.message);
+        return;
+      }
+    }
+    notice(err.message);
+  }
+
+  async function refresh() {
+    if (stopped) return;
+    const user = $("filter-user").value.trim();
+    let q = "?limit=" + LIVE_PAGE;
+    if (user) q += "&user=" + encodeURIComponent(user);
+    const cursor = cursors[cursors.length - 1];
+    if (cursor) q += "&cursor=" + encodeURIComponent(cursor);
+    const page = await api("GET", "/v1/admin/live" + q);
+    rows = page.sessions;
+    $("live-count").textContent = page.total + " live in this process";
+    $("next-page").hidden = !page.next_cursor;
+    $("next-page").dataset.cursor = page.next_cursor || "";
+    draw();
+  }
+
+  function stateOf(row) {
+    return row.state === "queued" ? "queued " + row.waiting : row.state;
+  }
+
+  function draw() {
+    const sorted = rows.slice().sort((a, b) => {
+      const x = a[sortBy], y = b[sortBy];
+      const order = typeof x === "number" ? x - y : String(x).localeCompare(String(y));
+      return ascending ? order : -order;
+    });
+    const body = $("live-rows");
+    body.replaceChildren(...sorted.map(row));
+    for (const th of document.querySelectorAll("th[data-sort]")) {
+      th.classList.toggle("sorted", th.dataset.sort === sortBy);
+      th.classList.toggle("descending", th.dataset.sort === sortBy && !ascending);
+    }
+  }
+
+  function row(r) {
+    const key = r.user + "/" + r.session;
+    const interrupt = el("button", { type: "button" }, "Interrupt");
+    interrupt.addEventListener("click", () =>
+      act("POST", path(r.user, r.session) + "/interrupt", "Interrupted " + key, "Nothing was running in " + key, "interrupted"));
+    const passivate = el("button", { type: "button", class: "passivate" }, "Passivate");
+    passivate.addEventListener("click", () =>
+      act("POST", "/v1/admin/sessions/" + encodeURIComponent(r.user) + "/" + encodeURIComponent(r.session) + "/passivate",
+        "Passivating " + key, key + " is not live (starting or already stopping)", "passivating"));
+    // The table is drawn again every second, so the confirmation lives in `armed`, not in
+    // the button: the first click arms it for a few seconds, the second deletes.
+    const remove = el("button", { type: "button", class: armed === key ? "danger armed" : "danger" },
+      armed === key ? "Really delete?" : "Delete");
+    remove.addEventListener("click", () => {
+      if (armed === key) {
+        armed = null;
+        act("DELETE", path(r.user, r.session), "Deleted " + key, key + " did not exist", "deleted");
+        return;
+      }
+      armed = key;
+      setTimeout(() => {
+        if (armed === key) armed = null;
+        draw();
+      }, 4000);
+      draw();
+    });
+    return el("tr", { "data-key": key, "data-state": r.state },
+      el("td", {}, r.user), el("td", {}, r.session),
+      el("td", { class: "state " + r.state }, stateOf(r)),
+      el("td", { class: "num" }, String(r.turns)),
+      el("td", { title: new Date(r.last_active_ms).toISOString() }, ago(r.idle_ms)),
+      el("td", { class: "num" }, String(r.unsaved)),
+      el("td", { class: "num" }, String(r.bytes)),
+      el("td", { class: "actions" }, interrupt, passivate, remove));
+  }
+
+  async function act(method, url, yes, no, field) {
+    try {
+      const answer = await api(method, url);
+      notice(answer[field] ? yes + "." : no + ".", "info");
+      await refresh();
+    } catch (err) {
+      fail(err);
+    }
+  }
+
+  /** Follows the stats stream, reopening it (with growing pauses) when it drops. */
+  async function stats() {
+    let backoff = 500;
+    while (!stopped) {
+      try {
+        await stream("GET", "/v1/admin/stats/stream", undefined, (name, data) => {
+          if (name !== "stats") return;
+          backoff = 500;
+          $("stream-state").textContent = "live";
+          $("stream-state").className = "stream-state ok";
+          figures(data);
+        });
+        throw new Error("the stream ended");
+      } catch (err) {
+        if (err instanceof TS.ApiFailure && (err.status === 401 || err.status === 403)) {
+          fail(err);
+          return;
+        }
+        $("stream-state").textContent = "stats stream lost: reconnecting…";
+        $("stream-state").className = "stream-state lost";
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(MAX_BACKOFF_MS, backoff * 2);
+      }
+    }
+  }
+
+  function figures(s) {
+    const fixed = (x) => (x === null || x === undefined ? "–" : x.toFixed(x < 10 ? 1 : 0));
+    const r = s.rejections;
+    const items = [
+      ["live sessions", String(s.live_sessions)],
+      ["peak", String(s.peak_live_sessions)],
+      ["turns/s", fixed(s.turns_per_s)],
+      ["activations/s", fixed(s.activations_per_s)],
+      ["evictions/s", fixed(s.evictions_per_s)],
+      ["p50 turn ms", fixed(s.turn_p50_ms)],
+      ["p99 turn ms", fixed(s.turn_p99_ms)],
+      ["rejected (last s)", "overloaded " + r.overloaded + ", capacity " + r.at_capacity + ", draining " + r.draining + ", busy " + r.busy],
+      ["turns (total)", String(s.totals.turns)],
+    ];
+    $("totals").replaceChildren(...items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+    push("live", s.live_sessions);
+    push("turns", s.turns_per_s);
+    push("p99", s.turn_p99_ms || 0);
+    push("activations", s.activations_per_s);
+  }
+
+  function push(name, value) {
+    const points = series[name];
+    points.push(value);
+    if (points.length > CHART_POINTS) points.shift();
+    chart($("chart-" + name), points);
+  }
+
+  /** A line chart of `points`, scaled to its largest value, drawn by hand. */
+  function chart(canvas, points) {
+    const g = canvas.getContext("2d");
+    const { width, height } = canvas;
+    g.clearRect(0, 0, width, height);
+    const top = Math.max(1, ...points);
+    g.strokeStyle = "#2b6cb0";
+    g.lineWidth = 2;
+    g.beginPath();
+    points.forEach((v, i) => {
+      const x = width - (points.length - 1 - i) * (width / (CHART_POINTS - 1));
+      const y = height - 4 - (v / top) * (height - 14);
+      if (i === 0) g.moveTo(x, y);
+      else g.lineTo(x, y);
+    });
+    g.stroke();
+    g.fillStyle = "#4a5568";
+    g.font = "10px sans-serif";
+    g.fillText("max " + (top < 10 ? top.toFixed(1) : Math.round(top)), 4, 10);
+    canvas.dataset.points = String(points.length);
+  }
+
+  for (const th of document.querySelectorAll("th[data-sort]")) {
+    th.addEventListener("click", () => {
+      ascending = sortBy === th.dataset.sort ? !ascending : true;
+      sortBy = th.dataset.sort;
+      draw();
+    });
+  }
+  $("filter-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    cursors = [null];
+    refresh().catch(fail);
+  });
+  $("next-page").addEventListener("click", () => {
+    cursors.push($("next-page").dataset.cursor);
+    refresh().catch(fail);
+  });
+  TS.signIn(start);
+})();
