@@ -213,7 +213,8 @@
   async function stop() {
     if (streaming === 0) return;
     const answer = await api("POST", path(user, session) + "/interrupt");
-    status(answer.interrupted ? "stopping…" : "nothing was running");
+    // The turn may have ended, and the page said how, while the interrupt was on its way.
+    if (streaming > 0) status(answer.interrupted ? "stopping…" : "nothing was running");
   }
 
   async function forkAt(seq) {
