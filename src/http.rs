@@ -352,12 +352,20 @@ impl Gateway {
             },
             max_connections: self.config.max_connections.max(1),
         };
-        let server = listen::serve(listener, self.router(), limits, drained.clone());
+        let force = CancellationToken::new();
+        let server = listen::serve(
+            listener,
+            self.router(),
+            limits,
+            drained.clone(),
+            force.clone(),
+        );
         let grace = self.config.connection_grace;
         tokio::select! {
             _ = futures::future::join(server, signal) => {}
             () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!(?grace, "connections still open after the grace period; closing");
+                force.cancel();
             }
         }
         let done = report.lock().take();

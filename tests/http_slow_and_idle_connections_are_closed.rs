@@ -243,3 +243,30 @@ async fn a_streamed_reply_that_pauses_longer_than_every_timeout_is_not_cut() {
     healthz_ok(&client, &served).await;
     served.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_reads_none_of_its_answers_is_cut_after_the_idle_timeout() {
+    let (served, _) = serve(1000, RecordingAgent::default()).await;
+    let addr: std::net::SocketAddr = served.base.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .set_recv_buffer_size(4096)
+        .expect("a small receive buffer");
+    let mut tcp = socket.connect(addr).await.expect("connect");
+    // Many large answers asked for at once, far more than the socket buffers hold.
+    let requests = "GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".repeat(40);
+    tcp.write_all(requests.as_bytes())
+        .await
+        .expect("send the requests");
+    // The client reads nothing for longer than the idle timeout: that is its misbehaviour.
+    tokio::time::sleep(IDLE * 2).await;
+    let (answers, _) = until_closed(tcp).await;
+    let one = turnstile::http::openapi_json().len();
+    assert!(
+        answers.len() < 40 * one,
+        "the server wrote all {} bytes to a client that read nothing",
+        answers.len()
+    );
+    healthz_ok(&fresh_connections(), &served).await;
+    served.stop().await;
+}

@@ -117,8 +117,21 @@ pub(crate) fn wants_events(headers: &HeaderMap) -> bool {
         .any(|kind| kind.trim().starts_with("text/event-stream"))
 }
 
-/// Runs the turn and answers it as JSON or as events.
+/// Runs the turn and answers it as JSON or as events; a failure says whether the session kept
+/// the turn.
 pub(crate) async fn answer(
+    gateway: &Gateway,
+    caller: &Caller,
+    target: Target,
+    args: TurnArgs,
+    events: bool,
+) -> Result<Response, ApiError> {
+    run_turn(gateway, caller, target, args, events)
+        .await
+        .map_err(ApiError::of_turn)
+}
+
+async fn run_turn(
     gateway: &Gateway,
     caller: &Caller,
     target: Target,
@@ -263,7 +276,9 @@ fn event_stream(
                 let body = OutcomeBody::of(outcome, route.as_ref(), show_user);
                 (json_event("outcome", &body), None)
             }
-            Ok(Some(StreamEvent::Outcome(Err(e)))) => (error_event(&ApiError::from(e)), None),
+            Ok(Some(StreamEvent::Outcome(Err(e)))) => {
+                (error_event(&ApiError::from(e).of_turn()), None)
+            }
             Ok(None) => return None,
             // `stream` is dropped here, which interrupts the turn when it is tied to us.
             Err(_) => (

@@ -138,7 +138,10 @@ async fn read_limited(
     let mut bytes = Vec::with_capacity(capacity);
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::BadBody(format!("reading the upload: {e}")))?;
+        let chunk = chunk.map_err(|e| match super::deadline::timed_out(&e) {
+            Some(after) => ApiError::BodyTimeout { after },
+            None => ApiError::BadBody(format!("reading the upload: {e}")),
+        })?;
         let total = (bytes.len() + chunk.len()) as u64;
         if total > limit {
             return Err(too_large(total));

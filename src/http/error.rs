@@ -22,6 +22,10 @@ pub enum ApiError {
     /// The runtime refused or failed the call.
     #[error(transparent)]
     Runtime(#[from] Error),
+    /// A turn's request failed: as [`ApiError::Runtime`], and its body also says whether the
+    /// session kept the turn (`kept`).
+    #[error(transparent)]
+    Turn(Error),
     /// Channel routing or pairing refused the request.
     #[error(transparent)]
     Channel(#[from] ChannelError),
@@ -164,7 +168,7 @@ impl ApiError {
 
     fn class(&self) -> Class {
         match self {
-            Self::Runtime(e) => runtime_class(e),
+            Self::Runtime(e) | Self::Turn(e) => runtime_class(e),
             Self::Channel(ChannelError::Runtime(e)) => runtime_class(e),
             Self::Channel(ChannelError::Pairing(e)) | Self::Pairing(e) => pairing_class(e),
             Self::Channel(ChannelError::InvalidField { .. }) => {
@@ -207,6 +211,7 @@ impl ApiError {
     fn owner(&self) -> Option<&Owner> {
         match self {
             Self::Runtime(Error::OwnedElsewhere { owner, .. })
+            | Self::Turn(Error::OwnedElsewhere { owner, .. })
             | Self::Channel(ChannelError::Runtime(Error::OwnedElsewhere { owner, .. })) => {
                 Some(owner)
             }
@@ -229,13 +234,21 @@ impl ApiError {
         }
     }
 
+    /// The same refusal, answered as a turn's (with `kept` where the turn's fate is in doubt).
+    pub(crate) fn of_turn(self) -> Self {
+        match self {
+            Self::Runtime(e) | Self::Channel(ChannelError::Runtime(e)) => Self::Turn(e),
+            other => other,
+        }
+    }
+
     /// What became of the turn of a request that failed, where the failure leaves it in doubt:
     /// `true` when the session ran (or still runs) it and keeps it, to be stored with its next
     /// write; `false` when nothing of it ran or will be stored. `None` where no turn is at
     /// stake or the code already says (a refusal before anything ran).
     pub(crate) fn kept(&self) -> Option<bool> {
         let error = match self {
-            Self::Runtime(e) | Self::Channel(ChannelError::Runtime(e)) => e,
+            Self::Turn(e) => e,
             Self::Timeout { .. } => return Some(true),
             _ => return None,
         };

@@ -71,12 +71,13 @@ pub(crate) struct ConnectionLimits {
 }
 
 /// Serves `router` on `listener` until `stop` fires, then lets every connection finish the
-/// request it is serving and waits for all of them to close.
+/// request it is serving and waits for all of them to close; `force` closes those still open.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ConnectionLimits,
     stop: CancellationToken,
+    force: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let connections = TaskTracker::new();
@@ -99,9 +100,20 @@ pub(crate) async fn serve(
                 }
             },
         };
-        let connection = serve_connection(tcp, router.clone(), limits.read, stop.clone(), permit);
-        connections.spawn(connection);
+        let ends = Ends {
+            stop: stop.clone(),
+            force: force.clone(),
+        };
+        connections.spawn(serve_connection(
+            tcp,
+            router.clone(),
+            limits.read,
+            ends,
+            permit,
+        ));
     }
+    // New clients are refused from now on rather than queued for a server that has stopped.
+    drop(listener);
     connections.close();
     connections.wait().await;
 }
@@ -120,12 +132,18 @@ async fn accept_failed(error: std::io::Error) {
     tokio::time::sleep(ACCEPT_BACKOFF).await;
 }
 
+/// How a connection is told to end: `stop` after its request in flight, `force` at once.
+struct Ends {
+    stop: CancellationToken,
+    force: CancellationToken,
+}
+
 /// One connection, from accept to close; its permit is released when it ends.
 async fn serve_connection(
     tcp: TcpStream,
     router: Router,
     read: ReadLimits,
-    stop: CancellationToken,
+    ends: Ends,
     _permit: OwnedSemaphorePermit,
 ) {
     // Answers are small and written at once: Nagle's delay would only add latency.
@@ -148,9 +166,13 @@ async fn serve_connection(
     tokio::pin!(connection);
     let ended = tokio::select! {
         ended = connection.as_mut() => ended,
-        () = stop.cancelled() => {
+        () = ends.stop.cancelled() => {
             connection.as_mut().graceful_shutdown();
-            connection.await
+            tokio::select! {
+                ended = connection.as_mut() => ended,
+                // Dropping the connection closes its socket and drops its response.
+                () = ends.force.cancelled() => Ok(()),
+            }
         }
     };
     if let Err(e) = ended {

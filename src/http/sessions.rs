@@ -261,7 +261,9 @@ pub(crate) async fn interrupt(
     // `interrupt_with` interrupts again (a no-op now) and runs the input ahead of the queue.
     let timeout = gateway.config().request_timeout;
     let call = runtime.interrupt_with(&key, body.input, CallOptions::default());
-    let outcome = within(timeout, false, call).await??;
+    let outcome = within(timeout, false, call)
+        .await?
+        .map_err(|e| ApiError::from(e).of_turn())?;
     Ok(Json(Interrupted {
         interrupted,
         outcome: Some(OutcomeBody::of(outcome, None, false)),

@@ -20,7 +20,10 @@
   let lastSeq = 0; // the newest event shown
   let sessions = [];
   let shown = 0;
-  let streaming = 0; // replies streaming now (several, when messages overlap)
+  const streams = new Map(); // session id → its replies streaming now (several when they overlap)
+  function streaming(id) { return streams.get(id) || 0; }
+  // Stop acts on the open session, so it is enabled only while that one streams.
+  function updateStop() { $("stop").disabled = streaming(session) === 0; }
   let sync = Promise.resolve(); // appends from the store, one after another
 
   function status(text) {
@@ -89,6 +92,7 @@
     $("conv-title").textContent = id;
     $("history").replaceChildren();
     for (const x of ["input", "send", "clear"]) $(x).disabled = false;
+    updateStop();
     let total = 0;
     try {
       const view = await api("GET", path(user, id));
@@ -171,8 +175,9 @@
       el("div", { class: "meta" }, "agent · streaming"), text);
     $("history").append(mine, reply);
     reply.scrollIntoView({ block: "end" });
-    streaming += 1;
-    $("stop").disabled = false;
+    const key = session;
+    streams.set(key, streaming(key) + 1);
+    updateStop();
     status("streaming…");
     let outcome = null;
     try {
@@ -197,8 +202,8 @@
       }
       status("failed");
     } finally {
-      streaming -= 1;
-      $("stop").disabled = streaming === 0;
+      streams.set(key, streaming(key) - 1);
+      updateStop();
     }
     // What the store holds replaces the provisional items (with their sequence numbers).
     mine.remove();
@@ -211,10 +216,14 @@
   }
 
   async function stop() {
-    if (streaming === 0) return;
-    const answer = await api("POST", path(user, session) + "/interrupt");
-    // The turn may have ended, and the page said how, while the interrupt was on its way.
-    if (streaming > 0) status(answer.interrupted ? "stopping…" : "nothing was running");
+    const key = session;
+    if (streaming(key) === 0) return;
+    const answer = await api("POST", path(user, key) + "/interrupt");
+    // The turn may have ended, and the page said how, while the interrupt was on its way; or
+    // another session may be open by now.
+    if (key === session && streaming(key) > 0) {
+      status(answer.interrupted ? "stopping…" : "nothing was running");
+    }
   }
 
   async function forkAt(seq) {

@@ -148,7 +148,7 @@ fn a_failed_turn_says_whether_its_session_kept_it() {
         backend: "redis",
         detail: "connection refused".into(),
     };
-    let ran = ApiError::from(Error::store(&key(), unavailable()));
+    let ran = ApiError::from(Error::store(&key(), unavailable())).of_turn();
     assert_eq!((ran.code(), ran.kept()), ("store_unavailable", Some(true)));
     assert_eq!(ran.body()["error"]["kept"], true);
     assert!(ran.public_message().contains("keeps it"));
@@ -156,7 +156,8 @@ fn a_failed_turn_says_whether_its_session_kept_it() {
     let not_loaded = ApiError::from(Error::Activation {
         key: key(),
         source: Arc::new(unavailable()),
-    });
+    })
+    .of_turn();
     assert_eq!(not_loaded.kept(), Some(false));
     assert_eq!(not_loaded.body()["error"]["kept"], false);
     assert!(not_loaded.public_message().contains("nothing ran"));
@@ -166,10 +167,15 @@ fn a_failed_turn_says_whether_its_session_kept_it() {
         epoch: 1,
         current: 2,
     };
-    let fenced = ApiError::from(Error::store(&key(), fenced));
+    let fenced = ApiError::from(Error::store(&key(), fenced)).of_turn();
     assert_eq!((fenced.code(), fenced.kept()), ("fenced", Some(false)));
 
     let listing = ApiError::from(Error::storage(unavailable()));
     assert_eq!(listing.kept(), None);
     assert!(listing.body()["error"].get("kept").is_none());
+
+    // A read or a fork that found the store down ran no turn: nothing to keep.
+    let read = ApiError::from(Error::store(&key(), unavailable()));
+    assert_eq!((read.code(), read.kept()), ("store_unavailable", None));
+    assert!(read.public_message().contains("nothing was changed"));
 }

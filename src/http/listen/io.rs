@@ -14,8 +14,9 @@ use tokio::time::{Instant, Sleep};
 
 use super::phase::{Missed, Phase, ReadLimits};
 
-/// A socket whose reads fail with `TimedOut` once the connection's phase deadline passes, which
-/// makes hyper close the connection.
+/// A socket whose reads fail with `TimedOut` once the connection's phase deadline passes, and
+/// whose writes fail so once one has made no progress for the idle timeout (a client that reads
+/// nothing of its answer); either makes hyper close the connection.
 pub(crate) struct DeadlineIo<T> {
     io: T,
     phase: Arc<Phase>,
@@ -23,6 +24,9 @@ pub(crate) struct DeadlineIo<T> {
     /// Armed for `armed_for`; reset when the phase's deadline moves.
     sleep: Pin<Box<Sleep>>,
     armed_for: Option<Instant>,
+    /// Armed while a write waits for the peer to read; `None` once a write went through.
+    write_sleep: Pin<Box<Sleep>>,
+    write_stalled: bool,
 }
 
 impl<T> DeadlineIo<T> {
@@ -33,6 +37,37 @@ impl<T> DeadlineIo<T> {
             limits,
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed_for: None,
+            write_sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
+            write_stalled: false,
+        }
+    }
+
+    /// A write's result, failed with `TimedOut` when the peer has read nothing for the idle
+    /// timeout.
+    fn write_progress<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
+        if polled.is_ready() {
+            self.write_stalled = false;
+            return polled;
+        }
+        if !self.write_stalled {
+            self.write_stalled = true;
+            self.write_sleep
+                .as_mut()
+                .reset(Instant::now() + self.limits.idle);
+        }
+        match self.write_sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                closing("write_stalled");
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "write_stalled",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 
@@ -67,12 +102,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for DeadlineIo<T> {
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => match this.poll_deadline(cx) {
                 Poll::Ready(missed) => {
-                    tracing::debug!(reason = missed.label(), "closing a connection");
-                    metrics::counter!(
-                        "turnstile_http_connections_closed_total",
-                        "reason" => missed.label()
-                    )
-                    .increment(1);
+                    closing(missed.label());
                     Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, missed.label())))
                 }
                 Poll::Pending => Poll::Pending,
@@ -87,7 +117,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for DeadlineIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.write_progress(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -95,7 +127,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for DeadlineIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.write_progress(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -109,6 +143,12 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for DeadlineIo<T> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
     }
+}
+
+/// Counts and logs a connection closed for missing a deadline.
+fn closing(reason: &'static str) {
+    tracing::debug!(reason, "closing a connection");
+    metrics::counter!("turnstile_http_connections_closed_total", "reason" => reason).increment(1);
 }
 
 /// Marks a request as being served from creation until drop: hyper drops a response body once
