@@ -4,6 +4,11 @@ mod cli;
 
 use clap::Parser;
 
+/// See the `mimalloc` feature in `Cargo.toml` for why the binary picks its allocator.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     cli::init_tracing();

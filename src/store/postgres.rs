@@ -91,6 +91,7 @@ impl PostgresStore {
         if config.get_application_name().is_none() {
             config.application_name("turnstile");
         }
+        config.options(options::server_options(config.get_options()));
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -238,10 +239,15 @@ impl PostgresStore {
             .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?;
         let (user_sets, user_removed) = split_removals(&turn.shared.user);
         let (app_sets, app_removed) = split_removals(&turn.shared.app);
-        let statement = if base_version == 0 {
-            &self.sql.append_new
+        let appends = if fence.is_some() {
+            &self.sql.fenced
         } else {
-            &self.sql.append_existing
+            &self.sql.plain
+        };
+        let statement = if base_version == 0 {
+            &appends.new
+        } else {
+            &appends.existing
         };
         // Whatever happens next, the cached head is no longer known to be current.
         self.remember(key, None);

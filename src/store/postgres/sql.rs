@@ -29,13 +29,72 @@ fn append_tail(s: &str) -> String {
     )
 }
 
+/// The `fenced` CTE of a writer without a lease: nothing to check, so the leases table is not
+/// read at all (the statement keeps all seventeen parameters, so both kinds bind alike).
+const PLAIN: &str = "fenced AS (SELECT $16::text IS NULL AND $17::bigint IS NULL AS ok)";
+
+/// The `lease` and `fenced` CTEs of a lease holder's write. It holds its lease row (FOR SHARE)
+/// until it commits, so no grant can interleave: an acquire that committed first makes the row
+/// fail the re-checked condition, and one that comes later waits for this write.
+fn fencing(s: &str) -> String {
+    format!(
+        "lease AS (
+            SELECT 1 FROM {s}.leases
+            WHERE user_id = $1 AND session_id = $2 AND token = $16::text
+                AND epoch = $17::bigint AND expires_at > clock_timestamp()
+            FOR SHARE
+        ), fenced AS (
+            SELECT EXISTS (SELECT 1 FROM lease) AS ok
+        )"
+    )
+}
+
+/// The two appends of one kind of writer (see [`append_tail`] for their parameters).
+#[derive(Debug)]
+pub(super) struct Appends {
+    /// Append to an existing session: `UPDATE … WHERE version = $3 AND epoch = $7`.
+    pub existing: String,
+    /// Create a session: `INSERT … ON CONFLICT DO NOTHING` (base version 0).
+    pub new: String,
+}
+
+impl Appends {
+    /// The appends of schema `s` whose writer is checked by the CTEs `fencing`, which end in
+    /// one named `fenced` with a boolean column `ok`.
+    fn new(s: &str, fencing: &str) -> Self {
+        let tail = append_tail(s);
+        Self {
+            existing: format!(
+                "WITH {fencing}, head AS (
+                    UPDATE {s}.heads SET version = $4, updated_ms = $5, record = $6,
+                        fence = greatest(fence, coalesce($17::bigint, 0))
+                    WHERE user_id = $1 AND session_id = $2 AND version = $3 AND epoch = $7
+                        AND (SELECT ok FROM fenced)
+                        AND ($17::bigint IS NULL OR fence <= $17::bigint)
+                    RETURNING 1
+                ), {tail}"
+            ),
+            new: format!(
+                "WITH {fencing}, head AS (
+                    INSERT INTO {s}.heads
+                        (user_id, session_id, version, epoch, updated_ms, record, fence)
+                    SELECT $1, $2, $4, $7, $5, $6, coalesce($17::bigint, 0)
+                    WHERE $3::bigint = 0 AND (SELECT ok FROM fenced)
+                    ON CONFLICT DO NOTHING
+                    RETURNING 1
+                ), {tail}"
+            ),
+        }
+    }
+}
+
 /// The statements of one schema.
 #[derive(Debug)]
 pub(super) struct Sql {
-    /// Append to an existing session: `UPDATE … WHERE version = $3 AND epoch = $7`.
-    pub append_existing: String,
-    /// Create a session: `INSERT … ON CONFLICT DO NOTHING` (base version 0).
-    pub append_new: String,
+    /// The appends of a writer without a lease (`$16` and `$17` null).
+    pub plain: Appends,
+    /// The appends of a lease holder.
+    pub fenced: Appends,
     /// `$1` user, `$2` session, `$3` token, `$4` address, `$5` instance, `$6` ttl ms → the new
     /// epoch, or no row when another instance holds an unexpired lease.
     pub acquire: String,
@@ -76,41 +135,9 @@ pub(super) struct Sql {
 impl Sql {
     /// The statements for `s`, a checked schema name.
     pub(super) fn new(s: &str) -> Self {
-        let tail = append_tail(s);
-        // A fenced write holds its lease row (FOR SHARE) until it commits, so no grant can
-        // interleave: an acquire that committed first makes the row fail the re-checked
-        // condition, and one that comes later waits for this write.
-        let lease = format!(
-            "lease AS (
-                SELECT 1 FROM {s}.leases
-                WHERE user_id = $1 AND session_id = $2 AND token = $16::text
-                    AND epoch = $17::bigint AND expires_at > clock_timestamp()
-                FOR SHARE
-            ), fenced AS (
-                SELECT $16::text IS NULL OR EXISTS (SELECT 1 FROM lease) AS ok
-            )"
-        );
         Self {
-            append_existing: format!(
-                "WITH {lease}, head AS (
-                    UPDATE {s}.heads SET version = $4, updated_ms = $5, record = $6,
-                        fence = greatest(fence, coalesce($17::bigint, 0))
-                    WHERE user_id = $1 AND session_id = $2 AND version = $3 AND epoch = $7
-                        AND (SELECT ok FROM fenced)
-                        AND ($17::bigint IS NULL OR fence <= $17::bigint)
-                    RETURNING 1
-                ), {tail}"
-            ),
-            append_new: format!(
-                "WITH {lease}, head AS (
-                    INSERT INTO {s}.heads
-                        (user_id, session_id, version, epoch, updated_ms, record, fence)
-                    SELECT $1, $2, $4, $7, $5, $6, coalesce($17::bigint, 0)
-                    WHERE $3::bigint = 0 AND (SELECT ok FROM fenced)
-                    ON CONFLICT DO NOTHING
-                    RETURNING 1
-                ), {tail}"
-            ),
+            plain: Appends::new(s, PLAIN),
+            fenced: Appends::new(s, &fencing(s)),
             acquire: format!(
                 "WITH next AS (
                     INSERT INTO {s}.lease_epochs AS c (user_id, session_id, epoch)
