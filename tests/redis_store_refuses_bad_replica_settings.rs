@@ -9,6 +9,7 @@ mod support;
 use turnstile::store::{open_store, OpenStoreError, RedisOptions, RedisStore, StoreUrl};
 use turnstile::StoreError;
 
+use support::cli::turnstile;
 use support::redis_replica::ReplicatedRedis;
 use support::redis_server::free_port;
 
@@ -78,6 +79,24 @@ async fn open_store_names_the_url_and_the_setting() {
     assert!(
         message.contains(&text) && message.contains("replicas=\"two\" is not a whole number"),
         "{message}"
+    );
+}
+
+#[test]
+fn the_cli_exits_naming_the_setting() {
+    let store = format!(
+        "redis://127.0.0.1:{}/?replica_timeout_ms=0&replicas=1",
+        free_port()
+    );
+    let run = turnstile(&["load", "--store", &store, "--sessions", "2", "--turns", "1"]);
+    assert!(!run.success, "a bad replica setting must stop the run");
+    assert!(
+        run.stderr.contains("cannot open the store")
+            && run
+                .stderr
+                .contains("replica_timeout_ms=0 is outside 1..=60000"),
+        "{}",
+        run.stderr
     );
 }
 

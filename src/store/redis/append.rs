@@ -103,7 +103,7 @@ impl RedisStore {
             .arg(lease.map_or("", |l| l.token.as_str()))
             .arg(lease.map(|l| l.epoch.to_string()).unwrap_or_default())
             .arg(&lines);
-        let (reply, acked) = self.commit(key, &call).await?;
+        let (reply, acked) = self.commit(key, call).await?;
         let version = committed(key, base_version, lease, reply)?;
         // Committed: what follows may fail without failing the turn.
         let mut to_send = self.unsent.lock().pop(key).unwrap_or_default();
@@ -134,7 +134,7 @@ impl RedisStore {
     async fn commit(
         &self,
         key: &SessionKey,
-        call: &Cmd,
+        call: Cmd,
     ) -> Result<(Vec<Option<String>>, Option<u32>), StoreError> {
         let script = &self.scripts.append;
         if let Some(replicated) = &self.replicated {

@@ -173,7 +173,7 @@ impl Replicated {
         &self,
         key: &SessionKey,
         append: &Script,
-        call: &Cmd,
+        call: Cmd,
     ) -> Result<Committed, StoreError> {
         let mut conn = self.connection().await?;
         let exchange = self.exchange(&mut conn, append, call);
@@ -211,10 +211,10 @@ impl Replicated {
         &self,
         conn: &mut MultiplexedConnection,
         append: &Script,
-        call: &Cmd,
+        call: Cmd,
     ) -> Result<Committed, RedisError> {
         let mut pipe = redis::pipe();
-        pipe.add_command(call.clone())
+        pipe.add_command(call)
             .cmd("WAIT")
             .arg(self.wanted)
             .arg(self.timeout_ms)
