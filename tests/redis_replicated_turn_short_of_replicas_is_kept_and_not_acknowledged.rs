@@ -2,7 +2,8 @@
 //! within the replica timeout plus a margin — never `Ok` — while the primary holds it; once the
 //! replica is back, the session's next turns succeed (no `Conflict`: the session went on from
 //! what the primary holds) and the history is complete and in order, on the primary and on the
-//! replica. The store answers the same for plain and fenced appends.
+//! replica; a retry with the turn's request id gets its stored outcome without running it again.
+//! The store answers the same for plain and fenced appends.
 //!
 //! Breakages caught: an append that reports `Ok` when `WAIT` counted too few replicas; a
 //! session that drops (or writes again) a turn the primary committed, whose next turn then
@@ -20,7 +21,7 @@ use support::redis_replica::ReplicatedRedis;
 use turnstile::state::InputDisposition;
 use turnstile::store::conformance::turn_events;
 use turnstile::store::{Claim, Claimant, Leases};
-use turnstile::{EchoAgent, Error, Runtime, Store, StoreError};
+use turnstile::{CallOptions, EchoAgent, Error, Runtime, Store, StoreError};
 
 /// The replica timeout these tests set.
 const WAIT: Duration = Duration::from_millis(300);
@@ -50,7 +51,8 @@ async fn a_turn_the_stopped_replica_never_confirmed_is_kept_and_the_session_goes
 
     redis.pause_replica();
     let started = Instant::now();
-    let refused = within(rt.call(&k, "two")).await;
+    let retry = CallOptions::default().with_request_id("two-1");
+    let refused = within(rt.call_with(&k, "two", retry.clone())).await;
     let took = started.elapsed();
     match &refused {
         Err(Error::Store { source, .. }) => match source.as_ref() {
@@ -78,6 +80,11 @@ async fn a_turn_the_stopped_replica_never_confirmed_is_kept_and_the_session_goes
     assert_eq!(on_primary, ["one", "two"], "the primary holds the turn");
 
     redis.resume_replica();
+    // A retry with the request id gets the stored turn's outcome; it does not run again.
+    let replayed = within(rt.call_with(&k, "two", retry))
+        .await
+        .expect("replayed");
+    assert_eq!((replayed.output.as_str(), replayed.seq), ("two", 4));
     for input in ["three", "four"] {
         within(rt.call(&k, input))
             .await
