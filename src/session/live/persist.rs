@@ -13,7 +13,10 @@ use crate::store::StoreError;
 /// Whether a flush that failed with `error` stored its events all the same: committed on the
 /// primary, short of the replicas the store waits for.
 pub(crate) fn stored_all_the_same(error: &Error) -> bool {
-    matches!(error, Error::Store { source, .. } if matches!(**source, StoreError::NotReplicated { .. }))
+    match error {
+        Error::Store { source, .. } => matches!(**source, StoreError::NotReplicated { .. }),
+        _ => false,
+    }
 }
 
 /// An append whose outcome is unknown: what it was based on and how many events it carried.
