@@ -70,8 +70,10 @@ pub enum Error {
         message: String,
     },
     /// The turn ran but could not be persisted, so it is not acknowledged. The session keeps it
-    /// in memory and writes it with its next successful save.
-    #[error("session {key}: the turn was not persisted: {source}")]
+    /// in memory and writes it with its next successful save. With
+    /// [`StoreError::NotReplicated`] it *was* written (to the primary, not to enough replicas in
+    /// time): the session goes on from it, and it is never written again.
+    #[error("session {key}: the turn was not {}: {source}", unacknowledged(.source))]
     Store {
         /// The session.
         key: SessionKey,
@@ -139,6 +141,15 @@ pub enum Error {
     Memory(#[source] Arc<crate::memory::MemoryError>),
 }
 
+/// What befell a turn the store did not acknowledge: stored without enough replicas, or not
+/// stored at all.
+fn unacknowledged(source: &StoreError) -> &'static str {
+    match source {
+        StoreError::NotReplicated { .. } => "acknowledged",
+        _ => "persisted",
+    }
+}
+
 impl Error {
     pub(crate) fn store(key: &SessionKey, source: StoreError) -> Self {
         Self::Store {
@@ -169,6 +180,7 @@ impl Error {
             Self::Store { source, .. } => match source.as_ref() {
                 StoreError::NotOwner { .. } => "not_owner",
                 StoreError::Fenced { .. } => "fenced",
+                StoreError::NotReplicated { .. } => "not_replicated",
                 _ => "store",
             },
             Self::Storage(_) => "store",

@@ -348,6 +348,12 @@ impl Runtime {
             Err(crate::store::StoreError::Conflict { .. }) => Err(Error::AlreadyExists {
                 key: target.clone(),
             }),
+            // The fork is stored (on the primary): its artifacts go with it, then the caller
+            // hears that replicas did not confirm it in time.
+            Err(err @ crate::store::StoreError::NotReplicated { .. }) => {
+                self.fork_artifacts(source, target, &after_fork).await?;
+                Err(Error::store(target, err))
+            }
             Err(err) => Err(Error::store(target, err)),
         }
     }

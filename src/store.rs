@@ -233,6 +233,24 @@ pub enum StoreError {
         /// The newest epoch that has written the session.
         current: u64,
     },
+    /// The append **committed on the primary** (as `version`), but fewer replicas than the
+    /// store requires confirmed it within the timeout, so it is not acknowledged: a failover
+    /// before they catch up may lose it. It is kept — never written again, and the next append
+    /// builds on it — so do not resend it as new input. Check the replicas' health, or lower
+    /// the store's `replicas` setting.
+    #[error("session {key}: the write is stored on the primary as version {version}, but only {acked} of the {wanted} replicas required confirmed it within {timeout:?}, so it may be lost if the primary fails over before they catch up; it is kept (do not send it again) — check the replicas, or lower `replicas`")]
+    NotReplicated {
+        /// The session.
+        key: SessionKey,
+        /// The version the append committed as on the primary.
+        version: u64,
+        /// Replicas that confirmed the write in time.
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+        /// How long the append waited for them.
+        timeout: Duration,
+    },
 }
 
 impl StoreError {

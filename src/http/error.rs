@@ -270,6 +270,13 @@ impl ApiError {
             return self.to_string();
         }
         match (status, code) {
+            (_, "not_replicated") => {
+                "the turn is stored on the primary and the session goes on from it, but fewer \
+                 replicas than required confirmed it in time, so it is not acknowledged: a \
+                 failover before they catch up could lose it. Do not send it again as a new \
+                 turn; a retry with the same Idempotency-Key returns its outcome"
+                    .into()
+            }
             (StatusCode::BAD_GATEWAY, _) => {
                 "the agent failed on this turn; the session goes on from its last state".into()
             }
@@ -333,6 +340,11 @@ fn store_class(error: &StoreError) -> Class {
         // Another process owns the session now; a retry reaches it (through forwarding).
         StoreError::NotOwner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_owner", true),
         StoreError::Fenced { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fenced", true),
+        // Stored on the primary, not confirmed by enough replicas in time: the message says
+        // what the caller may assume (`public_message`), without the store's wording.
+        StoreError::NotReplicated { .. } => {
+            (StatusCode::SERVICE_UNAVAILABLE, "not_replicated", false)
+        }
         _ => INTERNAL,
     }
 }

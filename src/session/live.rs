@@ -466,7 +466,12 @@ impl Live {
             }
             Some(StopKind::LeaseLost) => self.drop_unsaved("its lease was lost"),
             _ => {
-                if self.flush().await.is_ok() {
+                let flushed = self.flush().await;
+                if flushed
+                    .as_ref()
+                    .err()
+                    .is_none_or(persist::stored_all_the_same)
+                {
                     self.ingest_on_stop().await;
                 }
             }

@@ -13,6 +13,7 @@ mod layout;
 mod leases;
 mod listing;
 mod options;
+mod replicated;
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -28,6 +29,7 @@ use self::codec::{corrupt, decode_events, decode_head, decode_state, redis_error
 use self::conn::Connection;
 use self::keys::{gc_member, Keys, SessionKeys};
 pub use self::options::RedisOptions;
+use self::replicated::Replicated;
 use super::{
     GcPolicy, GcReport, Lease, Leases, LoadedSession, Page, PageRequest, Store, StoreError,
 };
@@ -69,6 +71,8 @@ pub struct RedisStore {
     /// `user:` and `app:` changes of committed appends whose write after the commit failed,
     /// per session: sent again, under newer changes, with the session's next append.
     unsent: Arc<Mutex<LruCache<SessionKey, SplitDelta>>>,
+    /// With `replicas=N`: the dedicated connections appends commit and `WAIT` on.
+    replicated: Option<Arc<Replicated>>,
 }
 
 /// The store's Lua scripts. Each touches the keys of one session only (one hash slot).
@@ -105,22 +109,41 @@ impl std::fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("keys", &self.keys)
             .field("ttl_ms", &self.ttl_ms)
+            .field(
+                "replicas",
+                &self.replicated.as_ref().map_or(0, |r| r.wanted),
+            )
             .finish_non_exhaustive()
     }
 }
 
 impl RedisStore {
     /// Connects to `url`: a server (`redis://host:port/db`, `rediss://…`, `redis+unix://…`) or a
-    /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`).
+    /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`). The URL
+    /// may carry `replicas=N`, `replica_timeout_ms=MS` and `replica_connections=N`, which
+    /// override `options` (see [`RedisOptions::with_replicas`]).
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
-    /// timeout, [`StoreError::InvalidRequest`] for a bad URL or prefix or for data of the older,
-    /// unversioned layout under the prefix, and [`StoreError::NewerLayout`] when a newer
-    /// turnstile laid out the prefix.
+    /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix or replica setting (replicas
+    /// on a Cluster URL or a replica's URL included) or for data of the older, unversioned
+    /// layout under the prefix, and [`StoreError::NewerLayout`] when a newer turnstile laid out
+    /// the prefix.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let (url, options) = options::split_url(url, options)?;
+        options.check()?;
+        if options.replicas > 0 && conn::cluster_nodes(&url).is_some() {
+            return Err(StoreError::InvalidRequest(format!(
+                "redis replicas={} is not supported on Redis Cluster (WAIT would have to go to \
+                 each session's master); use a single server's redis:// URL, or the masters' \
+                 min-replicas-to-write",
+                options.replicas
+            )));
+        }
         let keys = Keys::new(&options.prefix)?;
         let deadline = options.connect_timeout * 2 + options.response_timeout;
-        let conn = conn::connect(url, &options, deadline).await?;
+        let scripts = Scripts::new();
+        let replicated = Replicated::new(&url, &options, scripts.append.clone())?;
+        let conn = conn::connect(&url, &options, deadline).await?;
         let ttl_ms = options.session_ttl.map_or(0, |ttl| {
             u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
         });
@@ -130,10 +153,15 @@ impl RedisStore {
             keys,
             ttl_ms,
             deadline,
-            scripts: Arc::new(Scripts::new()),
+            scripts: Arc::new(scripts),
             heads: Arc::new(Mutex::new(LruCache::new(cache_size))),
             unsent: Arc::new(Mutex::new(LruCache::new(cache_size))),
+            replicated: replicated.map(Arc::new),
         };
+        // First: on a replica, the layout check's first write would fail less clearly.
+        if let Some(replicated) = &store.replicated {
+            replicated.check_primary().await?;
+        }
         store.check_layout().await?;
         Ok(store)
     }

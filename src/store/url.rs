@@ -33,7 +33,9 @@ pub enum StoreUrl {
     /// `file:tmp`: the JSON file store in a fresh temporary folder, removed when the opened store
     /// is dropped. For trial runs and load tests that must leave nothing behind.
     TempFolder,
-    /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`).
+    /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`);
+    /// `replicas=N`, `replica_timeout_ms=MS` and `replica_connections=N` in its query are the
+    /// store's own options (see `RedisOptions`), checked when it opens.
     Redis(String),
     /// `redis+cluster://HOST:PORT[,HOST:PORT…]` or `rediss+cluster://…`: the Redis store on
     /// the Redis Cluster those nodes belong to (feature `redis`). Credentials, if any, come

@@ -21,6 +21,8 @@ pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis_cluster;
 #[cfg(feature = "redis")]
+pub mod redis_replica;
+#[cfg(feature = "redis")]
 pub mod redis_server;
 #[cfg(feature = "http")]
 pub mod serve;

@@ -179,3 +179,37 @@ fn a_failed_turn_says_whether_its_session_kept_it() {
     assert_eq!((read.code(), read.kept()), ("store_unavailable", None));
     assert!(read.public_message().contains("nothing was changed"));
 }
+
+/// A turn stored on the primary but not confirmed by enough replicas is 503 `not_replicated`,
+/// kept, and its body says it is stored and must not be sent again as a new turn.
+#[test]
+fn a_turn_short_of_replicas_is_503_not_replicated_and_kept() {
+    let short = StoreError::NotReplicated {
+        key: key(),
+        version: 7,
+        acked: 0,
+        wanted: 1,
+        timeout: Duration::from_millis(500),
+    };
+    let error = Error::store(&key(), short);
+    assert_eq!(error.code(), "not_replicated");
+    let shown = error.to_string();
+    assert!(
+        shown.contains("not acknowledged") && shown.contains("stored on the primary as version 7"),
+        "{shown}"
+    );
+    let api = ApiError::from(error).of_turn();
+    assert_eq!(
+        (api.status().as_u16(), api.code(), api.kept()),
+        (503, "not_replicated", Some(true))
+    );
+    let body = api.body();
+    assert_eq!(body["error"]["kept"], true);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("stored on the primary") && message.contains("Idempotency-Key"),
+        "{message}"
+    );
+    assert!(!message.contains("u/s"), "no store wording: {message}");
+    assert_eq!(api.retry_after(), Some(Duration::from_secs(1)));
+}

@@ -10,6 +10,15 @@ use crate::session::{SessionArgs, TurnRequest};
 use crate::state::{Event, EventKind};
 use crate::store::StoreError;
 
+/// Whether a flush that failed with `error` stored its events all the same: committed on the
+/// primary, short of the replicas the store waits for.
+pub(crate) fn stored_all_the_same(error: &Error) -> bool {
+    match error {
+        Error::Store { source, .. } => matches!(**source, StoreError::NotReplicated { .. }),
+        _ => false,
+    }
+}
+
 /// An append whose outcome is unknown: what it was based on and how many events it carried.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Uncertain {
@@ -99,11 +108,16 @@ impl Live {
         };
         match written {
             Ok(version) => {
-                self.record.version = version;
-                // Dropped, not cleared: an idle session should not keep the buffer's capacity.
-                self.unsaved = Vec::new();
-                self.shared.dirty.store(false, Ordering::Release);
+                self.saved(version);
                 Ok(())
+            }
+            Err(err @ StoreError::NotReplicated { version, .. }) => {
+                // Committed on the primary, short of replicas: the session goes on from what the
+                // store holds (no spurious conflict next turn), but the callers hear it.
+                self.saved(version);
+                let error = Error::store(&self.key, err);
+                tracing::warn!(key = %self.key, %error, "turn stored, not replicated in time");
+                Err(error)
             }
             Err(err) => {
                 if err.is_environmental() {
@@ -122,6 +136,14 @@ impl Live {
                 Err(error)
             }
         }
+    }
+
+    /// The store holds everything unsaved, as `version`.
+    fn saved(&mut self, version: u64) {
+        self.record.version = version;
+        // Dropped, not cleared: an idle session should not keep the buffer's capacity.
+        self.unsaved = Vec::new();
+        self.shared.dirty.store(false, Ordering::Release);
     }
 
     /// Finds out whether an append whose outcome was unknown committed, by reading back the

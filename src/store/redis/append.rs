@@ -1,6 +1,8 @@
 //! An append: the fold in Rust, the compare-and-set commit in the session's slot (`append.lua`),
 //! then the follow-up writes to shared state and indexes, which live in other slots.
 
+use redis::{Cmd, ErrorKind, ServerErrorKind};
+
 use super::codec::{corrupt, delta_pipeline, StoredHead};
 use super::keys::gc_member;
 use super::leases::owner_from;
@@ -81,10 +83,15 @@ impl RedisStore {
         };
 
         let names = self.session_keys(key);
-        let mut call = self.scripts.append.prepare_invoke();
-        call.key(&names.head).key(&names.log);
+        // EVALSHA by hand rather than a `ScriptInvocation`: a replicated append pipelines it
+        // with its WAIT.
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(self.scripts.append.get_hash())
+            .arg(if lease.is_some() { 3 } else { 2 })
+            .arg(&names.head)
+            .arg(&names.log);
         if lease.is_some() {
-            call.key(&names.lease);
+            call.arg(&names.lease);
         }
         call.arg(base_version)
             .arg(&head.epoch)
@@ -96,8 +103,7 @@ impl RedisStore {
             .arg(lease.map_or("", |l| l.token.as_str()))
             .arg(lease.map(|l| l.epoch.to_string()).unwrap_or_default())
             .arg(&lines);
-        let mut conn = self.conn.clone();
-        let reply: Vec<Option<String>> = self.run(key, call.invoke_async(&mut conn)).await?;
+        let (reply, acked) = self.commit(key, call).await?;
         let version = committed(key, base_version, lease, reply)?;
         // Committed: what follows may fail without failing the turn.
         let mut to_send = self.unsent.lock().pop(key).unwrap_or_default();
@@ -109,7 +115,43 @@ impl RedisStore {
             self.unsent.lock().put(key.clone(), unsent);
         }
         self.remember(key, Some(head));
-        Ok(version)
+        match (&self.replicated, acked) {
+            (Some(replicated), Some(acked)) if acked < replicated.wanted => {
+                Err(StoreError::NotReplicated {
+                    key: key.clone(),
+                    version,
+                    acked,
+                    wanted: replicated.wanted,
+                    timeout: replicated.timeout,
+                })
+            }
+            _ => Ok(version),
+        }
+    }
+
+    /// Runs the append script: on the shared connection, or with `replicas=N` on a dedicated
+    /// one followed by `WAIT` (then also answers how many replicas confirmed it).
+    async fn commit(
+        &self,
+        key: &SessionKey,
+        call: Cmd,
+    ) -> Result<(Vec<Option<String>>, Option<u32>), StoreError> {
+        let script = &self.scripts.append;
+        if let Some(replicated) = &self.replicated {
+            let committed = replicated.commit(key, script, call).await?;
+            return Ok((committed.reply, Some(committed.acked)));
+        }
+        let mut conn = self.conn.clone();
+        let evaluation = async {
+            match call.query_async(&mut conn).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    script.load_async(&mut conn).await?;
+                    call.query_async(&mut conn).await
+                }
+                other => other,
+            }
+        };
+        Ok((self.run(key, evaluation).await?, None))
     }
 
     /// The head an append on `base_version` folds onto: the cached one if it is at that

@@ -1,6 +1,9 @@
-//! How a Redis store connects and names its keys.
+//! How a Redis store connects, names its keys and how many replicas confirm each append.
+//! Pure: settings, URL parameters and their checks only.
 
 use std::time::Duration;
+
+use crate::store::StoreError;
 
 /// How a [`RedisStore`](super::RedisStore) connects and names its keys.
 #[derive(Debug, Clone)]
@@ -13,6 +16,14 @@ pub struct RedisOptions {
     pub(super) connect_timeout: Duration,
     /// Bound on one command's answer.
     pub(super) response_timeout: Duration,
+    /// Replicas that must confirm an append (`WAIT`) before it is acknowledged; 0 = none, the
+    /// primary's word is enough (Redis replicates asynchronously).
+    pub(super) replicas: u32,
+    /// How long an append waits for those replicas before it answers `NotReplicated`.
+    pub(super) replica_timeout: Duration,
+    /// Dedicated connections for appends that wait for replicas: at most this many such
+    /// appends are in flight at once (each `WAIT` blocks its connection).
+    pub(super) replica_connections: usize,
 }
 
 impl Default for RedisOptions {
@@ -22,9 +33,23 @@ impl Default for RedisOptions {
             session_ttl: None,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+            replicas: 0,
+            replica_timeout: Self::DEFAULT_REPLICA_TIMEOUT,
+            replica_connections: Self::DEFAULT_REPLICA_CONNECTIONS,
         }
     }
 }
+
+/// Most replicas an append may wait for: far beyond any real deployment, low enough that a
+/// typo (`replicas=100`) is refused instead of failing every append.
+pub(super) const MAX_REPLICAS: u32 = 16;
+
+/// Longest replica timeout: a turn is answered within seconds, never minutes.
+const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most dedicated connections for replicated appends; the Redis default `maxclients` is
+/// 10,000, shared by every process.
+const MAX_REPLICA_CONNECTIONS: usize = 1_024;
 
 impl RedisOptions {
     /// Default bound on connecting: long enough for a distant server, short enough that a
@@ -32,6 +57,14 @@ impl RedisOptions {
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
     /// Default bound on one command's answer; a turn's write is one command.
     pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+    /// Default wait for replicas: a replica on the same network confirms within a millisecond
+    /// or two, so one second rides out a replica's short stalls (a fork, a busy moment) while a
+    /// caller still learns quickly that one is gone.
+    pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(1);
+    /// Default number of dedicated connections for replicated appends: each holds one append
+    /// for a round trip to the primary plus one to its replicas (about 0.2 ms on one host), so
+    /// 32 carry well over 50,000 appends/s while staying far from Redis's client limit.
+    pub const DEFAULT_REPLICA_CONNECTIONS: usize = 32;
 
     /// Starts every key with `prefix` (default `turnstile`): ASCII letters, digits, `_ - . :`.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -61,5 +94,173 @@ impl RedisOptions {
     pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
+    }
+
+    /// Acknowledges an append (plain or fenced) only once `replicas` replicas of the primary
+    /// have confirmed it (`WAIT`), within [`Self::with_replica_timeout`]; fewer in time is
+    /// [`StoreError::NotReplicated`], with the append kept on the primary. 0 (the default)
+    /// waits for none. 1 ..= 16; a single server only, not Redis Cluster. URL: `replicas=N`.
+    pub fn with_replicas(mut self, replicas: u32) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// The number of replicas that must confirm each append (0: none).
+    pub fn replicas(&self) -> u32 {
+        self.replicas
+    }
+
+    /// How long an append waits for its replicas (default [`Self::DEFAULT_REPLICA_TIMEOUT`];
+    /// 1 ms ..= 60 s). URL: `replica_timeout_ms=MS`.
+    pub fn with_replica_timeout(mut self, timeout: Duration) -> Self {
+        self.replica_timeout = timeout;
+        self
+    }
+
+    /// Dedicated connections for appends that wait for replicas (default
+    /// [`Self::DEFAULT_REPLICA_CONNECTIONS`]; 1 ..= 1,024): the most such appends in flight at
+    /// once. URL: `replica_connections=N`.
+    pub fn with_replica_connections(mut self, connections: usize) -> Self {
+        self.replica_connections = connections;
+        self
+    }
+
+    /// The wait for replicas in whole milliseconds, as `WAIT` takes it.
+    pub(super) fn replica_timeout_ms(&self) -> u64 {
+        u64::try_from(self.replica_timeout.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Checks the replica settings.
+    pub(super) fn check(&self) -> Result<(), StoreError> {
+        let invalid = |detail: String| Err(StoreError::InvalidRequest(detail));
+        if self.replicas > MAX_REPLICAS {
+            return invalid(format!(
+                "redis replicas={} is more than {MAX_REPLICAS}; give the number of replicas \
+                 that must confirm each append",
+                self.replicas
+            ));
+        }
+        // `WAIT n 0` would block forever: a turn must be answered.
+        if self.replica_timeout < Duration::from_millis(1)
+            || self.replica_timeout > MAX_REPLICA_TIMEOUT
+        {
+            return invalid(format!(
+                "redis replica_timeout_ms={} is outside 1..={}; it bounds how long an append \
+                 waits for its replicas",
+                self.replica_timeout.as_millis(),
+                MAX_REPLICA_TIMEOUT.as_millis()
+            ));
+        }
+        if !(1..=MAX_REPLICA_CONNECTIONS).contains(&self.replica_connections) {
+            return invalid(format!(
+                "redis replica_connections={} is outside 1..={MAX_REPLICA_CONNECTIONS}",
+                self.replica_connections
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Turnstile's own query parameters of a Redis URL.
+const PARAMETERS: [&str; 3] = ["replicas", "replica_timeout_ms", "replica_connections"];
+
+/// Splits turnstile's own query parameters (`replicas`, `replica_timeout_ms`,
+/// `replica_connections`) off a Redis URL, applying them to `options`, and returns the URL the
+/// driver understands (its own parameters, such as `db` or `protocol`, kept).
+pub(super) fn split_url(
+    url: &str,
+    mut options: RedisOptions,
+) -> Result<(String, RedisOptions), StoreError> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), options));
+    };
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if !PARAMETERS.contains(&name) {
+            kept.push(pair);
+            continue;
+        }
+        let number = value.parse::<u64>().map_err(|_| {
+            StoreError::InvalidRequest(format!("redis url: {name}={value:?} is not a whole number"))
+        })?;
+        match name {
+            "replicas" => options.replicas = u32::try_from(number).unwrap_or(u32::MAX),
+            "replica_timeout_ms" => options.replica_timeout = Duration::from_millis(number),
+            _ => options.replica_connections = usize::try_from(number).unwrap_or(usize::MAX),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, options))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(url: &str) -> Result<(String, RedisOptions), StoreError> {
+        split_url(url, RedisOptions::default())
+    }
+
+    #[test]
+    fn replica_parameters_are_taken_and_the_drivers_kept() {
+        let (url, options) = split(
+            "redis://h:1/2?replicas=2&protocol=resp3&replica_timeout_ms=250&replica_connections=4",
+        )
+        .unwrap();
+        assert_eq!(url, "redis://h:1/2?protocol=resp3");
+        assert_eq!(options.replicas, 2);
+        assert_eq!(options.replica_timeout, Duration::from_millis(250));
+        assert_eq!(options.replica_connections, 4);
+        assert!(options.check().is_ok());
+        let (url, options) = split("redis://h:1/?replicas=1").unwrap();
+        assert_eq!((url.as_str(), options.replicas), ("redis://h:1/", 1));
+        let (url, options) = split("redis+unix:///tmp/r.sock?db=3").unwrap();
+        assert_eq!(
+            (url.as_str(), options.replicas),
+            ("redis+unix:///tmp/r.sock?db=3", 0)
+        );
+        assert_eq!(split("redis://h:1").unwrap().0, "redis://h:1");
+    }
+
+    #[test]
+    fn bad_replica_values_are_refused_naming_the_parameter() {
+        for bad in [
+            "redis://h:1/?replicas=x",
+            "redis://h:1/?replicas=-1",
+            "redis://h:1/?replicas",
+            "redis://h:1/?replica_timeout_ms=1.5",
+            "redis://h:1/?replica_connections=",
+        ] {
+            let err = split(bad).unwrap_err().to_string();
+            let name = bad.split('?').nth(1).unwrap().split('=').next().unwrap();
+            assert!(
+                err.contains(name) && err.contains("whole number"),
+                "{bad}: {err}"
+            );
+        }
+        for (bad, says) in [
+            ("redis://h:1/?replicas=17", "more than 16"),
+            ("redis://h:1/?replicas=99999999999", "more than 16"),
+            ("redis://h:1/?replica_timeout_ms=0", "outside 1..=60000"),
+            ("redis://h:1/?replica_timeout_ms=60001", "outside 1..=60000"),
+            ("redis://h:1/?replica_connections=0", "outside 1..=1024"),
+        ] {
+            let (_, options) = split(bad).unwrap();
+            let err = options.check().unwrap_err().to_string();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_defaults_wait_for_no_replica_and_pass_the_checks() {
+        let options = RedisOptions::default();
+        assert_eq!(options.replicas(), 0);
+        assert_eq!(options.replica_timeout_ms(), 1_000);
+        assert!(options.check().is_ok());
     }
 }

@@ -68,7 +68,9 @@ pub(super) fn failure_of(status: Option<StatusCode>, code: &str) -> Failure {
         "at_capacity" => Failure::AtCapacity,
         "concurrency_limit_exceeded" => Failure::ConcurrencyLimit,
         "draining" => Failure::Draining,
-        "store_unavailable" | "conflict" | "not_owner" | "fenced" => Failure::Store,
+        "store_unavailable" | "conflict" | "not_owner" | "fenced" | "not_replicated" => {
+            Failure::Store
+        }
         "agent_failed" => Failure::Agent,
         _ => match status.map(|s| s.as_u16()) {
             Some(429) => Failure::Overloaded,
@@ -132,6 +134,7 @@ mod tests {
             ("store_unavailable", 503, Failure::Store),
             ("conflict", 409, Failure::Store),
             ("fenced", 503, Failure::Store),
+            ("not_replicated", 503, Failure::Store),
             ("agent_failed", 502, Failure::Agent),
             ("timeout", 504, Failure::Other),
             ("owner_unreachable", 503, Failure::Other),
