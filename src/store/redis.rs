@@ -120,15 +120,23 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// Connects to `url`: a server (`redis://host:port/db`, `rediss://…`, `redis+unix://…`) or a
     /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`). The URL
-    /// may carry `replicas=N`, `replica_timeout_ms=MS` and `replica_connections=N`, which
-    /// override `options` (see [`RedisOptions::with_replicas`]).
+    /// may carry `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N` and `lanes=N`,
+    /// which override `options` (see [`RedisOptions::with_replicas`] and
+    /// [`RedisOptions::with_lanes`]).
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
-    /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix or replica setting (replicas
-    /// on a Cluster URL or a replica's URL included) or for data of the older, unversioned
+    /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix, lanes or replica setting
+    /// (replicas or lanes in a Cluster URL, or a replica's URL, included) or for data of the older, unversioned
     /// layout under the prefix, and [`StoreError::NewerLayout`] when a newer turnstile laid out
     /// the prefix.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        if options::has_parameter(url, "lanes") && conn::cluster_nodes(url).is_some() {
+            return Err(StoreError::InvalidRequest(
+                "redis lanes= is for a single server; a Redis Cluster connection keeps one \
+                 connection per node"
+                    .into(),
+            ));
+        }
         let (url, options) = options::split_url(url, options)?;
         options.check()?;
         if options.replicas > 0 && conn::cluster_nodes(&url).is_some() {

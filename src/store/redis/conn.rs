@@ -5,6 +5,8 @@
 //! A cluster URL is `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]` (or
 //! `rediss+cluster://…` for TLS): the nodes to discover the cluster from.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -25,16 +27,43 @@ const CLUSTER_SCHEMES: [(&str, &str); 2] = [
 /// Either kind of connection; implements [`ConnectionLike`] so the store's code is shared.
 #[derive(Clone)]
 pub(crate) enum Connection {
-    /// One server (or a proxy, or a Sentinel-managed primary).
-    Single(ConnectionManager),
+    /// One server (or a proxy, or a Sentinel-managed primary), over several lanes.
+    Single(Lanes),
     /// A Redis Cluster; a command (or a pipeline) must not cross slots.
     Cluster(ClusterConnection),
+}
+
+/// Connections to one server used in turn: every clone of the store's connection (one per
+/// exchange) takes the next. With a single multiplexed connection, many sessions' commands go
+/// out in one batch, the server answers the whole batch, and the client then handles every
+/// answer before the next batch leaves: the server and the client take turns instead of working
+/// at once. Two lanes let one batch be served while the other's answers are handled
+/// ([`RedisOptions::DEFAULT_LANES`]).
+/// A session's commands are awaited one after the other, so lanes never reorder them.
+pub(crate) struct Lanes {
+    /// Every lane, shared by all clones.
+    all: Arc<[ConnectionManager]>,
+    /// The lane the next clone takes.
+    next: Arc<AtomicUsize>,
+    /// This clone's lane.
+    this: ConnectionManager,
+}
+
+impl Clone for Lanes {
+    fn clone(&self) -> Self {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.all.len();
+        Self {
+            all: Arc::clone(&self.all),
+            next: Arc::clone(&self.next),
+            this: self.all[i].clone(),
+        }
+    }
 }
 
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Single(lanes) => lanes.this.req_packed_command(cmd),
             Self::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
@@ -46,14 +75,14 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Single(lanes) => lanes.this.req_packed_commands(pipeline, offset, count),
             Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Self::Single(conn) => conn.get_db(),
+            Self::Single(lanes) => lanes.this.get_db(),
             Self::Cluster(conn) => conn.get_db(),
         }
     }
@@ -120,10 +149,20 @@ pub(crate) async fn connect(
                     // Few, quick retries: callers would rather hear `Unavailable` than wait.
                     .set_number_of_retries(1)
                     .set_max_delay(Duration::from_millis(200));
-                let conn = ConnectionManager::new_with_config(client, config)
-                    .await
-                    .map_err(|e| unavailable(format!("connecting: {e}")))?;
-                Ok(Connection::Single(conn))
+                let mut all = Vec::with_capacity(options.lanes);
+                for _ in 0..options.lanes {
+                    all.push(
+                        ConnectionManager::new_with_config(client.clone(), config.clone())
+                            .await
+                            .map_err(|e| unavailable(format!("connecting: {e}")))?,
+                    );
+                }
+                let all: Arc<[ConnectionManager]> = all.into();
+                Ok(Connection::Single(Lanes {
+                    this: all[0].clone(),
+                    all,
+                    next: Arc::new(AtomicUsize::new(1)),
+                }))
             }
         }
     };

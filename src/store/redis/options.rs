@@ -24,6 +24,9 @@ pub struct RedisOptions {
     /// Dedicated connections for appends that wait for replicas: at most this many such
     /// appends are in flight at once (each `WAIT` blocks its connection).
     pub(super) replica_connections: usize,
+    /// Connections to a single server that the store's commands take in turn (a Cluster keeps
+    /// its own connection per node and ignores this).
+    pub(super) lanes: usize,
 }
 
 impl Default for RedisOptions {
@@ -36,6 +39,7 @@ impl Default for RedisOptions {
             replicas: 0,
             replica_timeout: Self::DEFAULT_REPLICA_TIMEOUT,
             replica_connections: Self::DEFAULT_REPLICA_CONNECTIONS,
+            lanes: Self::DEFAULT_LANES,
         }
     }
 }
@@ -51,6 +55,9 @@ const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(60);
 /// 10,000, shared by every process.
 const MAX_REPLICA_CONNECTIONS: usize = 1_024;
 
+/// Most lanes: past a few, more connections only split the batches that make a lane cheap.
+const MAX_LANES: usize = 16;
+
 impl RedisOptions {
     /// Default bound on connecting: long enough for a distant server, short enough that a
     /// caller learns quickly that Redis is down.
@@ -65,6 +72,12 @@ impl RedisOptions {
     /// for a round trip to the primary plus one to its replicas (about 0.2 ms on one host), so
     /// 32 carry well over 50,000 appends/s while staying far from Redis's client limit.
     pub const DEFAULT_REPLICA_CONNECTIONS: usize = 32;
+    /// Default number of lanes to a single server. With one multiplexed connection, the
+    /// server answers a batch of many sessions' commands and then waits while the client handles
+    /// every answer; with two, one batch is served while the other's answers are handled.
+    /// Measured: 0.42× → 0.52× of the `EVALSHA` ceiling on 2 cores; four were no better than
+    /// two (`docs/BENCHMARKS.md`).
+    pub const DEFAULT_LANES: usize = 2;
 
     /// Starts every key with `prefix` (default `turnstile`): ASCII letters, digits, `_ - . :`.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -125,6 +138,15 @@ impl RedisOptions {
         self
     }
 
+    /// Spreads the store's commands to a single server over `lanes` connections (default
+    /// [`Self::DEFAULT_LANES`], at most 16); each exchange takes the next. A session's commands
+    /// are awaited one after another, so they keep their order. A Redis Cluster keeps one
+    /// connection per node and ignores this. URL: `lanes=N`.
+    pub fn with_lanes(mut self, lanes: usize) -> Self {
+        self.lanes = lanes;
+        self
+    }
+
     /// The wait for replicas in whole milliseconds, as `WAIT` takes it.
     pub(super) fn replica_timeout_ms(&self) -> u64 {
         u64::try_from(self.replica_timeout.as_millis()).unwrap_or(u64::MAX)
@@ -157,15 +179,36 @@ impl RedisOptions {
                 self.replica_connections
             ));
         }
+        if !(1..=MAX_LANES).contains(&self.lanes) {
+            return invalid(format!(
+                "redis lanes={} is outside 1..={MAX_LANES}; it is the number of connections \
+                 the store spreads its commands over",
+                self.lanes
+            ));
+        }
         Ok(())
     }
 }
 
 /// Turnstile's own query parameters of a Redis URL.
-const PARAMETERS: [&str; 3] = ["replicas", "replica_timeout_ms", "replica_connections"];
+const PARAMETERS: [&str; 4] = [
+    "replicas",
+    "replica_timeout_ms",
+    "replica_connections",
+    "lanes",
+];
+
+/// Whether `url`'s query names the parameter `name`.
+pub(super) fn has_parameter(url: &str, name: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, query)| {
+        query
+            .split('&')
+            .any(|pair| pair.split_once('=').map_or(pair, |(n, _)| n) == name)
+    })
+}
 
 /// Splits turnstile's own query parameters (`replicas`, `replica_timeout_ms`,
-/// `replica_connections`) off a Redis URL, applying them to `options`, and returns the URL the
+/// `replica_connections`, `lanes`) off a Redis URL, applying them to `options`, and returns the URL the
 /// driver understands (its own parameters, such as `db` or `protocol`, kept).
 pub(super) fn split_url(
     url: &str,
@@ -187,6 +230,7 @@ pub(super) fn split_url(
         match name {
             "replicas" => options.replicas = u32::try_from(number).unwrap_or(u32::MAX),
             "replica_timeout_ms" => options.replica_timeout = Duration::from_millis(number),
+            "lanes" => options.lanes = usize::try_from(number).unwrap_or(usize::MAX),
             _ => options.replica_connections = usize::try_from(number).unwrap_or(usize::MAX),
         }
     }
@@ -262,5 +306,20 @@ mod tests {
         assert_eq!(options.replicas(), 0);
         assert_eq!(options.replica_timeout_ms(), 1_000);
         assert!(options.check().is_ok());
+    }
+
+    #[test]
+    fn lanes_are_taken_from_the_url_and_checked() {
+        let (url, options) = split("redis://h:1/?lanes=3&db=2").expect("valid");
+        assert_eq!((url.as_str(), options.lanes), ("redis://h:1/?db=2", 3));
+        assert_eq!(RedisOptions::default().lanes, RedisOptions::DEFAULT_LANES);
+        for bad in ["redis://h:1/?lanes=0", "redis://h:1/?lanes=17"] {
+            let (_, options) = split(bad).expect("a number");
+            let err = options.check().expect_err(bad).to_string();
+            assert!(err.contains("lanes="), "{bad}: {err}");
+        }
+        assert!(split("redis://h:1/?lanes=two").is_err());
+        assert!(has_parameter("redis+cluster://h:1,h:2/?lanes=2", "lanes"));
+        assert!(!has_parameter("redis://h:1/?replica_lanes=2", "lanes"));
     }
 }

@@ -1,7 +1,8 @@
 //! Property: replica settings that cannot work are refused when the store opens, with an error
 //! naming the setting — a value that is not a number, a timeout of 0 (`WAIT` would block for
 //! ever), more replicas than allowed, `replicas` on a Redis Cluster URL, or a replica's URL —
-//! and never reach a running store. Through `open_store` (every command's `--store`) too.
+//! and never reach a running store; likewise lanes out of range or in a Cluster URL. Through
+//! `open_store` (every command's `--store`) too.
 #![cfg(feature = "redis")]
 
 mod support;
@@ -24,6 +25,18 @@ async fn refused(url: &str, says: &[&str]) {
         }
         other => panic!("{url}: expected InvalidRequest, got {other:?}"),
     }
+}
+
+/// Lanes out of range, or given to a Cluster (which keeps a connection per node), are refused
+/// before anything connects.
+#[tokio::test]
+async fn bad_lanes_are_refused_before_connecting() {
+    let at = format!("redis://127.0.0.1:{}/", free_port());
+    refused(&format!("{at}?lanes=0"), &["lanes=0", "1..=16"]).await;
+    refused(&format!("{at}?lanes=17"), &["lanes=17"]).await;
+    refused(&format!("{at}?lanes=x"), &["lanes", "whole number"]).await;
+    let cluster = format!("redis+cluster://127.0.0.1:{}/?lanes=2", free_port());
+    refused(&cluster, &["lanes", "single server"]).await;
 }
 
 /// Bad values are refused before anything connects: no server listens at these ports.
