@@ -100,7 +100,7 @@ impl PostgresStore {
         let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::InvalidRequest(format!("postgres url: {e}")))?;
         let tls = Tls::configure(options.ssl_mode, &options.root_cert).await?;
-        config.ssl_mode(tls.driver_mode());
+        config.ssl_mode(tls.driver_mode(config.get_hosts()));
         config.connect_timeout(options.connect_timeout);
         if config.get_application_name().is_none() {
             config.application_name("turnstile");

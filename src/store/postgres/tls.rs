@@ -203,9 +203,17 @@ impl Tls {
         })
     }
 
-    /// What the driver does before the handshake.
-    pub(super) fn driver_mode(&self) -> tokio_postgres::config::SslMode {
-        self.mode.driver()
+    /// What the driver does before the handshake, connecting to `hosts`: nothing over Unix
+    /// sockets, which PostgreSQL never encrypts (libpq ignores `sslmode` there too).
+    pub(super) fn driver_mode(
+        &self,
+        hosts: &[tokio_postgres::config::Host],
+    ) -> tokio_postgres::config::SslMode {
+        if !hosts.is_empty() && hosts.iter().all(is_socket) {
+            tokio_postgres::config::SslMode::Disable
+        } else {
+            self.mode.driver()
+        }
     }
 }
 
@@ -348,6 +356,15 @@ pub(super) fn is_local(host: &tokio_postgres::config::Host) -> bool {
     }
 }
 
+/// Whether `host` is a Unix socket.
+fn is_socket(host: &tokio_postgres::config::Host) -> bool {
+    match host {
+        tokio_postgres::config::Host::Tcp(_) => false,
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(_) => true,
+    }
+}
+
 /// A hint for a connection error under `mode`, when the error is TLS's: what to change.
 pub(super) fn hint(mode: SslMode, error: &tokio_postgres::Error) -> Option<String> {
     match refused_certificate(error) {
@@ -451,6 +468,29 @@ mod tests {
         assert!(Tls::configure(Some(SslMode::Prefer), &missing)
             .await
             .is_ok());
+    }
+
+    #[tokio::test]
+    async fn unix_sockets_are_never_asked_for_tls() {
+        use tokio_postgres::config::SslMode as Driver;
+        let tls = Tls::configure(Some(SslMode::VerifyFull), &RootCert::BuiltIn)
+            .await
+            .unwrap();
+        let hosts = |conninfo: &str| {
+            tokio_postgres::Config::from_str(conninfo)
+                .unwrap()
+                .get_hosts()
+                .to_vec()
+        };
+        assert_eq!(
+            tls.driver_mode(&hosts("host=/run/postgresql")),
+            Driver::Disable
+        );
+        assert_eq!(tls.driver_mode(&hosts("host=db.internal")), Driver::Require);
+        assert_eq!(
+            tls.driver_mode(&hosts("host=/run/postgresql,db.internal")),
+            Driver::Require
+        );
     }
 
     #[tokio::test]
