@@ -30,7 +30,7 @@ async fn a_schema_migrated_by_a_newer_build_is_refused_and_left_alone() {
         .await
         .expect("count")
         .get(0);
-    let refused = PostgresStore::connect(database.url(), options).await;
+    let refused = PostgresStore::connect(database.url(), options.clone()).await;
     match refused {
         Err(
             ref e @ StoreError::NewerLayout {
@@ -48,6 +48,15 @@ async fn a_schema_migrated_by_a_newer_build_is_refused_and_left_alone() {
         .expect("count")
         .get(0);
     assert_eq!(before, after, "nothing was migrated");
+    // The pairing store on the same schema is refused the same way.
+    let pairings = turnstile::channel::PostgresPairingStore::connect(database.url(), options).await;
+    assert!(
+        matches!(
+            pairings,
+            Err(turnstile::channel::PairingError::Schema { found, .. }) if found == newer as u32
+        ),
+        "{pairings:?}"
+    );
 }
 
 #[tokio::test]
