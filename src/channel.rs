@@ -27,6 +27,8 @@ use crate::key::{KeyError, SessionKey};
 use crate::runtime::Runtime;
 use crate::stream::TurnStream;
 
+#[cfg(feature = "postgres")]
+pub use pairing::PostgresPairingStore;
 #[cfg(feature = "redis")]
 pub use pairing::RedisPairingStore;
 pub use pairing::{

@@ -38,7 +38,9 @@ pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
 pub use open::{open_store, OpenStoreError, OpenedStore};
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresOptions, PostgresStore, LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION};
+pub use postgres::{
+    PostgresOptions, PostgresStore, SslMode, LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION,
+};
 #[cfg(feature = "redis")]
 pub use redis::{RedisOptions, RedisStore};
 pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};

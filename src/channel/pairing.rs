@@ -2,6 +2,8 @@
 
 mod file;
 mod open;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod table;
@@ -14,6 +16,8 @@ use parking_lot::RwLock;
 
 pub use file::{FilePairingStore, PAIRINGS_FILE};
 pub use open::open_pairings;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresPairingStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisPairingStore;
 pub(crate) use table::PairingTable;
@@ -72,7 +76,8 @@ pub enum PairingError {
         /// Why.
         detail: String,
     },
-    /// The request itself is invalid (for example a bad Redis key prefix).
+    /// The request itself is invalid (for example a bad Redis key prefix, or an id PostgreSQL
+    /// cannot store).
     #[error("invalid pairing store request: {0}")]
     InvalidRequest(String),
 }
@@ -85,7 +90,7 @@ pub enum PairingError {
 /// validate them); every implementation encodes them so that none can reach another's entry.
 #[async_trait]
 pub trait PairingStore: Send + Sync + 'static {
-    /// A short name for logs (`"memory"`, `"file"`, `"redis"`).
+    /// A short name for logs (`"memory"`, `"file"`, `"redis"`, `"postgres"`).
     fn name(&self) -> &'static str;
 
     /// The canonical user `(channel, channel_user)` is paired with, if any.

@@ -21,6 +21,9 @@ pub struct OpenedStore {
     store: Arc<dyn Store>,
     /// The file store, for what lives beside its sessions (the pairings).
     file: Option<FileStore>,
+    /// The PostgreSQL store, for what lives beside its sessions (the pairings).
+    #[cfg(feature = "postgres")]
+    postgres: Option<super::PostgresStore>,
     /// Removed on drop: the folder of a `file:tmp` store.
     temp: Option<tempfile::TempDir>,
 }
@@ -49,6 +52,12 @@ impl OpenedStore {
     /// The file store behind a `file`, `file:PATH` or `file:tmp` spelling; `None` otherwise.
     pub fn file_store(&self) -> Option<&FileStore> {
         self.file.as_ref()
+    }
+
+    /// The PostgreSQL store behind a `postgres://` spelling; `None` otherwise.
+    #[cfg(feature = "postgres")]
+    pub fn postgres_store(&self) -> Option<&super::PostgresStore> {
+        self.postgres.as_ref()
     }
 
     /// Whether the store lives in a temporary folder that goes away with this value.
@@ -117,10 +126,7 @@ pub async fn open_store(url: &StoreUrl) -> Result<OpenedStore, OpenStoreError> {
             let store = open_redis(url, address).await?;
             return Ok(opened(url, store, None, None));
         }
-        StoreUrl::Postgres(address) => {
-            let store = open_postgres(url, address).await?;
-            return Ok(opened(url, store, None, None));
-        }
+        StoreUrl::Postgres(address) => return open_postgres(url, address).await,
         StoreUrl::DataFolder => (FileStore::default_root().map_err(&refused)?, None),
         StoreUrl::Folder(path) => (path.clone(), None),
         StoreUrl::TempFolder => {
@@ -148,6 +154,8 @@ fn opened(
         url: url.clone(),
         store,
         file,
+        #[cfg(feature = "postgres")]
+        postgres: None,
         temp,
     }
 }
@@ -192,15 +200,17 @@ async fn open_redis(url: &StoreUrl, _address: &str) -> Result<Arc<dyn Store>, Op
 }
 
 #[cfg(feature = "postgres")]
-async fn open_postgres(url: &StoreUrl, address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
+async fn open_postgres(url: &StoreUrl, address: &str) -> Result<OpenedStore, OpenStoreError> {
     let store = super::PostgresStore::connect(address, Default::default())
         .await
         .map_err(refused_by(url))?;
-    Ok(Arc::new(store))
+    let mut opened = opened(url, Arc::new(store.clone()), None, None);
+    opened.postgres = Some(store);
+    Ok(opened)
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn open_postgres(url: &StoreUrl, _address: &str) -> Result<Arc<dyn Store>, OpenStoreError> {
+async fn open_postgres(url: &StoreUrl, _address: &str) -> Result<OpenedStore, OpenStoreError> {
     Err(not_built(url, "postgres"))
 }
 

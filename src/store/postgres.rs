@@ -3,12 +3,14 @@
 //! The fold happens here in Rust; one statement checks the head's version and writes the turn
 //! (head, events, shared state) in one transaction. See `docs/stores.md` for the tables.
 
+mod append;
 mod codec;
 mod leases;
 mod options;
 mod removal;
 mod schema;
 mod sql;
+mod tls;
 
 use std::future::Future;
 use std::num::NonZeroUsize;
@@ -21,21 +23,22 @@ use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, R
 use lru::LruCache;
 use parking_lot::Mutex;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::NoTls;
 
 use self::codec::{
     bigint, connection_lost, corrupt, decode_events, decode_head, decode_state, pg_error,
-    pool_error, split_removals, unavailable, StoredHead,
+    pool_error, unavailable, StoredHead,
 };
 pub use self::options::PostgresOptions;
 pub use self::schema::LAYOUT_VERSION;
 use self::sql::Sql;
+pub use self::tls::SslMode;
+use self::tls::Tls;
 use super::{
-    check_continues, check_page, GcPolicy, GcReport, Lease, Leases, LoadedSession, Page,
-    PageRequest, SessionMeta, Store, StoreError,
+    check_page, GcPolicy, GcReport, Lease, Leases, LoadedSession, Page, PageRequest, SessionMeta,
+    Store, StoreError,
 };
 use crate::key::SessionKey;
-use crate::state::{Event, Seq, SessionRecord, SplitDelta, StateMap};
+use crate::state::{Event, Seq, StateMap};
 
 /// How many sessions `gc` removes per transaction, so that none holds an unbounded batch.
 const BATCH: i64 = 500;
@@ -59,6 +62,11 @@ pub struct PostgresStore {
     sql: Arc<Sql>,
     /// Bound on one call as a whole: waiting for a connection plus the statements.
     deadline: Duration,
+    /// The TLS mode in effect, to explain a refused connection.
+    ssl_mode: SslMode,
+    /// The schema the tables live in (a checked identifier), for what lives beside the
+    /// sessions (the channel pairings).
+    schema: Arc<str>,
     /// Heads this process wrote or read last, so that an append based on one needs no read
     /// first (one round trip instead of two). Only a shortcut: the statement still checks the
     /// version and epoch, and a stale entry ends in `Conflict`, never in a wrong write.
@@ -70,31 +78,38 @@ impl std::fmt::Debug for PostgresStore {
         f.debug_struct("PostgresStore")
             .field("pool", &self.pool.status())
             .field("deadline", &self.deadline)
+            .field("ssl_mode", &self.ssl_mode)
+            .field("schema", &self.schema)
             .finish_non_exhaustive()
     }
 }
 
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/database`, or `postgresql://`),
-    /// creating or migrating the store's tables. The URL may carry `schema=NAME` and
-    /// `pool_size=N`, which override `options`.
+    /// creating or migrating the store's tables. The URL may carry `schema=NAME`,
+    /// `pool_size=N`, `sslmode=MODE` and `sslrootcert=PATH` (see [`SslMode`]), which override
+    /// `options`.
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
-    /// timeout, [`StoreError::NewerLayout`] if a newer turnstile migrated the schema, and
-    /// [`StoreError::InvalidRequest`] for a bad URL or option.
+    /// timeout (a refused TLS handshake says why), [`StoreError::NewerLayout`] if a newer
+    /// turnstile migrated the schema, [`StoreError::InvalidRequest`] for a bad URL or option
+    /// (naming it), and [`StoreError::Io`] for an `sslrootcert` file that cannot be read.
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
         let (url, options) = options::split_url(url, options)?;
         options.check()?;
         let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::InvalidRequest(format!("postgres url: {e}")))?;
+        let tls = Tls::configure(options.ssl_mode, &options.root_cert).await?;
+        config.ssl_mode(tls.driver_mode(config.get_hosts()));
         config.connect_timeout(options.connect_timeout);
         if config.get_application_name().is_none() {
             config.application_name("turnstile");
         }
         config.options(options::server_options(config.get_options()));
+        let remote = !config.get_hosts().iter().all(tls::is_local);
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls.connector,
             ManagerConfig {
                 // A connection the server closed is noticed by the driver and replaced; no extra
                 // round trip per checkout.
@@ -113,6 +128,8 @@ impl PostgresStore {
             pool,
             sql: Arc::new(Sql::new(&options.schema)),
             deadline: options.connect_timeout + options.response_timeout,
+            ssl_mode: tls.mode,
+            schema: Arc::from(options.schema.as_str()),
             heads: Arc::new(Mutex::new(LruCache::new(
                 NonZeroUsize::new(HEAD_CACHE).expect("HEAD_CACHE is not zero"),
             ))),
@@ -121,7 +138,15 @@ impl PostgresStore {
         store
             .run(|mut client| async move { schema::migrate(&mut client, &schema).await })
             .await?;
+        if tls.mode == SslMode::Prefer && remote {
+            store.warn_if_plaintext().await;
+        }
         Ok(store)
+    }
+
+    /// The schema the store's tables live in.
+    pub(crate) fn schema(&self) -> &str {
+        &self.schema
     }
 
     /// Runs `work` on a pooled connection within the store's deadline.
@@ -131,7 +156,11 @@ impl PostgresStore {
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let exchange = async {
-            let client = self.pool.get().await.map_err(pool_error)?;
+            let client = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| pool_error(e, self.ssl_mode))?;
             work(client).await
         };
         tokio::time::timeout(self.deadline, exchange)
@@ -156,7 +185,7 @@ impl PostgresStore {
     }
 
     /// Runs one statement and returns its rows.
-    async fn query(
+    pub(crate) async fn query(
         &self,
         about: &str,
         statement: &str,
@@ -167,10 +196,10 @@ impl PostgresStore {
             .map_err(|e| pg_error(about, e))
     }
 
-    /// Runs one read-only statement. One that met a lost connection (a pooled connection the
+    /// Runs one read-only statement (or one that may safely run twice). One that met a lost connection (a pooled connection the
     /// server dropped while it sat idle, noticed only on use) runs once more on another: a read
     /// changes nothing, so running it again is safe. Writes are never retried here.
-    async fn read(
+    pub(crate) async fn read(
         &self,
         about: &str,
         statement: &str,
@@ -208,145 +237,6 @@ impl PostgresStore {
             }
         }
     }
-
-    /// Appends one turn: compare-and-set on the version and, for a fenced write, on the lease.
-    async fn write(
-        &self,
-        key: &SessionKey,
-        base_version: u64,
-        events: &[Event],
-        fence: Option<&Lease>,
-    ) -> Result<u64, StoreError> {
-        let stored = match self.base_head(key, base_version).await {
-            // A writer that lost its lease hears so, not that its version is stale: it must
-            // stop, not reload and try again.
-            Err(StoreError::Conflict { .. }) if fence.is_some() => {
-                return Err(self.refusal(key, base_version, fence).await);
-            }
-            other => other?,
-        };
-        let (record, epoch) = match stored {
-            Some(head) => (head.record, head.epoch),
-            None => (
-                SessionRecord::new(key.clone(), events.first().map_or(0, |e| e.at_ms)),
-                // Any value will do as long as a re-created session rarely repeats it.
-                uuid::Uuid::new_v4().as_u64_pair().0 as i64,
-            ),
-        };
-        let mut turn = fold(key, record, events)?;
-        turn.record.version = base_version + 1;
-        let record_json = serde_json::to_string(&turn.record)
-            .map_err(|e| corrupt(key, format!("the head cannot be serialised: {e}")))?;
-        let (user_sets, user_removed) = split_removals(&turn.shared.user);
-        let (app_sets, app_removed) = split_removals(&turn.shared.app);
-        let appends = if fence.is_some() {
-            &self.sql.fenced
-        } else {
-            &self.sql.plain
-        };
-        let statement = if base_version == 0 {
-            &appends.new
-        } else {
-            &appends.existing
-        };
-        // Whatever happens next, the cached head is no longer known to be current.
-        self.remember(key, None);
-        let rows = self
-            .query(
-                &key.to_string(),
-                statement,
-                &[
-                    &key.user_id(),
-                    &key.session_id(),
-                    &bigint(base_version),
-                    &bigint(turn.record.version),
-                    &bigint(turn.record.updated_ms),
-                    &record_json,
-                    &epoch,
-                    &turn.seqs,
-                    &turn.bodies,
-                    &user_sets,
-                    &user_removed,
-                    &!turn.shared.user.is_empty(),
-                    &app_sets,
-                    &app_removed,
-                    &!turn.shared.app.is_empty(),
-                    &fence.map(|l| l.token.as_str()),
-                    &fence.map(|l| bigint(l.epoch)),
-                ],
-            )
-            .await?;
-        let applied: i64 = rows.first().map_or(0, |row| row.get(0));
-        if applied == 1 {
-            let version = turn.record.version;
-            self.remember(
-                key,
-                Some(StoredHead {
-                    record: turn.record,
-                    epoch,
-                }),
-            );
-            return Ok(version);
-        }
-        Err(self.refusal(key, base_version, fence).await)
-    }
-
-    /// The head an append based on `base_version` folds onto: the cached one if current, else
-    /// the stored one; `Conflict` when the stored version is another.
-    async fn base_head(
-        &self,
-        key: &SessionKey,
-        base_version: u64,
-    ) -> Result<Option<StoredHead>, StoreError> {
-        let cached = self.heads.lock().get(key).cloned();
-        if let Some(head) = cached.filter(|h| h.record.version == base_version) {
-            return Ok(Some(head));
-        }
-        let stored = self.head(key).await?;
-        let found = stored.as_ref().map_or(0, |h| h.record.version);
-        if found != base_version {
-            self.remember(key, stored);
-            return Err(StoreError::Conflict {
-                key: key.clone(),
-                expected: base_version,
-                found,
-            });
-        }
-        Ok(stored)
-    }
-}
-
-/// One turn as the append statement takes it.
-struct Turn {
-    seqs: Vec<i64>,
-    bodies: Vec<String>,
-    record: SessionRecord,
-    shared: SplitDelta,
-}
-
-/// Folds `events` onto `record` and serialises them.
-fn fold(key: &SessionKey, mut record: SessionRecord, events: &[Event]) -> Result<Turn, StoreError> {
-    check_continues(key, record.next_seq, events)?;
-    let mut shared = SplitDelta::default();
-    let mut bodies = Vec::with_capacity(events.len());
-    for event in events {
-        record.apply(event);
-        if let Some(delta) = &event.state_delta {
-            shared.merge(SplitDelta::from_delta(delta));
-        }
-        bodies.push(serde_json::to_string(event).map_err(|e| {
-            StoreError::InvalidRequest(format!("session {key}: event cannot be serialised: {e}"))
-        })?);
-    }
-    if key.is_anonymous() {
-        shared.user.clear();
-    }
-    Ok(Turn {
-        seqs: events.iter().map(|e| bigint(e.seq)).collect(),
-        bodies,
-        record,
-        shared,
-    })
 }
 
 #[async_trait]

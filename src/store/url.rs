@@ -42,7 +42,8 @@ pub enum StoreUrl {
     /// before the first host and hold for every node.
     RedisCluster(String),
     /// `postgres://…` or `postgresql://…`: the PostgreSQL store at that URL (feature
-    /// `postgres`); `schema=NAME` and `pool_size=N` in its query are the store's own options.
+    /// `postgres`); `schema=NAME` and `pool_size=N` in its query are the store's own options,
+    /// and `sslmode`/`sslrootcert` choose TLS as in libpq.
     Postgres(String),
 }
 

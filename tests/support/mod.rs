@@ -18,6 +18,8 @@ pub mod http;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "postgres")]
+pub mod postgres_server;
 #[cfg(feature = "redis")]
 pub mod redis_cluster;
 #[cfg(feature = "redis")]

@@ -39,19 +39,35 @@ impl Serve {
     /// `extra` arguments, and waits for its address. It is listening once it printed it.
     pub fn start(store: ServeStore, latency_ms: u64, chunks: usize, extra: &[&str]) -> Serve {
         let home = tempfile::tempdir().expect("a temporary folder");
+        let store = match store {
+            ServeStore::Memory => "memory".to_owned(),
+            ServeStore::File => format!("file:{}", home.path().join("data").display()),
+        };
+        Self::start_in(home, &store, latency_ms, chunks, extra)
+    }
+
+    /// Like [`Serve::start`], with `--store` given as written (`postgres://…`, `redis://…`).
+    pub fn start_on(store: &str, latency_ms: u64, chunks: usize, extra: &[&str]) -> Serve {
+        let home = tempfile::tempdir().expect("a temporary folder");
+        Self::start_in(home, store, latency_ms, chunks, extra)
+    }
+
+    fn start_in(
+        home: tempfile::TempDir,
+        store: &str,
+        latency_ms: u64,
+        chunks: usize,
+        extra: &[&str],
+    ) -> Serve {
         let tokens = home.path().join("tokens");
         std::fs::write(
             &tokens,
             format!("{ADMIN} admin\n{ALICE} user:alice\n{BOB} user:bob\n"),
         )
         .expect("write the tokens file");
-        let store = match store {
-            ServeStore::Memory => "memory".to_owned(),
-            ServeStore::File => format!("file:{}", home.path().join("data").display()),
-        };
         let mut child = Command::new(TURNSTILE)
             .args(["serve", "--addr", "127.0.0.1:0", "--agent", "mock"])
-            .args(["--store", &store])
+            .args(["--store", store])
             .args(["--latency", &latency_ms.to_string()])
             .args(["--chunks", &chunks.to_string()])
             .args(["--drain-timeout", "2"])

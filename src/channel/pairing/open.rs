@@ -8,7 +8,9 @@ use crate::store::{OpenedStore, StoreUrl};
 
 /// Opens the pairings that live beside `opened`'s sessions: [`FilePairingStore`] in a file
 /// store's folder, [`RedisPairingStore`](super::RedisPairingStore) under the Redis session
-/// store's default prefix, or a new [`MemoryPairingStore`] beside a memory store.
+/// store's default prefix, [`PostgresPairingStore`](super::PostgresPairingStore) in the
+/// PostgreSQL store's schema (on its pool), or a new [`MemoryPairingStore`] beside a memory
+/// store.
 ///
 /// Reads the pairings file of a file store, on tokio's blocking pool.
 pub async fn open_pairings(opened: &OpenedStore) -> Result<Arc<dyn PairingStore>, PairingError> {
@@ -21,6 +23,10 @@ pub async fn open_pairings(opened: &OpenedStore) -> Result<Arc<dyn PairingStore>
                 detail: format!("the open task did not finish: {e}"),
             })??;
         return Ok(Arc::new(pairings));
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(store) = opened.postgres_store() {
+        return Ok(Arc::new(super::PostgresPairingStore::new(store)));
     }
     match opened.url() {
         StoreUrl::Redis(address) | StoreUrl::RedisCluster(address) => open_redis(address).await,

@@ -1,5 +1,6 @@
 //! Turning rows into the state model, and driver errors into store errors.
 
+use super::SslMode;
 use crate::key::SessionKey;
 use crate::state::{Event, SchemaError, SessionRecord, StateDelta, StateMap};
 use crate::store::StoreError;
@@ -44,10 +45,20 @@ pub(super) fn connection_lost(e: &tokio_postgres::Error) -> bool {
         })
 }
 
-/// Maps a pool error (no connection within the timeout, or the connection attempt failed).
-pub(super) fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+/// Maps a pool error (no connection within the timeout, or the connection attempt failed); a
+/// failed TLS handshake under `ssl_mode` says what to change.
+pub(super) fn pool_error(e: deadpool_postgres::PoolError, ssl_mode: SslMode) -> StoreError {
     match e {
-        deadpool_postgres::PoolError::Backend(e) => pg_error("connecting", e),
+        deadpool_postgres::PoolError::Backend(e) => match super::tls::hint(ssl_mode, &e) {
+            Some(hint) => match pg_error("connecting", e) {
+                StoreError::Unavailable { backend, detail } => StoreError::Unavailable {
+                    backend,
+                    detail: format!("{detail}; {hint}"),
+                },
+                other => other,
+            },
+            None => pg_error("connecting", e),
+        },
         other => unavailable(format!("no connection: {other}")),
     }
 }

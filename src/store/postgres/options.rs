@@ -1,8 +1,10 @@
-//! How a PostgreSQL store connects: the pool, the timeouts and the schema its tables live in.
-//! Pure: parsing and checking only.
+//! How a PostgreSQL store connects: the pool, the timeouts, TLS and the schema its tables live
+//! in. Pure: parsing and checking only.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
+use super::tls::{RootCert, SslMode};
 use crate::store::StoreError;
 
 /// How a [`PostgresStore`](super::PostgresStore) connects and where its tables live.
@@ -17,6 +19,11 @@ pub struct PostgresOptions {
     pub(super) connect_timeout: Duration,
     /// Bound on one call as a whole: waiting for a connection plus the statements.
     pub(super) response_timeout: Duration,
+    /// libpq's `sslmode`; `None` takes the default (`prefer`, or `verify-full` with
+    /// `sslrootcert=system`), decided in `tls.rs` with the roots.
+    pub(super) ssl_mode: Option<SslMode>,
+    /// libpq's `sslrootcert`: the roots that vouch for the server's certificate.
+    pub(super) root_cert: RootCert,
 }
 
 impl Default for PostgresOptions {
@@ -26,6 +33,8 @@ impl Default for PostgresOptions {
             pool_size: Self::DEFAULT_POOL_SIZE,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
+            ssl_mode: None,
+            root_cert: RootCert::default(),
         }
     }
 }
@@ -72,6 +81,21 @@ impl PostgresOptions {
         self
     }
 
+    /// Uses TLS as `mode` says (default [`SslMode::Prefer`], as libpq: TLS when the server
+    /// offers it, its certificate unchecked). The URL's `sslmode` overrides it.
+    pub fn with_ssl_mode(mut self, mode: SslMode) -> Self {
+        self.ssl_mode = Some(mode);
+        self
+    }
+
+    /// Trusts the certificate authorities in the PEM file at `path` (libpq's `sslrootcert`)
+    /// instead of the built-in public roots; `system` (exactly) names the built-in roots and
+    /// makes `verify-full` the default mode. The URL's `sslrootcert` overrides it.
+    pub fn with_ssl_root_cert(mut self, path: impl Into<PathBuf>) -> Self {
+        self.root_cert = RootCert::parse(path);
+        self
+    }
+
     /// Checks the schema name and pool size.
     pub(super) fn check(&self) -> Result<(), StoreError> {
         let bytes = self.schema.as_bytes();
@@ -97,8 +121,12 @@ impl PostgresOptions {
     }
 }
 
-/// Splits turnstile's own query parameters (`schema`, `pool_size`) off a `postgres://` URL,
-/// applying them to `options`, and returns the URL the driver understands.
+/// libpq's client-certificate parameters, which this store does not take (yet).
+const CLIENT_CERT_PARAMETERS: &[&str] = &["sslcert", "sslkey", "sslpassword"];
+
+/// Splits the query parameters this store handles itself (`schema`, `pool_size`, `sslmode`,
+/// `sslrootcert`) off a `postgres://` URL, applying them to `options`, and returns the URL the
+/// driver understands.
 pub(super) fn split_url(
     url: &str,
     mut options: PostgresOptions,
@@ -108,14 +136,45 @@ pub(super) fn split_url(
     };
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("schema", value)) => options.schema = value.to_owned(),
-            Some(("pool_size", value)) => {
+        let Some((name, raw)) = pair.split_once('=') else {
+            kept.push(pair);
+            continue;
+        };
+        let value = || {
+            percent_encoding::percent_decode_str(raw)
+                .decode_utf8()
+                .map(|v| v.into_owned())
+                .map_err(|_| {
+                    StoreError::InvalidRequest(format!(
+                        "postgres {name}: {raw:?} is not UTF-8 once percent-decoded"
+                    ))
+                })
+        };
+        match name {
+            "schema" => options.schema = value()?,
+            "pool_size" => {
+                let value = value()?;
                 options.pool_size = value.parse().map_err(|_| {
                     StoreError::InvalidRequest(format!(
                         "postgres pool_size {value:?} is not a number"
                     ))
                 })?;
+            }
+            "sslmode" => options.ssl_mode = Some(value()?.parse()?),
+            "sslrootcert" => {
+                let value = value()?;
+                if value.is_empty() {
+                    return Err(StoreError::InvalidRequest(
+                        "postgres sslrootcert is empty: name a PEM file, or system".into(),
+                    ));
+                }
+                options.root_cert = RootCert::parse(value);
+            }
+            _ if CLIENT_CERT_PARAMETERS.contains(&name) => {
+                return Err(StoreError::InvalidRequest(format!(
+                    "postgres {name}: client certificates are not supported; authenticate \
+                     with a password (over sslmode=verify-full) instead"
+                )))
             }
             _ => kept.push(pair),
         }
@@ -161,6 +220,45 @@ mod tests {
         let (url, _) = split_url("postgres://h/db?schema=s", PostgresOptions::default()).unwrap();
         assert_eq!(url, "postgres://h/db");
         assert!(split_url("postgres://h/db?pool_size=x", PostgresOptions::default()).is_err());
+    }
+
+    #[test]
+    fn tls_parameters_are_taken_decoded_and_checked() {
+        let (url, options) = split_url(
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca%20x.pem&connect_timeout=3",
+            PostgresOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(url, "postgres://u@h/db?connect_timeout=3");
+        assert_eq!(options.ssl_mode, Some(SslMode::VerifyFull));
+        assert_eq!(options.root_cert, RootCert::File("/etc/ca x.pem".into()));
+        let (_, options) = split_url(
+            "postgres://h/db?sslrootcert=system",
+            PostgresOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (options.ssl_mode, options.root_cert),
+            (None, RootCert::System)
+        );
+        for (bad, names) in [
+            ("sslmode=verify_full", "sslmode"),
+            ("sslmode=", "sslmode"),
+            ("sslrootcert=", "sslrootcert"),
+            ("sslcert=/c.pem", "sslcert"),
+            ("sslkey=/k.pem", "sslkey"),
+            ("sslrootcert=%FF", "sslrootcert"),
+        ] {
+            let err = split_url(
+                &format!("postgres://h/db?{bad}"),
+                PostgresOptions::default(),
+            )
+            .unwrap_err();
+            assert!(
+                matches!(err, StoreError::InvalidRequest(ref m) if m.contains(names)),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -66,6 +66,17 @@ const MIGRATIONS: &[&str] = &[
     );
     ALTER TABLE {s}.heads ADD COLUMN fence bigint NOT NULL DEFAULT 0;
     "#,
+    // 3: channel pairings (`PostgresPairingStore`): one canonical user per channel account, and
+    // an index that finds and deletes a user's accounts in order.
+    r#"
+    CREATE TABLE {s}.pairings (
+        channel      text COLLATE "C" NOT NULL,
+        channel_user text COLLATE "C" NOT NULL,
+        user_id      text COLLATE "C" NOT NULL,
+        PRIMARY KEY (channel, channel_user)
+    );
+    CREATE INDEX pairings_by_user ON {s}.pairings (user_id, channel, channel_user);
+    "#,
 ];
 
 /// The database layout version this build writes and the newest it accepts.
