@@ -135,7 +135,9 @@ async fn plain_and_fenced_appends_short_of_replicas_are_committed_and_refused() 
         "{message}"
     );
     redis.resume_replica();
-    // Committed: the next appends build on version 1, and a write on base 0 conflicts.
+    // Once the replica is back (the append's 300 ms WAIT would not cover its catching up):
+    // committed, the next appends build on version 1, and a write on base 0 conflicts.
+    redis.until_replica_caught_up().await;
     assert_eq!(
         store
             .append(&plain, 1, &turn_events(3, "p2", None))

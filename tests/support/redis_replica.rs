@@ -148,6 +148,30 @@ impl ReplicatedRedis {
         self.paused = false;
     }
 
+    /// Waits until the replica is online and has confirmed all the primary sent it: after
+    /// [`Self::resume_replica`], the moment the replica is back (it confirms what it missed
+    /// while stopped at its own pace, up to a second later).
+    pub async fn until_replica_caught_up(&self) {
+        let what = "the replica to confirm all the primary sent it";
+        eventually_ok(what, Duration::from_millis(5), || async {
+            let info = query(self.primary_port, &["INFO", "replication"]).unwrap_or_default();
+            let field = |name: &str| {
+                info.split(['\r', '\n', ','])
+                    .find_map(|part| part.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            let sent = field("master_repl_offset:");
+            let confirmed = field("offset=");
+            let online = info.contains("state=online");
+            if online && sent.is_some() && sent == confirmed {
+                Ok(())
+            } else {
+                Err(info)
+            }
+        })
+        .await;
+    }
+
     /// One command to the primary, its reply as text.
     pub fn primary_query(&self, args: &[&str]) -> Option<String> {
         query(self.primary_port, args)
