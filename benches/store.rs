@@ -116,7 +116,8 @@ fn stores(rt: &Runtime) -> (Vec<Arc<dyn Store>>, Guards) {
     guards.push(Box::new(dir));
     let mut out: Vec<Arc<dyn Store>> = vec![Arc::new(MemoryStore::new()), Arc::new(file)];
     #[cfg(feature = "redis")]
-    if let Some(server) = redis_server::RedisServer::start() {
+    {
+        let server = redis_server::RedisServer::start();
         out.push(Arc::new(rt.block_on(server.store())));
         guards.push(Box::new(server));
     }
@@ -213,9 +214,7 @@ fn file_against_raw_fsync(c: &mut Criterion) {
 #[cfg(feature = "redis")]
 fn redis_against_raw_set(c: &mut Criterion) {
     let rt = Runtime::new().expect("runtime");
-    let Some(server) = redis_server::RedisServer::start() else {
-        return;
-    };
+    let server = redis_server::RedisServer::start();
     let store = rt.block_on(server.store());
     let cursors: Cursors = Arc::new(tokio::sync::Mutex::new(
         rt.block_on(prefill(&store, "durable", 20, 64)),

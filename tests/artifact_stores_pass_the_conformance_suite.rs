@@ -41,18 +41,15 @@ async fn file_artifact_store_passes_the_conformance_suite() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_artifact_store_passes_the_conformance_suite() {
-    use support::redis_server::RedisServer;
+    use support::redis_server::{fresh_prefix, RedisServer};
     use turnstile::artifact::RedisArtifactStore;
     use turnstile::store::RedisOptions;
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let server = Arc::new(server);
     conformance::run_all(|| {
         let server = server.clone();
         async move {
-            let prefix = format!("art-{}", uuid::Uuid::new_v4().simple());
-            let options = RedisOptions::default().with_prefix(prefix);
+            let options = RedisOptions::default().with_prefix(fresh_prefix());
             let store = RedisArtifactStore::connect_with_limit(server.url(), &options, TEST_LIMIT)
                 .await
                 .expect("connect");
@@ -65,12 +62,11 @@ async fn redis_artifact_store_passes_the_conformance_suite() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cluster_artifact_store_passes_the_conformance_suite() {
-    use support::redis_cluster::{fresh_prefix, RedisCluster};
+    use support::redis_cluster::RedisCluster;
+    use support::redis_server::fresh_prefix;
     use turnstile::artifact::RedisArtifactStore;
     use turnstile::store::RedisOptions;
-    let Some(cluster) = RedisCluster::start() else {
-        return;
-    };
+    let cluster = RedisCluster::start();
     let cluster = Arc::new(cluster);
     conformance::run_all(|| {
         let cluster = cluster.clone();

@@ -7,10 +7,13 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::cluster::{turn, view, Cluster, ClusterOptions, Member};
-use support::harness::{key, stored_inputs, TIMEOUT};
+use support::cluster::{turn, view, Cluster, ClusterOptions, Member, View};
+use support::harness::{eventually_ok, key, stored_inputs, TIMEOUT};
 
 const LEASE_TTL: Duration = Duration::from_secs(1);
+
+/// The pause between two looks at a process: a pace, not what the test waits for.
+const PACE: Duration = Duration::from_millis(10);
 
 /// Polls `member`'s own view of the session until `ready` holds, failing after `TIMEOUT`.
 async fn until(
@@ -18,20 +21,17 @@ async fn until(
     member: &Member,
     user: &str,
     what: &str,
-    ready: impl Fn(&support::cluster::View) -> bool,
+    ready: impl Fn(&View) -> bool,
 ) {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
+    eventually_ok(what, PACE, || async {
         let seen = view(client, member, user, "s").await;
         if ready(&seen) {
-            return;
+            Ok(())
+        } else {
+            Err(seen)
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -43,9 +43,7 @@ async fn a_paused_owner_never_commits_after_losing_its_lease() {
         chunks: 1,
         request_timeout: 30.0,
     };
-    let Some(cluster) = Cluster::start(3, options).await else {
-        return;
-    };
+    let cluster = Cluster::start(3, options).await;
     let [old, new, third] = &cluster.members[..] else {
         unreachable!()
     };
@@ -133,21 +131,21 @@ async fn a_paused_owner_never_commits_after_losing_its_lease() {
     );
 
     // The resumed process sends the session's requests to its new owner.
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let answer = turn(&client, old, &user, "s", "via old")
-            .await
-            .expect("an answer");
-        if answer.status == 200 {
-            assert_eq!(answer.served_by, new.base);
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never forwarded: {}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let answer = eventually_ok(
+        "the resumed process to forward the session's turns",
+        Duration::from_millis(20),
+        || async {
+            let answer = turn(&client, old, &user, "s", "via old")
+                .await
+                .expect("an answer");
+            if answer.status == 200 {
+                Ok(answer)
+            } else {
+                Err(answer.body)
+            }
+        },
+    )
+    .await;
+    assert_eq!(answer.served_by, new.base);
     println!("paused past a {LEASE_TTL:?} lease; taken over {expired_after:?} after the pause");
 }

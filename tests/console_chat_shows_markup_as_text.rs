@@ -27,24 +27,10 @@ async fn html_in_a_message_is_shown_as_text_and_never_runs() {
     let server = Server::start(Duration::from_millis(300), 2).await;
     let browser = Browser::start().await;
     browser.sign_in(&server.url("/"), ALICE, None).await;
-    browser.type_into("#new-session-id", "xss").await;
-    browser.click("#new-session button").await;
-    browser
-        .until_true(
-            "the session is open",
-            "return !document.getElementById('send').disabled;",
-        )
-        .await;
+    browser.open_session("xss").await;
     browser.eval(TRAP).await;
-    browser.type_into("#input", HOSTILE).await;
-    browser.click("#send").await;
-    browser
-        .until_true(
-            "the stored turn is shown",
-            "const li = document.querySelectorAll('#history li[data-state=stored]');
-             return li.length === 2;",
-        )
-        .await;
+    browser.send(HOSTILE).await;
+    browser.until_stored("the stored turn is shown", 2).await;
     let items = browser.eval(HISTORY).await;
     assert_eq!(items[0]["text"], HOSTILE, "the message is its own text");
     assert!(items[1]["text"]
@@ -59,10 +45,7 @@ async fn html_in_a_message_is_shown_as_text_and_never_runs() {
     browser.client.refresh().await.expect("reload");
     browser.eval(TRAP).await;
     browser
-        .until_true(
-            "the stored turn is shown again",
-            "return document.querySelectorAll('#history li[data-state=stored]').length === 2;",
-        )
+        .until_stored("the stored turn is shown again", 2)
         .await;
     let items = browser.eval(HISTORY).await;
     assert_eq!(items[0]["text"], HOSTILE);

@@ -16,16 +16,8 @@ async fn stop_interrupts_a_slow_reply_and_keeps_what_was_streamed() {
     let server = Server::start(Duration::from_secs(8), 8).await;
     let browser = Browser::start().await;
     browser.sign_in(&server.url("/"), ALICE, None).await;
-    browser.type_into("#new-session-id", "slow").await;
-    browser.click("#new-session button").await;
-    browser
-        .until_true(
-            "the session is open",
-            "return !document.getElementById('send').disabled;",
-        )
-        .await;
-    browser.type_into("#input", "tell me a long story").await;
-    browser.click("#send").await;
+    browser.open_session("slow").await;
+    browser.send("tell me a long story").await;
     let partial = browser.streamed_part().await;
     browser.click("#stop").await;
 

@@ -47,16 +47,8 @@ async fn a_reply_streams_in_and_the_history_survives_a_reload() {
             "return document.getElementById('who').textContent.includes('alice');",
         )
         .await;
-    browser.type_into("#new-session-id", "first").await;
-    browser.click("#new-session button").await;
-    browser
-        .until_true(
-            "the session is open",
-            "return !document.getElementById('send').disabled;",
-        )
-        .await;
-    browser.type_into("#input", "hello browser").await;
-    browser.click("#send").await;
+    browser.open_session("first").await;
+    browser.send("hello browser").await;
 
     // A part of the reply is on the page while the turn still runs.
     let partial = browser.streamed_part().await;
@@ -84,10 +76,7 @@ async fn a_reply_streams_in_and_the_history_survives_a_reload() {
 
     browser.client.refresh().await.expect("reload");
     browser
-        .until_true(
-            "the history is shown again after a reload",
-            "return document.querySelectorAll('#history li[data-state=stored]').length === 2;",
-        )
+        .until_stored("the history is shown again after a reload", 2)
         .await;
     let items = browser.eval(HISTORY).await;
     assert_eq!(items[0]["text"], "hello browser");

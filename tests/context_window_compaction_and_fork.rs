@@ -110,6 +110,7 @@ async fn a_resumed_session_recalls_its_summary_as_background_only() {
     for i in 0..60 {
         rt.call(&k, format!("message {i}")).await.unwrap();
     }
+    // Paused time past the 60 s idle TTL, so that the next call resumes a passivated session.
     tokio::time::sleep(Duration::from_secs(120)).await;
     eventually("passivation", || rt.live_sessions() == 0).await;
     rt.call(&k, "where were we?").await.unwrap();

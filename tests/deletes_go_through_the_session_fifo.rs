@@ -65,6 +65,7 @@ async fn messages_after_a_delete_start_a_fresh_session() {
     assert_eq!(inputs.len(), 1);
     assert_eq!(inputs[0].0, "after");
     eventually("the new session to be idle", || rt.pending(&k) == 0).await;
+    // Paused time past the 10 s idle TTL: the scenario, not a wait for the reaper.
     tokio::time::sleep(Duration::from_secs(30)).await;
     eventually("passivation", || rt.live_sessions() == 0).await;
 }

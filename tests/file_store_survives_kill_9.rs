@@ -73,6 +73,8 @@ fn acknowledged_appends_survive_kill_9_at_random_moments() {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
+        // The writer runs for a random time before the kill: where the kill lands is the
+        // scenario, not a wait for anything.
         std::thread::sleep(Duration::from_millis(40 + rng % 260));
         child.kill().expect("SIGKILL the writer");
         child.wait().expect("reap the writer");

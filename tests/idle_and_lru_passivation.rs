@@ -1,6 +1,9 @@
 //! Contract 7: sessions are passivated after their idle TTL and by LRU above the capacity, but
 //! never while a turn runs, messages wait, or state is unsaved; a passivated session resumes
 //! with its history.
+//!
+//! Every test runs in paused time: each `sleep` moves the clock past (or short of) the idle TTL,
+//! which is the scenario, never a wait for the reaper (that is `eventually`).
 
 mod support;
 

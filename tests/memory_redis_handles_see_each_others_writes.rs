@@ -6,12 +6,12 @@ mod support;
 use turnstile::memory::conformance::entry;
 use turnstile::memory::{MemoryStore, RedisMemory};
 
+use support::redis_server::{fresh_prefix, RedisServer};
+
 #[tokio::test]
 async fn a_cached_index_follows_writes_of_another_handle() {
-    let Some(server) = support::redis_server::RedisServer::start() else {
-        return;
-    };
-    let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+    let server = RedisServer::start();
+    let prefix = fresh_prefix();
     let a = RedisMemory::connect(server.url(), &prefix).await.unwrap();
     let b = RedisMemory::connect(server.url(), &prefix).await.unwrap();
     a.ingest(&[entry("pam", "s", 1, "violet flowers")])

@@ -28,15 +28,14 @@ async fn the_file_store_passes() {
 
 #[tokio::test]
 async fn the_redis_store_passes() {
-    let Some(server) = support::redis_server::RedisServer::start() else {
-        return;
-    };
+    let server = support::redis_server::RedisServer::start();
     let url = server.url().to_owned();
     conformance::run_all(|| {
         let url = url.clone();
         async move {
-            let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
-            let memory = RedisMemory::connect(&url, &prefix).await.expect("connect");
+            let memory = RedisMemory::connect(&url, &support::redis_server::fresh_prefix())
+                .await
+                .expect("connect");
             Arc::new(memory) as Arc<dyn MemoryStore>
         }
     })

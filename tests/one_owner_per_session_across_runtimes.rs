@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use support::harness::{key, stored_inputs, within, GateAgent, TIMEOUT};
+use support::harness::{eventually_ok, key, stored_inputs, within, GateAgent, TIMEOUT};
 use turnstile::config::Ownership;
 use turnstile::store::{Claim, Claimant, Lease, Leases, Owner};
 use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
@@ -145,17 +145,18 @@ async fn an_owner_that_lost_its_lease_never_commits() {
     leases.cut.store(true, Ordering::SeqCst);
 
     // b is refused while a's lease lasts, then takes the session over.
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let taken = loop {
-        match b.call(&k, "after").await {
-            Ok(outcome) => break outcome,
-            Err(Error::OwnedElsewhere { .. }) => {
-                assert!(tokio::time::Instant::now() < deadline, "never taken over");
-                tokio::time::sleep(Duration::from_millis(20)).await;
+    let taken = eventually_ok(
+        "b to take the session over",
+        Duration::from_millis(20),
+        || async {
+            match b.call(&k, "after").await {
+                Ok(outcome) => Ok(outcome),
+                Err(refused @ Error::OwnedElsewhere { .. }) => Err(refused),
+                Err(other) => panic!("b: {other}"),
             }
-            Err(other) => panic!("b: {other}"),
-        }
-    };
+        },
+    )
+    .await;
     assert_eq!(
         taken.seq, 4,
         "b builds on what a stored before it was cut off"

@@ -30,19 +30,16 @@ impl Screen {
     }
 
     async fn shows(&self, what: &str, times: usize) {
-        let screen = self.clone();
-        let check = || screen.text().matches(what).count() >= times;
-        if !check() {
-            let deadline = tokio::time::Instant::now() + TIMEOUT;
-            while !check() {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the terminal never showed {what:?} {times} time(s):\n{}",
-                    self.text()
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
+        let awaited = format!("the terminal to show {what:?} {times} time(s)");
+        eventually_ok(&awaited, Duration::from_millis(5), || async {
+            let text = self.text();
+            if text.matches(what).count() >= times {
+                Ok(())
+            } else {
+                Err(text)
             }
-        }
+        })
+        .await;
     }
 }
 

@@ -145,10 +145,8 @@ async fn the_redis_pairing_store_keeps_the_contract_and_is_shared() {
     // sees the same pairings.
     use std::sync::Arc;
     use turnstile::channel::RedisPairingStore;
-    let Some(server) = support::redis_server::RedisServer::start() else {
-        return;
-    };
-    let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    let server = support::redis_server::RedisServer::start();
+    let prefix = support::redis_server::fresh_prefix();
     let store = RedisPairingStore::connect(server.url(), &prefix)
         .await
         .unwrap();

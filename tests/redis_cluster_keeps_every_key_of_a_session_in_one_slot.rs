@@ -20,7 +20,8 @@ use turnstile::store::conformance::turn_events;
 use turnstile::store::{Claim, Claimant, Leases, RedisOptions};
 use turnstile::{SessionKey, Store};
 
-use support::redis_cluster::{fresh_prefix, RedisCluster};
+use support::redis_cluster::RedisCluster;
+use support::redis_server::fresh_prefix;
 
 /// The documented canonical encoding: `s`, then each id as 8-byte big-endian length + bytes.
 fn canonical(key: &SessionKey) -> Vec<u8> {
@@ -52,19 +53,8 @@ async fn keyslot(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> i6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_of_a_session_hashes_to_the_slot_of_its_tag() {
-    let Some(cluster) = RedisCluster::start() else {
-        return;
-    };
-    let mut nodes = Vec::new();
-    for url in cluster.node_urls() {
-        let client = redis::Client::open(url).expect("node url");
-        nodes.push(
-            client
-                .get_multiplexed_async_connection()
-                .await
-                .expect("connect to a node"),
-        );
-    }
+    let cluster = RedisCluster::start();
+    let mut nodes = cluster.node_connections().await;
     let long = "x".repeat(turnstile::MAX_ID_BYTES);
     let keys = [
         SessionKey::new("alice", "s1").expect("key"),

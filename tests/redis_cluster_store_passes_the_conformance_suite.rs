@@ -10,16 +10,14 @@ mod support;
 
 use std::sync::Arc;
 
-use turnstile::store::{conformance, RedisOptions};
+use turnstile::store::conformance;
 use turnstile::Store;
 
-use support::redis_cluster::{fresh_prefix, RedisCluster};
+use support::redis_cluster::RedisCluster;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cluster_store_passes_the_conformance_suite() {
-    let Some(cluster) = RedisCluster::start() else {
-        return;
-    };
+    let cluster = RedisCluster::start();
     let cluster = Arc::new(cluster);
     conformance::run_all(|| {
         let cluster = cluster.clone();
@@ -28,12 +26,7 @@ async fn redis_cluster_store_passes_the_conformance_suite() {
     .await;
     conformance::run_two_handles(|| {
         let cluster = cluster.clone();
-        async move {
-            let options = RedisOptions::default().with_prefix(fresh_prefix());
-            let a: Arc<dyn Store> = Arc::new(cluster.store_with(options.clone()).await);
-            let b: Arc<dyn Store> = Arc::new(cluster.store_with(options).await);
-            (a, b)
-        }
+        async move { cluster.two_handles().await }
     })
     .await;
 }

@@ -14,9 +14,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use support::harness::{key, stored_events, within, TIMEOUT};
-use support::redis_cluster::fresh_prefix;
+use support::harness::{eventually_stored, key, stored_events, within};
 use support::redis_replica::ReplicatedRedis;
+use support::redis_server::fresh_prefix;
 use turnstile::{EchoAgent, Runtime, SessionKey, Store};
 
 /// Sessions driven at once, callers per session, and turns per caller.
@@ -41,9 +41,7 @@ async fn on_replica(replica: &dyn Store, key: &SessionKey, seq: u64, text: &str)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_turn_is_already_on_the_replica() {
-    let Some(redis) = ReplicatedRedis::start() else {
-        return;
-    };
+    let redis = ReplicatedRedis::start();
     let prefix = fresh_prefix();
     let store = redis.store(&prefix, QUERY).await.expect("connect");
     let replica: Arc<dyn Store> = Arc::new(redis.replica_reader(&prefix).await);
@@ -83,9 +81,7 @@ async fn every_acknowledged_turn_is_already_on_the_replica() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_turn_is_acknowledged_while_the_replica_is_stopped() {
-    let Some(mut redis) = ReplicatedRedis::start() else {
-        return;
-    };
+    let mut redis = ReplicatedRedis::start();
     let prefix = fresh_prefix();
     let store = redis.store(&prefix, QUERY).await.expect("connect");
     let primary: Arc<dyn Store> = Arc::new(redis.store(&prefix, "").await.expect("connect"));
@@ -112,14 +108,7 @@ async fn no_turn_is_acknowledged_while_the_replica_is_stopped() {
     }
     // The primary commits every turn...
     for k in &keys {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        while stored_events(primary.as_ref(), k).await.len() < 4 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{k}: never committed"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        eventually_stored(primary.as_ref(), k, 4).await;
     }
     // ...but none is acknowledged while the replica cannot confirm it.
     let all = futures::future::join_all(calls);

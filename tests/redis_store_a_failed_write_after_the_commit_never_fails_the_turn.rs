@@ -12,10 +12,10 @@ mod support;
 use serde_json::json;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{RedisOptions, RedisStore};
+use turnstile::store::RedisOptions;
 use turnstile::{SessionKey, Store};
 
-use support::redis_server::RedisServer;
+use support::redis_server::{fresh_prefix, RedisServer};
 
 fn app_delta(key: &str, value: i64) -> Option<StateDelta> {
     Some([(format!("app:{key}"), json!(value))].into())
@@ -23,21 +23,12 @@ fn app_delta(key: &str, value: i64) -> Option<StateDelta> {
 
 #[tokio::test]
 async fn a_committed_turn_is_acknowledged_and_its_shared_changes_are_sent_again() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let prefix = format!("after-{}", uuid::Uuid::new_v4().simple());
-    let store = RedisStore::connect(
-        server.url(),
-        RedisOptions::default().with_prefix(prefix.clone()),
-    )
-    .await
-    .expect("connect");
-    let client = redis::Client::open(server.url()).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let server = RedisServer::start();
+    let prefix = fresh_prefix();
+    let store = server
+        .store_with(RedisOptions::default().with_prefix(prefix.clone()))
+        .await;
+    let mut conn = server.connection().await;
     let app_key = format!("{prefix}:app");
     let _: () = redis::cmd("SET")
         .arg(&app_key)

@@ -8,45 +8,29 @@ mod support;
 
 use std::sync::Arc;
 
-use turnstile::store::{conformance, RedisOptions, RedisStore};
-use turnstile::Store;
+use turnstile::store::conformance;
 
-use support::redis_cluster::{fresh_prefix, RedisCluster};
+use support::redis_cluster::RedisCluster;
 use support::redis_server::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_passes_the_lease_checks() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let server = Arc::new(server);
     conformance::run_leases(|| {
         let server = server.clone();
-        async move {
-            let options = RedisOptions::default().with_prefix(fresh_prefix());
-            let connect = || RedisStore::connect(server.url(), options.clone());
-            let a: Arc<dyn Store> = Arc::new(connect().await.expect("connect"));
-            let b: Arc<dyn Store> = Arc::new(connect().await.expect("connect"));
-            (a, b)
-        }
+        async move { server.two_handles().await }
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cluster_store_passes_the_lease_checks() {
-    let Some(cluster) = RedisCluster::start() else {
-        return;
-    };
+    let cluster = RedisCluster::start();
     let cluster = Arc::new(cluster);
     conformance::run_leases(|| {
         let cluster = cluster.clone();
-        async move {
-            let options = RedisOptions::default().with_prefix(fresh_prefix());
-            let a: Arc<dyn Store> = Arc::new(cluster.store_with(options.clone()).await);
-            let b: Arc<dyn Store> = Arc::new(cluster.store_with(options).await);
-            (a, b)
-        }
+        async move { cluster.two_handles().await }
     })
     .await;
 }

@@ -15,18 +15,13 @@ use turnstile::store::conformance::turn_events;
 use turnstile::store::RedisOptions;
 use turnstile::{SessionKey, Store};
 
-use support::redis_server::RedisServer;
+use support::redis_server::{fresh_prefix, RedisServer};
 
 #[tokio::test]
 async fn a_reader_rebuilds_the_record_the_writer_folded() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let options =
-        RedisOptions::default().with_prefix(format!("ckpt-{}", uuid::Uuid::new_v4().simple()));
-    let writer = turnstile::store::RedisStore::connect(server.url(), options.clone())
-        .await
-        .expect("connect");
+    let server = RedisServer::start();
+    let options = RedisOptions::default().with_prefix(fresh_prefix());
+    let writer = server.store_with(options.clone()).await;
     let key = SessionKey::new("ann", "long").expect("key");
     let mut expected = None::<SessionRecord>;
     let mut version = 0;
@@ -42,9 +37,7 @@ async fn a_reader_rebuilds_the_record_the_writer_folded() {
         record.version = version;
 
         if turn % 7 == 0 || turn > 140 {
-            let reader = turnstile::store::RedisStore::connect(server.url(), options.clone())
-                .await
-                .expect("connect");
+            let reader = server.store_with(options.clone()).await;
             for window in [0, 1, 5, 200, 400] {
                 let loaded = reader.load(&key, window).await.expect("load");
                 assert_eq!(loaded.record.as_ref(), expected.as_ref(), "turn {turn}");
@@ -53,9 +46,7 @@ async fn a_reader_rebuilds_the_record_the_writer_folded() {
             }
         }
     }
-    let reader = turnstile::store::RedisStore::connect(server.url(), options)
-        .await
-        .expect("connect");
+    let reader = server.store_with(options).await;
     reader.load(&key, 1).await.expect("load");
     let next = reader
         .append(&key, version, &turn_events(301, "from the reader", None))

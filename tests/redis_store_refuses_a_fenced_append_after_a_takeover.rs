@@ -10,35 +10,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use turnstile::store::conformance::turn_events;
 use turnstile::store::{Claim, Claimant, Lease, Leases, RedisOptions, RedisStore};
 use turnstile::{SessionKey, Store, StoreError};
 
-use support::redis_cluster::fresh_prefix;
-use support::redis_server::RedisServer;
-
-/// Every key under `prefix` with its `DUMP` (the value's exact serialised bytes).
-async fn dump(conn: &mut MultiplexedConnection, prefix: &str) -> BTreeMap<String, Vec<u8>> {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query_async(conn)
-        .await
-        .expect("KEYS");
-    let mut out = BTreeMap::new();
-    for key in keys {
-        let bytes: Vec<u8> = redis::cmd("DUMP")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .expect("DUMP");
-        out.insert(key, bytes);
-    }
-    out
-}
+use support::harness::eventually_ok;
+use support::redis_server::{dump, fresh_prefix, RedisServer};
 
 async fn grant(store: &RedisStore, key: &SessionKey, me: &Claimant, ttl: Duration) -> Lease {
     match store.acquire(key, me, ttl).await.expect("acquire") {
@@ -49,22 +28,12 @@ async fn grant(store: &RedisStore, key: &SessionKey, me: &Claimant, ttl: Duratio
 
 #[tokio::test]
 async fn a_former_owner_commits_nothing_after_a_takeover() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let prefix = fresh_prefix();
     let options = RedisOptions::default().with_prefix(prefix.clone());
-    let a = RedisStore::connect(server.url(), options.clone())
-        .await
-        .expect("connect");
-    let b = RedisStore::connect(server.url(), options)
-        .await
-        .expect("connect");
-    let client = redis::Client::open(server.url()).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let a = server.store_with(options.clone()).await;
+    let b = server.store_with(options.clone()).await;
+    let mut conn = server.connection().await;
     let key = SessionKey::new("ann", "s").expect("key");
     let (pa, pb) = (Claimant::new("http://a"), Claimant::new("http://b"));
 
@@ -73,20 +42,18 @@ async fn a_former_owner_commits_nothing_after_a_takeover() {
         .append_fenced(&key, 0, &turn_events(1, "by a", None), &old)
         .await
         .expect("a holds the lease");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let new = loop {
-        match b
-            .acquire(&key, &pb, Duration::from_secs(60))
-            .await
-            .expect("acquire")
-        {
-            Claim::Granted(lease) => break lease,
-            Claim::Held(_) => {
-                assert!(tokio::time::Instant::now() < deadline, "never expired");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+    let new = eventually_ok(
+        "a's lease to expire and b to take it",
+        Duration::from_millis(50),
+        || async {
+            match b.acquire(&key, &pb, Duration::from_secs(60)).await {
+                Ok(Claim::Granted(lease)) => Ok(lease),
+                Ok(Claim::Held(owner)) => Err(format!("held by {owner:?}")),
+                Err(e) => panic!("acquire: {e}"),
             }
-        }
-    };
+        },
+    )
+    .await;
     let v2 = b
         .append_fenced(&key, v1, &turn_events(3, "by b", None), &new)
         .await
@@ -112,12 +79,7 @@ async fn a_former_owner_commits_nothing_after_a_takeover() {
     }
     // A process that never saw the session (nothing cached) with a stale version: still
     // `NotOwner`, not a `Conflict` that would send it reloading and retrying.
-    let fresh = RedisStore::connect(
-        server.url(),
-        RedisOptions::default().with_prefix(prefix.clone()),
-    )
-    .await
-    .expect("connect");
+    let fresh = server.store_with(options).await;
     match fresh
         .append_fenced(&key, v1, &turn_events(3, "stale", None), &old)
         .await

@@ -9,35 +9,13 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-
-use redis::aio::MultiplexedConnection;
 use serde_json::json;
 use turnstile::state::SCHEMA_VERSION;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{PageRequest, RedisOptions, RedisStore};
+use turnstile::store::{PageRequest, RedisOptions};
 use turnstile::{SessionKey, Store, StoreError};
 
-use support::redis_server::RedisServer;
-
-/// Every key under `prefix` with its `DUMP` (the value's exact serialised bytes).
-async fn dump(conn: &mut MultiplexedConnection, prefix: &str) -> BTreeMap<String, Vec<u8>> {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
-        .query_async(conn)
-        .await
-        .expect("KEYS");
-    let mut out = BTreeMap::new();
-    for key in keys {
-        let bytes: Vec<u8> = redis::cmd("DUMP")
-            .arg(&key)
-            .query_async(conn)
-            .await
-            .expect("DUMP");
-        out.insert(key, bytes);
-    }
-    out
-}
+use support::redis_server::{dump, fresh_prefix, RedisServer};
 
 fn is_schema<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
     matches!(result, Err(StoreError::Schema { .. }))
@@ -45,15 +23,11 @@ fn is_schema<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
 
 #[tokio::test]
 async fn a_head_from_a_newer_turnstile_is_refused_and_never_overwritten() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let prefix = format!("schema-{}", uuid::Uuid::new_v4().simple());
+    let server = RedisServer::start();
+    let prefix = fresh_prefix();
     let options = RedisOptions::default().with_prefix(prefix.clone());
     let key = SessionKey::new("alice", "s").expect("key");
-    let writer = RedisStore::connect(server.url(), options.clone())
-        .await
-        .expect("connect");
+    let writer = server.store_with(options.clone()).await;
     let v1 = writer
         .append(&key, 0, &turn_events(1, "m0", None))
         .await
@@ -64,11 +38,7 @@ async fn a_head_from_a_newer_turnstile_is_refused_and_never_overwritten() {
         .expect("append");
 
     // Rewrite the head's record as a newer turnstile would have written it.
-    let client = redis::Client::open(server.url()).expect("redis url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let mut conn = server.connection().await;
     let heads: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:s:*:h"))
         .query_async(&mut conn)
@@ -94,9 +64,7 @@ async fn a_head_from_a_newer_turnstile_is_refused_and_never_overwritten() {
     let before = dump(&mut conn, &prefix).await;
 
     // A process that starts now, with nothing cached.
-    let reader = RedisStore::connect(server.url(), options)
-        .await
-        .expect("connect");
+    let reader = server.store_with(options).await;
     let loaded = reader.load(&key, 10).await;
     assert!(is_schema(&loaded), "load: {loaded:?}");
     let message = loaded.expect_err("refused").to_string();

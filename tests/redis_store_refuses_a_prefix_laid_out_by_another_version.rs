@@ -9,18 +9,12 @@ mod support;
 use turnstile::store::{RedisOptions, RedisStore};
 use turnstile::StoreError;
 
-use support::redis_server::RedisServer;
+use support::redis_server::{fresh_prefix, RedisServer};
 
 #[tokio::test]
 async fn newer_and_unversioned_layouts_are_refused_and_fresh_prefixes_are_marked() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let client = redis::Client::open(server.url()).expect("url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect");
+    let server = RedisServer::start();
+    let mut conn = server.connection().await;
     let connect = |prefix: &str| {
         RedisStore::connect(
             server.url(),
@@ -28,7 +22,7 @@ async fn newer_and_unversioned_layouts_are_refused_and_fresh_prefixes_are_marked
         )
     };
 
-    let fresh = format!("fresh-{}", uuid::Uuid::new_v4().simple());
+    let fresh = fresh_prefix();
     connect(&fresh).await.expect("a fresh prefix");
     let mark: String = redis::cmd("GET")
         .arg(format!("{fresh}:layout"))
@@ -38,7 +32,7 @@ async fn newer_and_unversioned_layouts_are_refused_and_fresh_prefixes_are_marked
     assert_eq!(mark, "2");
     connect(&fresh).await.expect("its own layout again");
 
-    let newer = format!("newer-{}", uuid::Uuid::new_v4().simple());
+    let newer = fresh_prefix();
     let _: () = redis::cmd("SET")
         .arg(format!("{newer}:layout"))
         .arg(3)
@@ -52,7 +46,7 @@ async fn newer_and_unversioned_layouts_are_refused_and_fresh_prefixes_are_marked
         other => panic!("a newer layout must be refused, got {other:?}"),
     }
 
-    let old = format!("old-{}", uuid::Uuid::new_v4().simple());
+    let old = fresh_prefix();
     let _: i64 = redis::cmd("ZADD")
         .arg(format!("{old}:gc"))
         .arg(1)

@@ -10,19 +10,15 @@ use turnstile::store::conformance::turn_events;
 use turnstile::store::{RedisOptions, RedisStore};
 use turnstile::{SessionKey, Store};
 
-use support::redis_server::RedisServer;
+use support::redis_server::{fresh_prefix, RedisServer};
 
 const LANES: usize = 3;
 const SESSIONS: usize = 30;
 const TURNS: u64 = 10;
 
 /// The server's clients other than the one asking, each as its `CLIENT LIST` line.
-async fn other_clients(url: &str) -> Vec<String> {
-    let client = redis::Client::open(url).expect("redis url");
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .expect("an inspecting connection");
+async fn other_clients(server: &RedisServer) -> Vec<String> {
+    let mut conn = server.connection().await;
     let list: String = redis::cmd("CLIENT")
         .arg("LIST")
         .query_async(&mut conn)
@@ -36,12 +32,9 @@ async fn other_clients(url: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn every_lane_carries_commands_and_no_session_loses_or_reorders_a_turn() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let url = format!("{}?lanes={LANES}", server.url());
-    let prefix = format!("lanes-{}", uuid::Uuid::new_v4().simple());
-    let store = RedisStore::connect(&url, RedisOptions::default().with_prefix(prefix))
+    let store = RedisStore::connect(&url, RedisOptions::default().with_prefix(fresh_prefix()))
         .await
         .expect("connect with lanes");
 
@@ -65,7 +58,7 @@ async fn every_lane_carries_commands_and_no_session_loses_or_reorders_a_turn() {
     });
     let keys = join_all(writers).await;
 
-    let lanes = other_clients(server.url()).await;
+    let lanes = other_clients(&server).await;
     assert_eq!(lanes.len(), LANES, "one connection per lane: {lanes:#?}");
     for lane in &lanes {
         assert!(

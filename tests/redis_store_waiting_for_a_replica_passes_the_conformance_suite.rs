@@ -11,16 +11,13 @@ use std::sync::Arc;
 use turnstile::store::conformance;
 use turnstile::Store;
 
-use support::redis_cluster::fresh_prefix;
 use support::redis_replica::ReplicatedRedis;
 
 const QUERY: &str = "replicas=1&replica_timeout_ms=5000";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_waiting_for_a_replica_passes_the_conformance_suite() {
-    let Some(redis) = ReplicatedRedis::start() else {
-        return;
-    };
+    let redis = ReplicatedRedis::start();
     let redis = Arc::new(redis);
     let one = || {
         let redis = redis.clone();
@@ -29,17 +26,7 @@ async fn redis_store_waiting_for_a_replica_passes_the_conformance_suite() {
     conformance::run_all(one).await;
     let two = || {
         let redis = redis.clone();
-        async move {
-            let prefix = fresh_prefix();
-            let connect = |prefix: String| {
-                let redis = redis.clone();
-                async move {
-                    let store = redis.store(&prefix, QUERY).await.expect("connect");
-                    Arc::new(store) as Arc<dyn Store>
-                }
-            };
-            (connect(prefix.clone()).await, connect(prefix).await)
-        }
+        async move { redis.two_handles(QUERY).await }
     };
     conformance::run_two_handles(two).await;
     conformance::run_leases(two).await;

@@ -6,22 +6,9 @@
 mod support;
 
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{RedisOptions, RedisStore};
-use turnstile::{SessionKey, Store, StoreError};
+use turnstile::{SessionKey, StoreError};
 
 use support::redis_server::RedisServer;
-
-async fn two_stores(server: &RedisServer) -> (RedisStore, RedisStore) {
-    let options =
-        RedisOptions::default().with_prefix(format!("two-{}", uuid::Uuid::new_v4().simple()));
-    let a = RedisStore::connect(server.url(), options.clone())
-        .await
-        .expect("connect a");
-    let b = RedisStore::connect(server.url(), options)
-        .await
-        .expect("connect b");
-    (a, b)
-}
 
 fn is_conflict(result: &Result<u64, StoreError>) -> bool {
     matches!(result, Err(StoreError::Conflict { .. }))
@@ -29,10 +16,8 @@ fn is_conflict(result: &Result<u64, StoreError>) -> bool {
 
 #[tokio::test]
 async fn a_write_based_on_a_head_another_process_replaced_is_refused() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let (a, b) = two_stores(&server).await;
+    let server = RedisServer::start();
+    let (a, b) = server.two_handles().await;
     let key = SessionKey::new("shared", "s").expect("key");
     let v1 = a
         .append(&key, 0, &turn_events(1, "a1", None))
@@ -51,10 +36,8 @@ async fn a_write_based_on_a_head_another_process_replaced_is_refused() {
 
 #[tokio::test]
 async fn a_session_deleted_and_recreated_to_the_same_version_is_not_written_over() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let (a, b) = two_stores(&server).await;
+    let server = RedisServer::start();
+    let (a, b) = server.two_handles().await;
     let key = SessionKey::new("shared", "t").expect("key");
     let v1 = a
         .append(&key, 0, &turn_events(1, "old", None))

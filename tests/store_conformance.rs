@@ -101,9 +101,7 @@ async fn file_store_passes_the_conformance_suite() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_passes_the_conformance_suite() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let server = Arc::new(server);
     conformance::run_all(|| {
         let server = server.clone();
@@ -131,24 +129,11 @@ async fn postgres_store_passes_the_conformance_suite() {
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_refuses_stale_writes_from_a_second_connection() {
-    use turnstile::store::{RedisOptions, RedisStore};
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
+    let server = RedisServer::start();
     let server = Arc::new(server);
     conformance::run_two_handles(|| {
         let server = server.clone();
-        async move {
-            let options = RedisOptions::default()
-                .with_prefix(format!("two-{}", uuid::Uuid::new_v4().simple()));
-            let connect = |options| async {
-                let store = RedisStore::connect(server.url(), options)
-                    .await
-                    .expect("connect to the test redis");
-                Arc::new(store) as Arc<dyn Store>
-            };
-            (connect(options.clone()).await, connect(options).await)
-        }
+        async move { server.two_handles().await }
     })
     .await;
 }

@@ -52,6 +52,7 @@ async fn a_failed_save_is_not_acknowledged_and_is_written_by_the_next_one() {
         "the next save wrote the kept turn"
     );
     assert_dense(&stored_events(faulty.inner().as_ref(), &k).await);
+    // Paused time past the idle TTL again: saved now, the session may go.
     tokio::time::sleep(Duration::from_secs(5)).await;
     eventually("passivation once saved", || rt.live_sessions() == 0).await;
 }

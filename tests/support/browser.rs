@@ -16,7 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use super::cli::TURNSTILE;
-use super::harness::TIMEOUT;
+use super::harness::{eventually_ok, TIMEOUT};
 
 /// An admin token of the served process.
 pub const ADMIN: &str = "console-admin-token-0000";
@@ -137,24 +137,15 @@ impl Browser {
             }),
         );
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
         // chromedriver listens a moment after it starts: retry the session until then.
-        let client = loop {
-            match ClientBuilder::new(connector.clone())
+        let what = format!("a WebDriver session from chromedriver at {url}");
+        let client = eventually_ok(&what, POLL, || async {
+            ClientBuilder::new(connector.clone())
                 .capabilities(caps.clone())
                 .connect(&url)
                 .await
-            {
-                Ok(client) => break client,
-                Err(err) => {
-                    assert!(
-                        tokio::time::Instant::now() < deadline,
-                        "no WebDriver session from chromedriver at {url}: {err}"
-                    );
-                    tokio::time::sleep(POLL).await;
-                }
-            }
-        };
+        })
+        .await;
         Self { client, driver }
     }
 
@@ -174,21 +165,45 @@ impl Browser {
         self.click("#signin-form button[type=submit]").await;
     }
 
+    /// On the chat page: opens the session `id` from the new-session form and waits until its
+    /// message field can send.
+    pub async fn open_session(&self, id: &str) {
+        self.type_into("#new-session-id", id).await;
+        self.click("#new-session button").await;
+        self.until_true(
+            "the session is open",
+            "return !document.getElementById('send').disabled;",
+        )
+        .await;
+    }
+
+    /// On the chat page: types `text` into the message field and sends it.
+    pub async fn send(&self, text: &str) {
+        self.type_into("#input", text).await;
+        self.click("#send").await;
+    }
+
+    /// On the chat page: waits until the conversation shows `n` stored items (`what` names the
+    /// moment in the failure message).
+    pub async fn until_stored(&self, what: &str, n: usize) {
+        let script = format!(
+            "return document.querySelectorAll('#history li[data-state=stored]').length === {n};"
+        );
+        self.until_true(what, &script).await;
+    }
+
     /// Waits until `css` names a displayed element and returns it.
     pub async fn visible(&self, css: &str) -> fantoccini::elements::Element {
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            if let Ok(el) = self.client.find(Locator::Css(css)).await {
-                if el.is_displayed().await.unwrap_or(false) {
-                    return el;
-                }
+        let what = format!("{css} to be displayed");
+        eventually_ok(&what, POLL, || async {
+            let el = self.client.find(Locator::Css(css)).await;
+            match el {
+                Ok(el) if el.is_displayed().await.unwrap_or(false) => Ok(el),
+                Ok(_) => Err("present, not displayed".to_owned()),
+                Err(e) => Err(e.to_string()),
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {css} to be displayed"
-            );
-            tokio::time::sleep(POLL).await;
-        }
+        })
+        .await
     }
 
     /// Clicks the element `css` names once it is displayed.
@@ -221,19 +236,13 @@ impl Browser {
     pub async fn streamed_part(&self) -> String {
         let script = "const li = document.querySelector('#history li[data-state=streaming]');
                       return li ? li.querySelector('.text').textContent : '';";
-        let deadline = tokio::time::Instant::now() + TIMEOUT;
-        loop {
-            if let Value::String(text) = self.eval(script).await {
-                if !text.is_empty() {
-                    return text;
-                }
+        eventually_ok("a streamed chunk", POLL, || async {
+            match self.eval(script).await {
+                Value::String(text) if !text.is_empty() => Ok(text),
+                other => Err(other),
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for a streamed chunk"
-            );
-            tokio::time::sleep(POLL).await;
-        }
+        })
+        .await
     }
 
     /// Writes a screenshot of the page to `target/console-screenshots/NAME.png` and returns
@@ -269,14 +278,17 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
+    eventually_ok(what, POLL, || {
+        let holds = check();
+        async move {
+            if holds.await {
+                Ok(())
+            } else {
+                Err("not yet")
+            }
+        }
+    })
+    .await;
 }
 
 /// A script returning every item of the conversation: its state, classes and text.

@@ -1,8 +1,8 @@
 //! Real processes: a private `redis-server` and N `turnstile serve --cluster` children on it,
 //! each on its own loopback port. Children are killed when the cluster is dropped.
 //!
-//! A test gets `None` from [`Cluster::start`] when `redis-server` is not installed (a skip, as
-//! in `redis_server.rs`; a failure under `CI=true`).
+//! A test that needs them never skips: [`Cluster::start`] fails the test, saying how to install
+//! it, when `redis-server` is not installed.
 
 #![cfg(all(feature = "http", feature = "redis"))]
 #![allow(dead_code)]
@@ -10,9 +10,10 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::cli::TURNSTILE;
+use super::harness::eventually_ok_within;
 use super::redis_cluster::RedisCluster;
 use super::redis_server::RedisServer;
 
@@ -86,18 +87,23 @@ impl Member {
         }
     }
 
-    /// Waits (up to `within`) for the child to exit; its success.
-    pub fn wait_exit(&mut self, within: Duration) -> Option<bool> {
-        let child = self.child.as_mut()?;
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                return Some(status.success());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+    /// Waits for the child to exit and tells whether it exited with success; fails the test
+    /// when it is still running after `within` (or was never started here).
+    pub async fn wait_exit(&mut self, within: Duration) -> bool {
+        let base = self.base.clone();
+        let child = self.child.as_mut().expect("a child started here");
+        let status = eventually_ok_within(
+            &format!("{base} to exit"),
+            within,
+            Duration::from_millis(20),
+            || {
+                let exited = child.try_wait().expect("poll the child").ok_or("running");
+                std::future::ready(exited)
+            },
+        )
+        .await;
+        self.child = None;
+        status.success()
     }
 }
 
@@ -125,18 +131,19 @@ enum Backing {
 }
 
 impl Cluster {
-    /// A private Redis and `n` children on it, each answering `/healthz`.
-    pub async fn start(n: usize, options: ClusterOptions) -> Option<Cluster> {
-        let redis = RedisServer::start()?;
+    /// A private Redis (or the one `REDIS_URL` names) and `n` children on it, each answering
+    /// `/healthz`.
+    pub async fn start(n: usize, options: ClusterOptions) -> Cluster {
+        let redis = RedisServer::start();
         let store_url = redis.url().to_owned();
-        Some(Self::with_children(n, options, store_url, Backing::Server(redis)).await)
+        Self::with_children(n, options, store_url, Backing::Server(redis)).await
     }
 
     /// A private Redis Cluster of three masters and `n` children on it.
-    pub async fn start_on_redis_cluster(n: usize, options: ClusterOptions) -> Option<Cluster> {
-        let redis = RedisCluster::start()?;
+    pub async fn start_on_redis_cluster(n: usize, options: ClusterOptions) -> Cluster {
+        let redis = RedisCluster::start();
         let store_url = redis.url();
-        Some(Self::with_children(n, options, store_url, Backing::Cluster(redis)).await)
+        Self::with_children(n, options, store_url, Backing::Cluster(redis)).await
     }
 
     async fn with_children(
@@ -213,23 +220,20 @@ fn listening_address(stdout: std::process::ChildStdout) -> String {
 
 async fn wait_healthy(member: &Member) {
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + STARTUP;
-    loop {
+    let what = format!("{} to answer /healthz", member.base);
+    eventually_ok_within(&what, STARTUP, Duration::from_millis(20), || async {
         let probe = client
             .get(member.url("/healthz"))
             .timeout(Duration::from_secs(1))
             .send()
             .await;
-        if probe.is_ok_and(|r| r.status().is_success()) {
-            return;
+        match probe {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(r.status().to_string()),
+            Err(e) => Err(e.to_string()),
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} never became healthy",
-            member.base
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
 
 /// What a process answered about one session, asked with `x-turnstile-forwarded` so that it

@@ -49,6 +49,46 @@ pub async fn eventually<F: FnMut() -> bool>(what: &str, mut check: F) {
     }
 }
 
+/// Retries `attempt` until it returns `Ok`, and returns that value; fails the test after
+/// `TIMEOUT` naming `what` and the last `Err` (what was seen instead).
+///
+/// `pace` is the pause between attempts, for checks that ask another process (a request, a
+/// query): polling those every millisecond would only load them. It paces the polling and is
+/// never what the test waits for.
+pub async fn eventually_ok<T, E, F, Fut>(what: &str, pace: Duration, attempt: F) -> T
+where
+    E: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    eventually_ok_within(what, TIMEOUT, pace, attempt).await
+}
+
+/// [`eventually_ok`] with a deadline of its own: `within` from now instead of `TIMEOUT`.
+pub async fn eventually_ok_within<T, E, F, Fut>(
+    what: &str,
+    within: Duration,
+    pace: Duration,
+    mut attempt: F,
+) -> T
+where
+    E: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match attempt().await {
+            Ok(done) => return done,
+            Err(seen) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out after {within:?} waiting for {what}; last seen: {seen:?}"
+            ),
+        }
+        tokio::time::sleep(pace).await;
+    }
+}
+
 /// Awaits `fut`, failing the test after `TIMEOUT`.
 pub async fn within<T>(fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(TIMEOUT, fut)
@@ -66,6 +106,21 @@ pub async fn stored_events(store: &dyn Store, key: &SessionKey) -> Vec<Event> {
         .read_events(key, 1, usize::MAX)
         .await
         .expect("read events")
+}
+
+/// Waits until the store holds at least `at_least` events of the session (the store is asked
+/// every millisecond), and returns them all; fails the test after `TIMEOUT`.
+pub async fn eventually_stored(store: &dyn Store, key: &SessionKey, at_least: usize) -> Vec<Event> {
+    let what = format!("{at_least} stored events of {key}");
+    eventually_ok(&what, Duration::from_millis(1), || async {
+        let events = stored_events(store, key).await;
+        if events.len() >= at_least {
+            Ok(events)
+        } else {
+            Err(format!("{} events", events.len()))
+        }
+    })
+    .await
 }
 
 /// The texts of a session's user inputs, with their dispositions, read from the store.

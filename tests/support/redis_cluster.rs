@@ -1,15 +1,18 @@
 //! A throwaway three-master Redis Cluster for tests, on free loopback ports in a temporary
 //! folder, killed on drop.
 //!
-//! When `redis-server` is not installed, tests print a skip message — unless `CI=true`, where a
-//! missing server fails the test, so that CI can never pass by skipping.
+//! A test that needs it never skips: when `redis-server` or `redis-cli` is not installed, it
+//! fails saying how to install them.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redis::aio::MultiplexedConnection;
 use turnstile::store::{RedisOptions, RedisStore};
+use turnstile::Store;
 
-use super::redis_server::free_port;
+use super::redis_server::{free_port, fresh_prefix, poll, query, redis_cli, spawn_server};
 
 /// How long the cluster may take from start to `cluster_state:ok` on every node.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -26,11 +29,11 @@ pub struct RedisCluster {
 }
 
 impl RedisCluster {
-    /// Starts a cluster. `None` means "skip": no server is installed and this is not CI.
-    pub fn start() -> Option<RedisCluster> {
+    /// Starts a cluster. Fails the test when `redis-server` or `redis-cli` is not installed.
+    pub fn start() -> RedisCluster {
         for _ in 0..3 {
-            match Self::try_start()? {
-                Ok(cluster) => return Some(cluster),
+            match Self::try_start() {
+                Ok(cluster) => return cluster,
                 // Most likely another process took a port between our probe and the bind.
                 Err(why) => eprintln!("the test cluster did not form ({why}); trying again"),
             }
@@ -38,7 +41,7 @@ impl RedisCluster {
         panic!("a Redis Cluster did not form within three attempts");
     }
 
-    fn try_start() -> Option<Result<RedisCluster, String>> {
+    fn try_start() -> Result<RedisCluster, String> {
         let dir = tempfile::tempdir().expect("temporary folder");
         let mut cluster = RedisCluster {
             children: Vec::new(),
@@ -47,32 +50,24 @@ impl RedisCluster {
         };
         for i in 0..NODES {
             let (port, bus) = (free_port(), free_port());
-            let spawned = Command::new("redis-server")
-                .current_dir(cluster._dir.path())
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes"])
-                .args(["--cluster-port", &bus.to_string()])
-                .args(["--cluster-config-file", &format!("nodes-{i}.conf")])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            match spawned {
-                Ok(child) => cluster.children.push(child),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    assert!(
-                        std::env::var("CI").as_deref() != Ok("true"),
-                        "redis-server is not installed, and CI=true requires the Redis tests to run"
-                    );
-                    eprintln!("SKIPPED: redis-server is not installed");
-                    return None;
-                }
-                Err(e) => panic!("could not start redis-server: {e}"),
-            }
+            let (bus, config) = (bus.to_string(), format!("nodes-{i}.conf"));
+            let child = spawn_server(
+                Some(cluster._dir.path()),
+                port,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-port",
+                    &bus,
+                    "--cluster-config-file",
+                    &config,
+                ],
+            );
+            cluster.children.push(child);
             cluster.ports.push(port);
         }
         let deadline = Instant::now() + STARTUP;
-        Some(cluster.form(deadline).map(|()| cluster))
+        cluster.form(deadline).map(|()| cluster)
     }
 
     /// Waits for every node to answer, joins them into one cluster, and waits until every
@@ -80,23 +75,14 @@ impl RedisCluster {
     fn form(&self, deadline: Instant) -> Result<(), String> {
         for &port in &self.ports {
             poll(deadline, || {
-                node_query(port, &["PING"]).is_some_and(|r| r == "PONG")
+                query(port, &["PING"]).is_some_and(|r| r == "PONG")
             })
             .map_err(|_| format!("node {port} never answered PING"))?;
         }
-        let nodes: Vec<String> = self
-            .ports
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
-        let created = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&nodes)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| format!("redis-cli --cluster create: {e}"))?;
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(self.ports.iter().map(|p| format!("127.0.0.1:{p}")));
+        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let created = redis_cli(&args);
         if !created.status.success() {
             return Err(format!(
                 "redis-cli --cluster create failed: {}",
@@ -105,7 +91,7 @@ impl RedisCluster {
         }
         for &port in &self.ports {
             poll(deadline, || {
-                node_query(port, &["CLUSTER", "INFO"])
+                query(port, &["CLUSTER", "INFO"])
                     .is_some_and(|info| info.contains("cluster_state:ok"))
             })
             .map_err(|_| format!("node {port} never reached cluster_state:ok"))?;
@@ -123,18 +109,30 @@ impl RedisCluster {
         format!("redis+cluster://{}", nodes.join(","))
     }
 
-    /// Each node's own `redis://` URL, to ask one node directly (`KEYS`, `CLUSTER KEYSLOT`).
-    pub fn node_urls(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .map(|p| format!("redis://127.0.0.1:{p}/"))
-            .collect()
+    /// A plain connection to each node, to ask one node directly (`KEYS`, `CLUSTER KEYSLOT`).
+    pub async fn node_connections(&self) -> Vec<MultiplexedConnection> {
+        let mut nodes = Vec::new();
+        for port in &self.ports {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                .expect("a valid node URL");
+            let conn = client.get_multiplexed_async_connection().await;
+            nodes.push(conn.expect("connect to a node"));
+        }
+        nodes
     }
 
     /// A store on this cluster with a fresh, random prefix: an empty namespace.
     pub async fn store(&self) -> RedisStore {
         self.store_with(RedisOptions::default().with_prefix(fresh_prefix()))
             .await
+    }
+
+    /// Two stores on one fresh prefix, each with its own connections and cached heads, as two
+    /// processes sharing this cluster would have.
+    pub async fn two_handles(&self) -> (Arc<dyn Store>, Arc<dyn Store>) {
+        let options = RedisOptions::default().with_prefix(fresh_prefix());
+        let a = self.store_with(options.clone()).await;
+        (Arc::new(a), Arc::new(self.store_with(options).await))
     }
 
     /// A store on this cluster with `options`.
@@ -152,33 +150,4 @@ impl Drop for RedisCluster {
             let _ = child.wait();
         }
     }
-}
-
-/// A prefix no other test uses.
-pub fn fresh_prefix() -> String {
-    format!("test-{}", uuid::Uuid::new_v4().simple())
-}
-
-/// Retries `ready` every 20 ms until it holds or `deadline` passes.
-fn poll(deadline: Instant, mut ready: impl FnMut() -> bool) -> Result<(), ()> {
-    while Instant::now() < deadline {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Err(())
-}
-
-/// One command to one node, its reply as text; `None` if the node does not answer.
-fn node_query(port: u16, args: &[&str]) -> Option<String> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()?;
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    cmd.query::<String>(&mut conn).ok()
 }

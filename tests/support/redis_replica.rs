@@ -2,16 +2,18 @@
 //! ports in a temporary folder, for the tests of appends that wait for replicas. Both servers
 //! are killed on drop (a paused replica is resumed first).
 //!
-//! When `redis-server` is not installed, tests print a skip message — unless `CI=true`, where a
-//! missing server fails the test, so that CI can never pass by skipping.
+//! A test that needs them never skips: when `redis-server` is not installed, it fails saying how
+//! to install it.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use turnstile::store::{RedisOptions, RedisStore};
+use turnstile::Store;
 
-use super::redis_cluster::fresh_prefix;
-use super::redis_server::free_port;
+use super::harness::eventually_ok;
+use super::redis_server::{free_port, fresh_prefix, poll, query, spawn_server};
 
 /// How long the pair may take from start to a replica in sync.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -28,12 +30,12 @@ pub struct ReplicatedRedis {
 }
 
 impl ReplicatedRedis {
-    /// Starts a primary and a replica and waits until the replica is in sync. `None` means
-    /// "skip": no server is installed and this is not CI.
-    pub fn start() -> Option<ReplicatedRedis> {
+    /// Starts a primary and a replica and waits until the replica is in sync. Fails the test
+    /// when `redis-server` is not installed.
+    pub fn start() -> ReplicatedRedis {
         for _ in 0..3 {
-            match Self::try_start()? {
-                Ok(pair) => return Some(pair),
+            match Self::try_start() {
+                Ok(pair) => return pair,
                 // Most likely another process took a port between our probe and the bind.
                 Err(why) => eprintln!("the primary and replica did not start ({why}); again"),
             }
@@ -41,25 +43,17 @@ impl ReplicatedRedis {
         panic!("a Redis primary with a replica did not start within three attempts");
     }
 
-    fn try_start() -> Option<Result<ReplicatedRedis, String>> {
+    fn try_start() -> Result<ReplicatedRedis, String> {
         let dir = tempfile::tempdir().expect("temporary folder");
         let (primary_port, replica_port) = (free_port(), free_port());
         // No delay before a full sync: the replica should be in step at once.
-        let primary = spawn(&dir, primary_port, &["--repl-diskless-sync-delay", "0"])?;
+        let primary = spawn(&dir, primary_port, &["--repl-diskless-sync-delay", "0"]);
         let primary_at = primary_port.to_string();
-        let replica = match spawn(
+        let replica = spawn(
             &dir,
             replica_port,
             &["--replicaof", "127.0.0.1", &primary_at],
-        ) {
-            Some(replica) => replica,
-            None => {
-                let mut primary = primary;
-                let _ = primary.kill();
-                let _ = primary.wait();
-                return None;
-            }
-        };
+        );
         let pair = ReplicatedRedis {
             primary,
             replica,
@@ -76,10 +70,9 @@ impl ReplicatedRedis {
                 .is_some_and(|info| info.contains("state=online"));
             up && online
         });
-        Some(match synced {
-            Ok(()) => Ok(pair),
-            Err(()) => Err("the replica never came in sync".into()),
-        })
+        synced
+            .map(|()| pair)
+            .map_err(|()| "the replica never came in sync".into())
     }
 
     /// The primary's URL, with `query` (turnstile's `replicas=…` parameters) when not empty.
@@ -117,22 +110,30 @@ impl ReplicatedRedis {
             .expect("connect to the test primary")
     }
 
+    /// Two stores on the primary on one fresh prefix, with `query` in their URL, each with its
+    /// own connections and cached heads, as two processes would have.
+    pub async fn two_handles(&self, query: &str) -> (Arc<dyn Store>, Arc<dyn Store>) {
+        let prefix = fresh_prefix();
+        let connect = || async {
+            let store = self.store(&prefix, query).await;
+            Arc::new(store.expect("connect to the test primary")) as Arc<dyn Store>
+        };
+        (connect().await, connect().await)
+    }
+
     /// A store reading the replica under `prefix`, once the replica has the prefix's layout
     /// mark (a store never writes on connect where the mark is present, and a replica refuses
     /// writes).
     pub async fn replica_reader(&self, prefix: &str) -> RedisStore {
-        let deadline = tokio::time::Instant::now() + super::harness::TIMEOUT;
-        loop {
-            let options = RedisOptions::default().with_prefix(prefix);
-            match RedisStore::connect(&self.replica_url(), options).await {
-                Ok(store) => return store,
-                Err(e) => assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "the replica never had the prefix's layout mark: {e}"
-                ),
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        eventually_ok(
+            "the replica to have the prefix's layout mark",
+            Duration::from_millis(5),
+            || async move {
+                let options = RedisOptions::default().with_prefix(prefix);
+                RedisStore::connect(&self.replica_url(), options).await
+            },
+        )
+        .await
     }
 
     /// Stops the replica (`SIGSTOP`): it neither reads the replication stream nor confirms.
@@ -145,6 +146,30 @@ impl ReplicatedRedis {
     pub fn resume_replica(&mut self) {
         signal(&self.replica, "CONT");
         self.paused = false;
+    }
+
+    /// Waits until the replica is online and has confirmed all the primary sent it: after
+    /// [`Self::resume_replica`], the moment the replica is back (it confirms what it missed
+    /// while stopped at its own pace, up to a second later).
+    pub async fn until_replica_caught_up(&self) {
+        let what = "the replica to confirm all the primary sent it";
+        eventually_ok(what, Duration::from_millis(5), || async {
+            let info = query(self.primary_port, &["INFO", "replication"]).unwrap_or_default();
+            let field = |name: &str| {
+                info.split(['\r', '\n', ','])
+                    .find_map(|part| part.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            let sent = field("master_repl_offset:");
+            let confirmed = field("offset=");
+            let online = info.contains("state=online");
+            if online && sent.is_some() && sent == confirmed {
+                Ok(())
+            } else {
+                Err(info)
+            }
+        })
+        .await;
     }
 
     /// One command to the primary, its reply as text.
@@ -166,28 +191,11 @@ impl Drop for ReplicatedRedis {
 }
 
 /// Starts a `redis-server` without persistence on `port`, in `dir`, with `extra` arguments.
-fn spawn(dir: &tempfile::TempDir, port: u16, extra: &[&str]) -> Option<Child> {
-    let spawned = Command::new("redis-server")
-        .current_dir(dir.path())
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .args(["--dbfilename", &format!("dump-{port}.rdb")])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    match spawned {
-        Ok(child) => Some(child),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "redis-server is not installed, and CI=true requires the Redis tests to run"
-            );
-            eprintln!("SKIPPED: redis-server is not installed");
-            None
-        }
-        Err(e) => panic!("could not start redis-server: {e}"),
-    }
+fn spawn(dir: &tempfile::TempDir, port: u16, extra: &[&str]) -> Child {
+    let dbfilename = format!("dump-{port}.rdb");
+    let mut args = vec!["--dbfilename", &dbfilename];
+    args.extend_from_slice(extra);
+    spawn_server(Some(dir.path()), port, &args)
 }
 
 fn signal(child: &Child, signal: &str) {
@@ -196,28 +204,4 @@ fn signal(child: &Child, signal: &str) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -{signal} {} failed", child.id());
-}
-
-/// Retries `ready` every 20 ms until it holds or `deadline` passes.
-fn poll(deadline: Instant, mut ready: impl FnMut() -> bool) -> Result<(), ()> {
-    while Instant::now() < deadline {
-        if ready() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Err(())
-}
-
-/// One command to one server, its reply as text; `None` if it does not answer.
-fn query(port: u16, args: &[&str]) -> Option<String> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()?;
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    cmd.query::<String>(&mut conn).ok()
 }
