@@ -102,3 +102,43 @@ async fn open_redis(url: &str, _limit: u64) -> Result<Arc<dyn ArtifactStore>, St
         "artifact store {url} needs the `redis` feature, which this build lacks"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use turnstile::store::open_store;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn spellings_name_a_place_or_say_what_is_accepted() {
+        let memory = open_store(&StoreUrl::Memory).await.expect("memory store");
+        let resolve = |spelled: &str| ArtifactPlace::resolve(spelled, &memory);
+        assert_eq!(resolve("auto"), Ok(ArtifactPlace::Memory));
+        assert_eq!(resolve("off"), Ok(ArtifactPlace::Off));
+        assert_eq!(
+            resolve("file:/srv/art"),
+            Ok(ArtifactPlace::Folder {
+                dir: PathBuf::from("/srv/art"),
+                beside: false
+            })
+        );
+        assert_eq!(
+            resolve("redis://127.0.0.1:6379/"),
+            Ok(ArtifactPlace::Redis("redis://127.0.0.1:6379/".to_owned()))
+        );
+        for bad in ["file:", "s3://bucket", ""] {
+            let err = resolve(bad).expect_err(bad);
+            assert!(err.contains("expected auto, off, memory"), "{err}");
+        }
+
+        let files = open_store(&StoreUrl::TempFolder).await.expect("file store");
+        let root = files.file_store().expect("a file store").root().to_owned();
+        assert_eq!(
+            ArtifactPlace::resolve("auto", &files),
+            Ok(ArtifactPlace::Folder {
+                dir: root.join(ARTIFACTS_FOLDER),
+                beside: true
+            })
+        );
+    }
+}
