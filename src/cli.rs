@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent_arg;
+mod artifacts_arg;
 mod chat;
 mod load;
 #[cfg(feature = "http")]

@@ -238,7 +238,11 @@ async fn admin_commands_succeed_and_answer_documented_json() {
     let key = keys[1].to_string();
     let (run, deleted) = sessions_json(root, &["delete", &key]);
     assert!(run.success, "{}", run.stderr);
-    assert_eq!(deleted, serde_json::json!({ "key": key, "deleted": true }));
+    // No artifact was ever saved: the store's `artifacts/` folder holds none to remove.
+    assert_eq!(
+        deleted,
+        serde_json::json!({ "key": key, "deleted": true, "artifacts_deleted": 0 })
+    );
     let (run, again) = sessions_json(root, &["delete", &key]);
     assert!(!run.success, "deleting a missing session exits non-zero");
     assert_eq!(again["deleted"], false);
@@ -246,7 +250,10 @@ async fn admin_commands_succeed_and_answer_documented_json() {
     // delete-user: every session of the user.
     let (run, gone) = sessions_json(root, &["delete-user", "bob"]);
     assert!(run.success, "{}", run.stderr);
-    assert_eq!(gone, serde_json::json!({ "user": "bob", "deleted": 1 }));
+    assert_eq!(
+        gone,
+        serde_json::json!({ "user": "bob", "deleted": 1, "artifacts_deleted": 0 })
+    );
 
     // gc: alice has two sessions left; keep one.
     let (run, collected) = sessions_json(root, &["gc", "--max-sessions", "1"]);

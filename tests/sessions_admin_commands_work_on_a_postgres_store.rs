@@ -1,6 +1,7 @@
 //! Property: every command reaches the PostgreSQL store through `--store postgres://…`: a
 //! `turnstile load` run writes to it and verifies every acknowledged turn, and the `turnstile
-//! sessions` commands (list, show, export, import, gc, delete-user) work on what it wrote.
+//! sessions` commands (list, show, export, import, gc, delete-user) work on what it wrote;
+//! `delete-user` also removes the user's artifacts from the folder `--artifacts file:DIR` names.
 #![cfg(feature = "postgres")]
 
 mod support;
@@ -8,8 +9,9 @@ mod support;
 use serde_json::Value;
 use support::cli::{turnstile, turnstile_json, Run};
 use support::postgres::TestDatabase;
+use turnstile::artifact::{ArtifactScope, FileArtifactStore};
 use turnstile::store::{PageRequest, PostgresOptions};
-use turnstile::{SessionKey, Store};
+use turnstile::{ArtifactStore, SessionKey, Store};
 
 /// Sessions in the store, over the users a load run writes.
 async fn count_sessions(store: &dyn Store) -> usize {
@@ -120,4 +122,41 @@ async fn load_and_every_sessions_command_work_on_postgres() {
     assert!(run.success, "{}", run.stderr);
     assert_eq!(gone["deleted"], 1, "{gone:#}");
     assert_eq!(count_sessions(&store).await, 0);
+    // No artifact store beside PostgreSQL: none removed (`null`), and stderr says where to
+    // point --artifacts.
+    assert!(gone["artifacts_deleted"].is_null(), "{gone:#}");
+    assert!(run.stderr.contains("--artifacts"), "{}", run.stderr);
+
+    // With the folder `serve --artifacts file:DIR` used, the user's artifacts go too, and only
+    // that user's.
+    let folder = tempfile::tempdir().expect("tempdir");
+    let scope = |user: &str| ArtifactScope::user(user).expect("user scope");
+    {
+        let artifacts = FileArtifactStore::open(folder.path()).expect("artifact folder");
+        for user in [survivor, "someone-else"] {
+            artifacts
+                .save(&scope(user), "a.txt", b"bytes", "text/plain")
+                .await
+                .expect("save");
+        }
+    } // Dropped: the binary needs the folder's lock.
+    let named = format!("file:{}", folder.path().display());
+    let (run, gone) = sessions_json(&["--artifacts", &named, "delete-user", survivor]);
+    assert!(run.success, "{}", run.stderr);
+    assert_eq!(gone["deleted"], 0, "{gone:#}");
+    assert_eq!(gone["artifacts_deleted"], 1, "{gone:#}");
+    let artifacts = FileArtifactStore::open(folder.path()).expect("artifact folder");
+    assert!(artifacts
+        .list(&scope(survivor))
+        .await
+        .expect("list")
+        .is_empty());
+    assert_eq!(
+        artifacts
+            .list(&scope("someone-else"))
+            .await
+            .expect("list")
+            .len(),
+        1
+    );
 }

@@ -7,6 +7,7 @@
 //! wins at its next write (see `docs/load.md`).
 
 mod check_acks;
+mod delete;
 mod format;
 mod state_keys;
 mod transfer;
@@ -33,6 +34,11 @@ pub struct SessionsArgs {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Where `delete` and `delete-user` also remove artifacts: `auto` (where `serve --artifacts
+    /// auto` keeps them: a file store's `artifacts/` folder, the same Redis; none beside
+    /// PostgreSQL), `off`, `file:DIR` or `redis://HOST:PORT`, as given to `serve`.
+    #[arg(long, global = true, default_value = "auto")]
+    artifacts: String,
     #[command(subcommand)]
     command: SessionsCommand,
 }
@@ -64,12 +70,13 @@ enum SessionsCommand {
         #[arg(long)]
         state_keys: Option<PathBuf>,
     },
-    /// Delete a session (its head and log; shared state is kept).
+    /// Delete a session (its head and log; shared state is kept) and its artifacts.
     Delete {
         /// The session, as `USER/SESSION`.
         key: SessionKey,
     },
-    /// Delete every session of a user, and the user's shared state.
+    /// Delete every session of a user, the user's shared state, and every artifact of the user
+    /// and its sessions.
     DeleteUser {
         /// The user id.
         user: String,
@@ -138,30 +145,12 @@ pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
         }
         SessionsCommand::CheckAcks { files } => check_acks::check_acks(store, &files, json).await,
         SessionsCommand::Delete { key } => {
-            let deleted = store
-                .delete(&key)
-                .await
-                .map_err(|e| format!("cannot delete {key}: {e}"))?;
-            if json {
-                print_json(&json!({ "key": key, "deleted": deleted }));
-            } else if deleted {
-                println!("deleted {key}");
-            } else {
-                println!("no session {key}");
-            }
-            Ok(exit(deleted))
+            let artifacts = delete::Artifacts::open(&args.artifacts, &opened).await?;
+            delete::delete(&opened, &artifacts, &key, json).await
         }
         SessionsCommand::DeleteUser { user } => {
-            let deleted = store
-                .delete_user(&user)
-                .await
-                .map_err(|e| format!("cannot delete user {user:?}: {e}"))?;
-            if json {
-                print_json(&json!({ "user": user, "deleted": deleted }));
-            } else {
-                println!("deleted {deleted} sessions of user {user:?} and its shared state");
-            }
-            Ok(ExitCode::SUCCESS)
+            let artifacts = delete::Artifacts::open(&args.artifacts, &opened).await?;
+            delete::delete_user(&opened, &artifacts, &user, json).await
         }
         SessionsCommand::Gc {
             max_sessions,
