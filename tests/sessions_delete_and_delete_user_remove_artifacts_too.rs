@@ -130,6 +130,12 @@ async fn the_cli_removes_artifacts_beside_a_file_store() {
     assert!(off["artifacts_deleted"].is_null(), "{off:#}");
     assert_eq!(file_counts(&folder).await, [0, 0, 0, 1, 1, 1, 1]);
 
+    // --artifacts memory would be this command's own, empty memory: refused, nothing deleted.
+    let run = cli(&["--artifacts", "memory", "delete-user", "bob"]);
+    assert!(!run.success, "{}", run.stdout);
+    assert!(run.stderr.contains("--artifacts memory"), "{}", run.stderr);
+    assert_eq!(file_counts(&folder).await, [0, 0, 0, 1, 1, 1, 1]);
+
     // --artifacts file:DIR names the same folder explicitly: carol's artifacts go without a
     // session left to delete.
     let named = format!("file:{}", folder.display());
@@ -153,8 +159,7 @@ async fn the_cli_removes_artifacts_kept_in_the_same_redis() {
     use turnstile::artifact::RedisArtifactStore;
     use turnstile::store::{open_store, RedisOptions, StoreUrl};
 
-    let server = RedisServer::start()
-        .expect("this test needs redis-server: install it or set REDIS_URL to a Redis to use");
+    let server = RedisServer::start();
     let url = server.url().to_owned();
     let connect = || async {
         RedisArtifactStore::connect(&url, &RedisOptions::default())

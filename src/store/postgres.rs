@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Client, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Client, Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use lru::LruCache;
 use parking_lot::Mutex;
 use tokio_postgres::types::ToSql;
@@ -84,6 +84,23 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// Asks each new connection for generic plans of its prepared statements (see
+/// [`options::wants_generic_plans`]). A server that refuses (PostgreSQL 11 or older, a pooler)
+/// leaves the store working as before, only with more server CPU per append.
+fn ask_for_generic_plans() -> Hook {
+    Hook::async_fn(|client, _| {
+        Box::pin(async move {
+            if let Err(e) = client
+                .batch_execute("SET plan_cache_mode = force_generic_plan")
+                .await
+            {
+                tracing::warn!(error = %e, "postgres: generic plans not set; appends cost the server more CPU");
+            }
+            Ok(())
+        })
+    })
+}
+
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/database`, or `postgresql://`),
     /// creating or migrating the store's tables. The URL may carry `schema=NAME`,
@@ -99,13 +116,15 @@ impl PostgresStore {
         options.check()?;
         let mut config = tokio_postgres::Config::from_str(&url)
             .map_err(|e| StoreError::InvalidRequest(format!("postgres url: {e}")))?;
-        let tls = Tls::configure(options.ssl_mode, &options.root_cert).await?;
+        // A URL's `sslmode` was taken off by `split_url`; a key=value string keeps its own.
+        let mode = options.ssl_mode.or_else(|| SslMode::chosen_in(&config));
+        let tls = Tls::configure(mode, &options.root_cert).await?;
         config.ssl_mode(tls.driver_mode(config.get_hosts()));
         config.connect_timeout(options.connect_timeout);
         if config.get_application_name().is_none() {
             config.application_name("turnstile");
         }
-        config.options(options::server_options(config.get_options()));
+        let generic_plans = options::wants_generic_plans(config.get_options());
         let remote = !config.get_hosts().iter().all(tls::is_local);
         let manager = Manager::from_config(
             config,
@@ -116,7 +135,11 @@ impl PostgresStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
-        let pool = Pool::builder(manager)
+        let mut pool = Pool::builder(manager);
+        if generic_plans {
+            pool = pool.post_create(ask_for_generic_plans());
+        }
+        let pool = pool
             .max_size(options.pool_size)
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(options.response_timeout))

@@ -207,7 +207,7 @@ impl RedisStore {
         let count = window.min(1 << 40);
         let mut call = self.scripts.load.prepare_invoke();
         call.key(&names.head).key(&names.log).arg(count);
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let (fields, raw): (Vec<Option<String>>, Vec<String>) =
             self.run(key, call.invoke_async(&mut conn)).await?;
         let events = decode_events(key, raw)?;
@@ -252,7 +252,7 @@ impl RedisStore {
     ) -> Result<Deleted, StoreError> {
         self.remember(key, None);
         let names = self.session_keys(key);
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let mut call = self.scripts.delete.prepare_invoke();
         call.key(&names.head)
             .key(&names.log)
@@ -272,7 +272,7 @@ impl RedisStore {
             .arg(self.keys.gc())
             .arg(gc_member(key))
             .to_owned();
-        let mut other = self.conn.clone();
+        let mut other = self.conn.for_session(key);
         let (_, _): (i64, i64) = self
             .run(key, async {
                 futures::try_join!(
@@ -311,14 +311,14 @@ impl Store for RedisStore {
             if key.is_anonymous() {
                 return Ok(HashMap::new());
             }
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.for_session(key);
             let cmd = redis::cmd("HGETALL")
                 .arg(self.keys.user_state(key.user_id()))
                 .to_owned();
             self.run(key, cmd.query_async(&mut conn)).await
         };
         let app_state = async {
-            let mut conn = self.conn.clone();
+            let mut conn = self.conn.for_session(key);
             let cmd = redis::cmd("HGETALL").arg(self.keys.app()).to_owned();
             self.run(key, cmd.query_async(&mut conn)).await
         };
@@ -378,7 +378,7 @@ impl Store for RedisStore {
             .ok()
             .and_then(|l| start.checked_add(l - 1))
             .unwrap_or(-1);
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let cmd = redis::cmd("LRANGE")
             .arg(self.session_keys(key).log)
             .arg(start)

@@ -38,6 +38,14 @@ impl Artifacts {
                 ))))
             }
             ArtifactPlace::Folder { dir, beside: true } if !dir.exists() => return Ok(Self::Empty),
+            ArtifactPlace::Memory if spelled == "memory" => {
+                return Err(
+                    "--artifacts memory names this command's own memory, which holds no \
+                     artifact of any server: give the place `serve --artifacts` used (file:DIR \
+                     or redis://HOST:PORT)"
+                        .into(),
+                )
+            }
             _ => {}
         }
         Ok(match place.open(DEFAULT_MAX_BYTES).await? {

@@ -42,6 +42,9 @@ impl Live {
     pub(crate) async fn retry_backlog(&mut self, request: TurnRequest) -> Option<TurnRequest> {
         match self.flush().await {
             Ok(()) => Some(request),
+            // The backlog is stored (short of replicas, which its own callers were told); this
+            // request has nothing to do with that and goes on.
+            Err(error) if stored_all_the_same(&error) => Some(request),
             Err(error) => {
                 self.answer(request, Err(error));
                 None

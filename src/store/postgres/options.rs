@@ -187,21 +187,17 @@ pub(super) fn split_url(
     Ok((url, options))
 }
 
-/// The server settings of the store's connections: the URL's own `options`, plus a generic plan
-/// for every prepared statement unless the URL chose a plan cache mode itself.
+/// Whether the store's connections ask for generic plans of their prepared statements: yes,
+/// unless the URL's own `options` choose a plan cache mode.
 ///
 /// The append is one statement of seventeen parameters over several CTEs. With the server's
-/// default (`auto`) each execution plans it afresh for its parameter values, which costs the
+/// default (`auto`) each execution plans it afresh for its parameter values, which cost the
 /// server more CPU than the write itself; every statement of the store looks rows up by key,
 /// where the generic plan is the custom one. Measured in `docs/BENCHMARKS.md` (PostgreSQL store).
-/// `plan_cache_mode` needs PostgreSQL 12 or newer.
-pub(super) fn server_options(url_options: Option<&str>) -> String {
-    const GENERIC_PLANS: &str = "-c plan_cache_mode=force_generic_plan";
-    match url_options.map(str::trim).filter(|o| !o.is_empty()) {
-        Some(own) if own.contains("plan_cache_mode") => own.to_owned(),
-        Some(own) => format!("{own} {GENERIC_PLANS}"),
-        None => GENERIC_PLANS.to_owned(),
-    }
+/// It is a `SET` after connecting, not a startup option, because poolers such as PgBouncer
+/// refuse startup options they do not know.
+pub(super) fn wants_generic_plans(url_options: Option<&str>) -> bool {
+    !url_options.is_some_and(|own| own.contains("plan_cache_mode"))
 }
 
 #[cfg(test)]
@@ -288,14 +284,8 @@ mod tests {
 
     #[test]
     fn connections_plan_statements_generically_unless_the_url_says_otherwise() {
-        let generic = "-c plan_cache_mode=force_generic_plan";
-        assert_eq!(server_options(None), generic);
-        assert_eq!(server_options(Some("  ")), generic);
-        assert_eq!(
-            server_options(Some("-c work_mem=8MB")),
-            format!("-c work_mem=8MB {generic}")
-        );
-        let own = "-c plan_cache_mode=auto";
-        assert_eq!(server_options(Some(own)), own);
+        assert!(wants_generic_plans(None));
+        assert!(wants_generic_plans(Some("-c work_mem=8MB")));
+        assert!(!wants_generic_plans(Some("-c plan_cache_mode=auto")));
     }
 }

@@ -8,7 +8,7 @@
 //! | `disable` | never | — |
 //! | `prefer` (the default) | when the server offers it, else plaintext | not checked |
 //! | `require` | always | not checked; with `sslrootcert`, checked as `verify-ca` |
-//! | `verify-ca` | always | signed by a trusted root |
+//! | `verify-ca` | always | signed by the CA in `sslrootcert` (required: refused without it) |
 //! | `verify-full` | always | signed by a trusted root and naming the host |
 //!
 //! Trusted roots: the PEM file `sslrootcert` names, else Mozilla's roots built into the binary
@@ -69,6 +69,17 @@ impl SslMode {
             Self::Disable => Driver::Disable,
             Self::Prefer => Driver::Prefer,
             Self::Require | Self::VerifyCa | Self::VerifyFull => Driver::Require,
+        }
+    }
+
+    /// The mode a key=value connection string (`host=h sslmode=require`) gave the driver, which
+    /// parses those itself; `None` for its default (`prefer`), which says nothing.
+    pub(super) fn chosen_in(config: &tokio_postgres::Config) -> Option<Self> {
+        use tokio_postgres::config::SslMode as Driver;
+        match config.get_ssl_mode() {
+            Driver::Disable => Some(Self::Disable),
+            Driver::Require => Some(Self::Require),
+            _ => None,
         }
     }
 }
@@ -179,6 +190,17 @@ impl Tls {
                      not sslmode={mode}: trusting the public roots means nothing unless the \
                      host name is checked"
                 )))
+            }
+            // libpq would look for ~/.postgresql/root.crt and fail without it; the public roots
+            // would accept any certificate a public CA signed, for any host.
+            (Some(SslMode::VerifyCa), RootCert::BuiltIn) => {
+                return Err(StoreError::InvalidRequest(
+                    "postgres sslmode=verify-ca needs sslrootcert=PATH naming the CA that signed \
+                     the server's certificate: without a host name check, the built-in public \
+                     roots would accept any certificate a public CA signed (use verify-full to \
+                     check against them)"
+                        .into(),
+                ))
             }
             (Some(mode), _) => mode,
         };
@@ -435,5 +457,32 @@ mod tests {
             matches!(err, StoreError::InvalidRequest(ref m) if m.contains("sslrootcert") && m.contains("no certificate")),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn verify_ca_without_a_root_file_is_refused() {
+        let Err(err) = Tls::configure(Some(SslMode::VerifyCa), &RootCert::BuiltIn).await else {
+            panic!("verify-ca without sslrootcert was accepted");
+        };
+        assert!(
+            matches!(err, StoreError::InvalidRequest(ref m) if m.contains("verify-ca") && m.contains("sslrootcert")),
+            "{err}"
+        );
+        assert!(
+            Tls::configure(Some(SslMode::VerifyFull), &RootCert::BuiltIn)
+                .await
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_key_value_string_keeps_the_mode_it_names() {
+        let chosen = |conninfo: &str| {
+            let config: tokio_postgres::Config = conninfo.parse().expect("conninfo");
+            SslMode::chosen_in(&config)
+        };
+        assert_eq!(chosen("host=h sslmode=require"), Some(SslMode::Require));
+        assert_eq!(chosen("host=h sslmode=disable"), Some(SslMode::Disable));
+        assert_eq!(chosen("host=h"), None);
     }
 }

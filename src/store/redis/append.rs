@@ -141,7 +141,7 @@ impl RedisStore {
             let committed = replicated.commit(key, script, call).await?;
             return Ok((committed.reply, Some(committed.acked)));
         }
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let evaluation = async {
             match call.query_async(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -208,7 +208,7 @@ impl RedisStore {
                 .arg(record.updated_ms)
                 .arg(gc_member(key))
                 .to_owned();
-            let (mut a, mut b) = (self.conn.clone(), self.conn.clone());
+            let (mut a, mut b) = (self.conn.for_session(key), self.conn.for_session(key));
             self.run(key, async {
                 futures::try_join!(
                     user.query_async::<i64>(&mut a),
@@ -222,7 +222,7 @@ impl RedisStore {
             let pipe = delta_pipeline(&target, delta);
             async move {
                 let Some(pipe) = pipe else { return Ok(()) };
-                let mut conn = self.conn.clone();
+                let mut conn = self.conn.for_session(key);
                 self.run(key, pipe.query_async::<()>(&mut conn)).await
             }
         };

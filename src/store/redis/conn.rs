@@ -5,6 +5,7 @@
 //! A cluster URL is `redis+cluster://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]` (or
 //! `rediss+cluster://…` for TLS): the nodes to discover the cluster from.
 
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use super::codec::unavailable;
 use super::options::RedisOptions;
+use crate::key::SessionKey;
 use crate::store::StoreError;
 
 /// Schemes of a Redis Cluster URL, with the scheme each node is reached by.
@@ -33,13 +35,15 @@ pub(crate) enum Connection {
     Cluster(ClusterConnection),
 }
 
-/// Connections to one server used in turn: every clone of the store's connection (one per
-/// exchange) takes the next. With a single multiplexed connection, many sessions' commands go
+/// Connections to one server: an exchange about one session always takes that session's lane
+/// ([`Connection::for_session`]); any other exchange (a listing, a batch of renewals) takes the
+/// next lane in turn (every clone of the store's connection does). With a single multiplexed connection, many sessions' commands go
 /// out in one batch, the server answers the whole batch, and the client then handles every
 /// answer before the next batch leaves: the server and the client take turns instead of working
 /// at once. Two lanes let one batch be served while the other's answers are handled
 /// ([`RedisOptions::DEFAULT_LANES`]).
-/// A session's commands are awaited one after the other, so lanes never reorder them.
+/// A session's commands all go over its own lane, so lanes never reorder them, even when one
+/// timed out and is still on its way.
 pub(crate) struct Lanes {
     /// Every lane, shared by all clones.
     all: Arc<[ConnectionManager]>,
@@ -56,6 +60,27 @@ impl Clone for Lanes {
             all: Arc::clone(&self.all),
             next: Arc::clone(&self.next),
             this: self.all[i].clone(),
+        }
+    }
+}
+
+impl Connection {
+    /// The connection for an exchange about one session: on a single server always the same
+    /// lane for the same session. A command that timed out may still be on its way on its lane;
+    /// the session's next command then queues behind it instead of overtaking it on another.
+    pub(crate) fn for_session(&self, key: &SessionKey) -> Self {
+        match self {
+            Self::Single(lanes) => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                key.hash(&mut hasher);
+                let i = (hasher.finish() % lanes.all.len() as u64) as usize;
+                Self::Single(Lanes {
+                    all: Arc::clone(&lanes.all),
+                    next: Arc::clone(&lanes.next),
+                    this: lanes.all[i].clone(),
+                })
+            }
+            Self::Cluster(conn) => Self::Cluster(conn.clone()),
         }
     }
 }

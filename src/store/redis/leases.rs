@@ -47,7 +47,7 @@ impl RedisStore {
             .arg(self.session_keys(key).lease)
             .arg(&["t", "ep"][..])
             .to_owned();
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let (token, epoch): (Option<String>, Option<String>) =
             self.run(key, cmd.query_async(&mut conn)).await?;
         Ok(token.as_deref() == Some(lease.token.as_str())
@@ -60,7 +60,7 @@ impl RedisStore {
             .arg(self.session_keys(key).lease)
             .arg(&["a", "i", "ep"][..])
             .to_owned();
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let (address, instance, epoch): (Option<String>, Option<String>, Option<String>) =
             self.run(key, cmd.query_async(&mut conn)).await?;
         owner_from(key, address, instance, epoch)
@@ -84,7 +84,7 @@ impl Leases for RedisStore {
             .arg(&me.address)
             .arg(&me.instance)
             .arg(ttl_ms(ttl));
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let reply: Vec<Option<String>> = self.run(key, call.invoke_async(&mut conn)).await?;
         let mut reply = reply.into_iter();
         let outcome = reply.next().flatten();
@@ -130,7 +130,7 @@ impl Leases for RedisStore {
     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
         let mut call = self.scripts.release.prepare_invoke();
         call.key(self.session_keys(key).lease).arg(&lease.token);
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn.for_session(key);
         let released: i64 = self.run(key, call.invoke_async(&mut conn)).await?;
         Ok(released == 1)
     }
