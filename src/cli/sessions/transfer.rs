@@ -129,6 +129,10 @@ pub async fn import(store: &dyn Store, doc: &ExportDoc) -> Result<u64, String> {
     match store.append(key, 0, &doc.events).await {
         Ok(_) => Ok(doc.events.len() as u64),
         Err(StoreError::Conflict { .. }) => Err(exists()),
+        Err(e @ StoreError::NotReplicated { .. }) => Err(format!(
+            "{key} is written, but not confirmed by the replicas in time (do not import it \
+             again; it may be lost only if the primary fails over before they catch up): {e}"
+        )),
         Err(e) => Err(format!("import of {key} failed: {e}")),
     }
 }

@@ -192,15 +192,27 @@ impl SessionState {
                 },
             ),
         ];
-        self.version = store
-            .append(key, self.version, &events)
-            .await
-            .map_err(|_| Failure::Store)?;
+        let stored_short_of_replicas = match store.append(key, self.version, &events).await {
+            Ok(version) => {
+                self.version = version;
+                false
+            }
+            // Committed on the primary: the session goes on from it, and the turn counts as a
+            // store failure, as the runtime reports it.
+            Err(StoreError::NotReplicated { version, .. }) => {
+                self.version = version;
+                true
+            }
+            Err(_) => return Err(Failure::Store),
+        };
         self.next_seq += 2;
         let window = Arc::make_mut(&mut self.window);
         window.extend(events);
         let excess = window.len().saturating_sub(self.window_cap);
         window.drain(..excess);
+        if stored_short_of_replicas {
+            return Err(Failure::Store);
+        }
         Ok(Ack {
             seq: seq + 1,
             kind: if reply.interrupted {
