@@ -1,8 +1,8 @@
 //! A live session's state, and how the actor carries out the queue's decisions: starting turns,
 //! recording finished ones, answering callers, stopping.
 //!
-//! Persistence (`persist`) and compaction (`compaction`) are the other two things done to this
-//! state, each in its own file.
+//! Persistence (`persist`), compaction (`compaction`) and stopping (`stop`) are done to this
+//! state in files of their own.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -22,9 +22,7 @@ use crate::call::{Outcome, OutcomeKind};
 use crate::context::Window;
 use crate::error::Error;
 use crate::key::SessionKey;
-use crate::state::{
-    Author, Event, EventKind, InterruptReason, OutputStatus, ScopedState, Seq, SessionRecord,
-};
+use crate::state::{Author, Event, EventKind, OutputStatus, ScopedState, Seq, SessionRecord};
 use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
@@ -33,6 +31,7 @@ mod memory;
 mod persist;
 mod replay;
 mod state_keys;
+mod stop;
 
 pub(crate) use memory::ingest_stored;
 
@@ -421,61 +420,6 @@ impl Live {
             .last_active
             .store(self.deps.stamp(), Ordering::Release);
         self.shared.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Takes a stop request from the registry.
-    pub(crate) fn begin_stop(&mut self, kind: StopKind) {
-        let reason = match &kind {
-            StopKind::Passivate => None,
-            StopKind::Shutdown | StopKind::LeaseLost => Some(InterruptReason::Shutdown),
-            StopKind::Delete(_) => Some(InterruptReason::Requested),
-        };
-        if let (Some(reason), Some(running)) = (reason, &self.running) {
-            running.control.interrupt(reason);
-        }
-        match (&self.stopping, kind) {
-            // A delete already under way is not downgraded; a passivation becomes a shutdown.
-            (Some(StopKind::Delete(_)), StopKind::Delete(reply)) => {
-                let _ = reply.send(Ok(false));
-            }
-            (Some(StopKind::Delete(_) | StopKind::LeaseLost), _) => {}
-            (_, kind) => {
-                if matches!(kind, StopKind::Delete(_)) {
-                    self.deleted_live =
-                        self.running.is_some() || self.queue.is_busy() || !self.unsaved.is_empty();
-                }
-                self.stopping = Some(kind);
-            }
-        }
-    }
-
-    /// The last step before the actor stops: delete, or flush what is unsaved.
-    pub(crate) async fn finish_stop(&mut self) {
-        match self.stopping.take() {
-            Some(StopKind::Delete(reply)) => {
-                self.unsaved.clear();
-                self.shared.dirty.store(false, Ordering::Release);
-                let result = self
-                    .deps
-                    .store
-                    .delete(&self.key)
-                    .await
-                    .map(|stored| stored || self.deleted_live)
-                    .map_err(|err| Error::store(&self.key, err));
-                let _ = reply.send(result);
-            }
-            Some(StopKind::LeaseLost) => self.drop_unsaved("its lease was lost"),
-            _ => {
-                let flushed = self.flush().await;
-                if flushed
-                    .as_ref()
-                    .err()
-                    .is_none_or(persist::stored_all_the_same)
-                {
-                    self.ingest_on_stop().await;
-                }
-            }
-        }
     }
 
     /// Appends a `ContextCleared` event: the agent's window starts after it; state is kept.
