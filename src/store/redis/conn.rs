@@ -53,14 +53,20 @@ pub(crate) struct Lanes {
     this: ConnectionManager,
 }
 
-impl Clone for Lanes {
-    fn clone(&self) -> Self {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.all.len();
+impl Lanes {
+    /// The same lanes, with lane `i` (taken modulo their number) as this clone's.
+    fn at(&self, i: usize) -> Self {
         Self {
             all: Arc::clone(&self.all),
             next: Arc::clone(&self.next),
-            this: self.all[i].clone(),
+            this: self.all[i % self.all.len()].clone(),
         }
+    }
+}
+
+impl Clone for Lanes {
+    fn clone(&self) -> Self {
+        self.at(self.next.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -74,11 +80,7 @@ impl Connection {
                 let mut hasher = std::collections::hash_map::DefaultHasher::new();
                 key.hash(&mut hasher);
                 let i = (hasher.finish() % lanes.all.len() as u64) as usize;
-                Self::Single(Lanes {
-                    all: Arc::clone(&lanes.all),
-                    next: Arc::clone(&lanes.next),
-                    this: lanes.all[i].clone(),
-                })
+                Self::Single(lanes.at(i))
             }
             Self::Cluster(conn) => Self::Cluster(conn.clone()),
         }
