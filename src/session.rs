@@ -246,6 +246,9 @@ pub(crate) struct SessionArgs {
     pub key: SessionKey,
     pub deps: Arc<SessionDeps>,
     pub shared: Arc<SessionShared>,
+    /// The session as read with its lease, when the store reads it with the claim: the actor
+    /// then loads nothing.
+    pub loaded: Option<crate::store::LoadedSession>,
 }
 
 impl Actor for SessionActor {

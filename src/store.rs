@@ -424,6 +424,15 @@ pub(crate) fn select_for_gc(
     removed
 }
 
+/// An empty cache of up to `size` session heads that grows as it fills (`LruCache::new` would
+/// reserve room for all of them at once): the Redis and PostgreSQL stores' kept heads.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn heads_cache<V>(size: std::num::NonZeroUsize) -> lru::LruCache<SessionKey, V> {
+    let mut cache = lru::LruCache::unbounded();
+    cache.resize(size);
+    cache
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,8 +13,8 @@ use crate::session::{
 };
 
 /// Supervises one session for as long as it has a slot: spawns its actor (which loads the
-/// session in `pre_start`), publishes it, waits for it to stop (after its final flush), and
-/// re-activates it if messages arrived meanwhile.
+/// session in `pre_start`, unless it came with the lease), publishes it, waits for it to stop
+/// (after its final flush), and re-activates it if messages arrived meanwhile.
 ///
 /// This task, not a ractor supervisor, is the session's supervisor: sessions are unlinked actors,
 /// so one session's failure can never stop another, and awaiting the actor's join handle tells
@@ -25,12 +25,13 @@ pub(crate) async fn run_session(
     mut shared: Arc<SessionShared>,
 ) {
     loop {
-        let mut lease = None;
+        let (mut lease, mut loaded) = (None, None);
         if let Some(keeper) = &registry.deps.keeper {
             // The lease comes first, before any actor exists: what loads next is then what the
-            // last owner left, and a session owned elsewhere costs no actor here.
+            // last owner left, and a session owned elsewhere costs no actor here. A store that
+            // reads the session with the claim hands it over here, for the actor.
             match keeper.acquire_within(&key, &registry.deps).await {
-                Ok(granted) => lease = Some(granted),
+                Ok((granted, read)) => (lease, loaded) = (Some(granted), read),
                 Err(refused) => {
                     let error = refused_activation(&key, refused);
                     log_refused(&key, &error);
@@ -49,6 +50,7 @@ pub(crate) async fn run_session(
             key: key.clone(),
             deps: registry.deps.clone(),
             shared,
+            loaded,
         };
         // Boxed: this task stays parked on `join` for the whole life of the session, and an
         // inline spawn future (which contains the store's load) would size every parked task.

@@ -95,10 +95,18 @@ fn now_ms() -> u64 {
 }
 
 impl Live {
-    /// Loads the session from the store (activation).
+    /// Loads the session from the store (activation), unless it was read with its lease.
     pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
-        let SessionArgs { key, deps, shared } = args;
-        let loaded = Self::read(&key, &deps).await?;
+        let SessionArgs {
+            key,
+            deps,
+            shared,
+            loaded,
+        } = args;
+        let loaded = match loaded {
+            Some(loaded) => loaded,
+            None => Self::read(&key, &deps).await?,
+        };
         let record = loaded
             .record
             .unwrap_or_else(|| SessionRecord::new(key.clone(), now_ms()));

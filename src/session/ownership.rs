@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::config::Ownership;
 use crate::key::SessionKey;
-use crate::store::{Claim, Lease, Leases, Owner, StoreError};
+use crate::store::{Claim, Lease, Leases, LoadedSession, Owner, StoreError};
 
 /// A lease's local deadline ends this share of its TTL before the store's expiry, so that a
 /// clock running slower here than in the store cannot make this process write after it.
@@ -89,12 +89,21 @@ impl LeaseKeeper {
 
     /// Takes `key`'s lease; a lease held by another process is [`StoreError::NotOwner`] naming
     /// the holder. Returns the lease granted.
+    #[cfg(test)]
     pub(crate) async fn acquire(&self, key: &SessionKey) -> Result<Lease, StoreError> {
+        Ok(self.acquire_loading(key, 0).await?.0)
+    }
+
+    /// Takes `key`'s lease as [`LeaseKeeper::acquire`] does, and reads the session's `window`
+    /// newest events with it where the store can ([`Leases::acquire_and_load`]).
+    async fn acquire_loading(
+        &self,
+        key: &SessionKey,
+        window: usize,
+    ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
         let sent = Instant::now();
-        let claim = self
-            .leases
-            .acquire(key, &self.config.claimant, self.config.lease_ttl)
-            .await?;
+        let (me, ttl) = (&self.config.claimant, self.config.lease_ttl);
+        let (claim, loaded) = self.leases.acquire_and_load(key, me, ttl, window).await?;
         match claim {
             Claim::Granted(lease) => {
                 let held = Held {
@@ -102,7 +111,7 @@ impl LeaseKeeper {
                     valid_until: self.deadline(sent),
                 };
                 self.held.lock().insert(key.clone(), held);
-                Ok(lease)
+                Ok((lease, loaded))
             }
             Claim::Held(owner) => Err(StoreError::NotOwner {
                 key: key.clone(),
@@ -111,19 +120,21 @@ impl LeaseKeeper {
         }
     }
 
-    /// [`LeaseKeeper::acquire`] within the activation timeout.
+    /// Takes `key`'s lease within the activation timeout, and reads the session with it where
+    /// the store can: a session loaded here is handed to its actor, which then reads nothing.
     pub(crate) async fn acquire_within(
         &self,
         key: &SessionKey,
         deps: &super::SessionDeps,
-    ) -> Result<Lease, StoreError> {
+    ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
         let limit = deps.config.activation_timeout;
-        tokio::time::timeout(limit, self.acquire(key))
+        tokio::time::timeout(limit, self.acquire_loading(key, deps.config.window))
             .await
             .map_err(|_| StoreError::Unavailable {
                 backend: deps.store.name(),
                 detail: format!(
-                    "taking session {key}'s lease did not finish within {} ms (activation_timeout)",
+                    "taking session {key}'s lease (and reading it) did not finish within {} ms \
+                     (activation_timeout)",
                     limit.as_millis()
                 ),
             })?

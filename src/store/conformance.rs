@@ -31,8 +31,8 @@ mod shared_state;
 mod two_handles;
 
 pub use leases::{
-    a_former_holder_can_never_commit, an_unrenewed_lease_expires,
-    one_holder_at_a_time_and_only_its_writes_commit,
+    a_claim_reads_what_a_load_reads_and_only_when_granted, a_former_holder_can_never_commit,
+    an_unrenewed_lease_expires, one_holder_at_a_time_and_only_its_writes_commit,
     renewal_is_per_lease_and_epochs_survive_deletion, the_same_instance_takes_its_own_lease_over,
 };
 
@@ -108,6 +108,8 @@ where
     renewal_is_per_lease_and_epochs_survive_deletion(a).await;
     let (a, b) = make().await;
     an_unrenewed_lease_expires(a, b).await;
+    let (a, b) = make().await;
+    a_claim_reads_what_a_load_reads_and_only_when_granted(a, b).await;
 }
 
 fn key(user: &str, session: &str) -> SessionKey {

@@ -2,10 +2,13 @@
 //! override only the methods the wrapper changes) and the type is a [`Store`] that forwards every
 //! other call unchanged. Fault injection, counting and metering wrappers are written this way.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use super::{
-    GcPolicy, GcReport, Lease, Leases, LoadedSession, Page, PageRequest, Store, StoreError,
+    Claim, Claimant, GcPolicy, GcReport, Lease, Leases, LoadedSession, Owner, Page, PageRequest,
+    Store, StoreError,
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Seq};
@@ -104,9 +107,11 @@ pub trait ForwardingStore: Send + Sync + 'static {
         self.forward_to().gc(policy, now_ms).await
     }
 
-    /// See [`Store::leases`].
+    /// See [`Store::leases`]; the inner store's leases, except that they read nothing with a
+    /// claim ([`Leases::acquire_and_load`]): activations then load through this wrapper.
     fn leases(&self) -> Option<std::sync::Arc<dyn Leases>> {
-        self.forward_to().leases()
+        let inner = self.forward_to().leases()?;
+        Some(std::sync::Arc::new(ClaimsOnly(inner)))
     }
 
     /// See [`Store::append_fenced`].
@@ -179,5 +184,37 @@ impl<T: ForwardingStore> Store for T {
         lease: &Lease,
     ) -> Result<u64, StoreError> {
         ForwardingStore::append_fenced(self, key, base_version, events, lease).await
+    }
+}
+
+/// Another store's leases, claiming without reading: a wrapper's activations then go through
+/// its own [`Store::load`] rather than past it, inside the wrapped store's claim.
+struct ClaimsOnly(std::sync::Arc<dyn Leases>);
+
+#[async_trait]
+impl Leases for ClaimsOnly {
+    async fn acquire(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.0.acquire(key, me, ttl).await
+    }
+
+    async fn renew(
+        &self,
+        leases: &[(SessionKey, Lease)],
+        ttl: Duration,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.0.renew(leases, ttl).await
+    }
+
+    async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
+        self.0.release(key, lease).await
+    }
+
+    async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
+        self.0.owner(key).await
     }
 }

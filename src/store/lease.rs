@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use super::StoreError;
+use super::{LoadedSession, StoreError};
 use crate::key::SessionKey;
 
 /// A granted lease: the proof of ownership that a session's writes carry.
@@ -81,6 +81,24 @@ pub trait Leases: Send + Sync + 'static {
         me: &Claimant,
         ttl: Duration,
     ) -> Result<Claim, StoreError>;
+
+    /// [`Leases::acquire`], and when the lease is granted, the session read with the grant as
+    /// [`Store::load`](super::Store::load) would read it (`window` newest events), so that an
+    /// activation sends one command less. `None` beside a grant means the caller loads the
+    /// session itself: this store reads nothing with a claim (the default), or the read failed
+    /// (a granted lease is never undone by a failed read). A wrapper written with
+    /// [`ForwardingStore`](super::ForwardingStore) reads nothing here, so that its own `load`
+    /// sees every activation.
+    async fn acquire_and_load(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+        window: usize,
+    ) -> Result<(Claim, Option<LoadedSession>), StoreError> {
+        let _ = window;
+        Ok((self.acquire(key, me, ttl).await?, None))
+    }
 
     /// Extends each lease that is still held with its token to `ttl` from now. Answers, in the
     /// same order, whether each is still held. One exchange for the whole batch, not one per

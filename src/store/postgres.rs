@@ -42,10 +42,6 @@ use crate::state::{Event, Seq, StateMap};
 
 /// How many sessions `gc` removes per transaction, so that none holds an unbounded batch.
 const BATCH: i64 = 500;
-/// Heads kept by [`PostgresStore`]'s cache: about the live sessions of a busy process, at a few
-/// hundred bytes to a few KB each.
-const HEAD_CACHE: usize = 4_096;
-
 /// Stores sessions in PostgreSQL, shared by every process that connects to the same schema.
 ///
 /// An append is one statement — one round trip and one transaction — that compare-and-sets the
@@ -104,8 +100,8 @@ fn ask_for_generic_plans() -> Hook {
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/database`, or `postgresql://`),
     /// creating or migrating the store's tables. The URL may carry `schema=NAME`,
-    /// `pool_size=N`, `sslmode=MODE` and `sslrootcert=PATH` (see [`SslMode`]), which override
-    /// `options`.
+    /// `pool_size=N`, `head_cache=N`, `sslmode=MODE` and `sslrootcert=PATH` (see
+    /// [`SslMode`]), which override `options`.
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
     /// timeout (a refused TLS handshake says why), [`StoreError::NewerLayout`] if a newer
@@ -153,8 +149,8 @@ impl PostgresStore {
             deadline: options.connect_timeout + options.response_timeout,
             ssl_mode: tls.mode,
             schema: Arc::from(options.schema.as_str()),
-            heads: Arc::new(Mutex::new(LruCache::new(
-                NonZeroUsize::new(HEAD_CACHE).expect("HEAD_CACHE is not zero"),
+            heads: Arc::new(Mutex::new(super::heads_cache(
+                NonZeroUsize::new(options.head_cache).expect("checked: at least 1"),
             ))),
         };
         let schema = options.schema.clone();

@@ -16,6 +16,7 @@ mod options;
 mod replicated;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +37,9 @@ use super::{
 use crate::key::SessionKey;
 use crate::state::{Event, Seq, SplitDelta, StateMap};
 
-/// Heads kept by [`RedisStore`]'s cache: about the live sessions of a busy process, at a few
-/// hundred bytes to a few KB each.
-const HEAD_CACHE: usize = 4_096;
+/// Sessions whose unsent shared-state changes are kept for their next append: only those whose
+/// follow-up writes failed, a few even while Redis is failing over.
+const UNSENT_CACHE: NonZeroUsize = NonZeroUsize::new(4_096).expect("not zero");
 
 /// Most events a session's log may hold past its head's checkpoint: an append that would leave
 /// more writes a new checkpoint. Bounds what a load (or a listing) reads beyond its window and
@@ -83,8 +84,8 @@ struct Scripts {
     load: Script,
     /// `delete.lua`: removal of one session, optionally only if gc's view is still current.
     delete: Script,
-    /// `acquire.lua`: takes a session's lease.
-    acquire: Script,
+    /// `claim.lua`: takes a session's lease and, when asked, reads the session with it.
+    claim: Script,
     /// `renew.lua`: extends a lease still held with its token.
     renew: Script,
     /// `release.lua`: deletes a lease still held with its token.
@@ -95,9 +96,15 @@ impl Scripts {
     fn new() -> Self {
         Self {
             append: Script::new(include_str!("redis/append.lua")),
-            load: Script::new(include_str!("redis/load.lua")),
+            load: Script::new(concat!(
+                include_str!("redis/read.lua"),
+                include_str!("redis/load.lua")
+            )),
             delete: Script::new(include_str!("redis/delete.lua")),
-            acquire: Script::new(include_str!("redis/acquire.lua")),
+            claim: Script::new(concat!(
+                include_str!("redis/read.lua"),
+                include_str!("redis/claim.lua")
+            )),
             renew: Script::new(include_str!("redis/renew.lua")),
             release: Script::new(include_str!("redis/release.lua")),
         }
@@ -120,9 +127,9 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// Connects to `url`: a server (`redis://host:port/db`, `rediss://…`, `redis+unix://…`) or a
     /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`). The URL
-    /// may carry `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N` and `lanes=N`,
-    /// which override `options` (see [`RedisOptions::with_replicas`] and
-    /// [`RedisOptions::with_lanes`]).
+    /// may carry `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`, `lanes=N` and
+    /// `head_cache=N`, which override `options` (see [`RedisOptions::with_replicas`],
+    /// [`RedisOptions::with_lanes`] and [`RedisOptions::with_head_cache`]).
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
     /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix, lanes or replica setting
@@ -155,15 +162,15 @@ impl RedisStore {
         let ttl_ms = options.session_ttl.map_or(0, |ttl| {
             u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
         });
-        let cache_size = NonZeroUsize::new(HEAD_CACHE).expect("HEAD_CACHE is not zero");
+        let cache_size = NonZeroUsize::new(options.head_cache).expect("checked: at least 1");
         let store = Self {
             conn,
             keys,
             ttl_ms,
             deadline,
             scripts: Arc::new(scripts),
-            heads: Arc::new(Mutex::new(LruCache::new(cache_size))),
-            unsent: Arc::new(Mutex::new(LruCache::new(cache_size))),
+            heads: Arc::new(Mutex::new(super::heads_cache(cache_size))),
+            unsent: Arc::new(Mutex::new(LruCache::new(UNSENT_CACHE))),
             replicated: replicated.map(Arc::new),
         };
         // First: on a replica, the layout check's first write would fail less clearly.
@@ -201,7 +208,7 @@ impl RedisStore {
         &self,
         key: &SessionKey,
         window: usize,
-    ) -> Result<(Option<StoredHead>, Vec<Event>), StoreError> {
+    ) -> Result<ReadSession, StoreError> {
         let names = self.session_keys(key);
         // Lua numbers are doubles: a count past any real log, kept exact as a Lua integer.
         let count = window.min(1 << 40);
@@ -210,24 +217,47 @@ impl RedisStore {
         let mut conn = self.conn.for_session(key);
         let (fields, raw): (Vec<Option<String>>, Vec<String>) =
             self.run(key, call.invoke_async(&mut conn)).await?;
-        let events = decode_events(key, raw)?;
-        let dense = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
-        if !dense {
-            return Err(corrupt(key, "the log's newest events are not in sequence"));
-        }
-        let head = decode_head(key, fields, &events)?;
-        let next_seq = head.as_ref().map_or(1, |h| h.record.next_seq);
-        let mismatch = match events.last() {
-            Some(event) => event.seq + 1 != next_seq,
-            None => window > 0 && next_seq != 1,
+        read_back(key, window, fields, raw)
+    }
+
+    /// A session as [`Store::load`] answers it: `read` (a load's read, or what a claim read)
+    /// with the user's and the application's state, read at the same time. Remembers the head
+    /// for the session's next append.
+    async fn loaded(
+        &self,
+        key: &SessionKey,
+        window: usize,
+        read: impl Future<Output = Result<ReadSession, StoreError>>,
+    ) -> Result<LoadedSession, StoreError> {
+        let user_state = async {
+            if key.is_anonymous() {
+                return Ok(HashMap::new());
+            }
+            let mut conn = self.conn.for_session(key);
+            let cmd = redis::cmd("HGETALL")
+                .arg(self.keys.user_state(key.user_id()))
+                .to_owned();
+            self.run(key, cmd.query_async(&mut conn)).await
         };
-        if mismatch {
-            return Err(corrupt(
-                key,
-                "the log's newest events do not match the head",
-            ));
-        }
-        Ok((head, events))
+        let app_state = async {
+            let mut conn = self.conn.for_session(key);
+            let cmd = redis::cmd("HGETALL").arg(self.keys.app()).to_owned();
+            self.run(key, cmd.query_async(&mut conn)).await
+        };
+        let ((head, mut events), user, app) = futures::try_join!(read, user_state, app_state)?;
+        let cached = head.clone().unwrap_or_else(|| StoredHead::absent(key));
+        self.remember(key, Some(cached));
+        events.drain(..events.len().saturating_sub(window));
+        Ok(LoadedSession {
+            record: head.map(|h| h.record),
+            events,
+            user_state: if key.is_anonymous() {
+                StateMap::new()
+            } else {
+                decode_state(key, user)?
+            },
+            app_state: decode_state(key, app)?,
+        })
     }
 
     /// Remembers (or, with `None`, forgets) the stored head of `key`.
@@ -289,6 +319,37 @@ impl RedisStore {
     }
 }
 
+/// A session's head (`None` if it is not stored) and its log's newest events, as read.
+type ReadSession = (Option<StoredHead>, Vec<Event>);
+
+/// Checks what `load.lua` (or `claim.lua`) read of `key` — the head's fields and the log's
+/// newest events, at least `window` of them — and rebuilds the head from them.
+fn read_back(
+    key: &SessionKey,
+    window: usize,
+    fields: Vec<Option<String>>,
+    raw: Vec<String>,
+) -> Result<ReadSession, StoreError> {
+    let events = decode_events(key, raw)?;
+    let dense = events.windows(2).all(|w| w[1].seq == w[0].seq + 1);
+    if !dense {
+        return Err(corrupt(key, "the log's newest events are not in sequence"));
+    }
+    let head = decode_head(key, fields, &events)?;
+    let next_seq = head.as_ref().map_or(1, |h| h.record.next_seq);
+    let mismatch = match events.last() {
+        Some(event) => event.seq + 1 != next_seq,
+        None => window > 0 && next_seq != 1,
+    };
+    if mismatch {
+        return Err(corrupt(
+            key,
+            "the log's newest events do not match the head",
+        ));
+    }
+    Ok((head, events))
+}
+
 /// What [`RedisStore::delete_one`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Deleted {
@@ -307,36 +368,8 @@ impl Store for RedisStore {
     }
 
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
-        let user_state = async {
-            if key.is_anonymous() {
-                return Ok(HashMap::new());
-            }
-            let mut conn = self.conn.for_session(key);
-            let cmd = redis::cmd("HGETALL")
-                .arg(self.keys.user_state(key.user_id()))
-                .to_owned();
-            self.run(key, cmd.query_async(&mut conn)).await
-        };
-        let app_state = async {
-            let mut conn = self.conn.for_session(key);
-            let cmd = redis::cmd("HGETALL").arg(self.keys.app()).to_owned();
-            self.run(key, cmd.query_async(&mut conn)).await
-        };
-        let ((head, mut events), user, app) =
-            futures::try_join!(self.read_session(key, window), user_state, app_state)?;
-        let cached = head.clone().unwrap_or_else(|| StoredHead::absent(key));
-        self.remember(key, Some(cached));
-        events.drain(..events.len().saturating_sub(window));
-        Ok(LoadedSession {
-            record: head.map(|h| h.record),
-            events,
-            user_state: if key.is_anonymous() {
-                StateMap::new()
-            } else {
-                decode_state(key, user)?
-            },
-            app_state: decode_state(key, app)?,
-        })
+        self.loaded(key, window, self.read_session(key, window))
+            .await
     }
 
     async fn append(

@@ -34,15 +34,17 @@ pub enum StoreUrl {
     /// is dropped. For trial runs and load tests that must leave nothing behind.
     TempFolder,
     /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`);
-    /// `replicas=N`, `replica_timeout_ms=MS` and `replica_connections=N` in its query are the
-    /// store's own options (see `RedisOptions`), checked when it opens.
+    /// `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`, `lanes=N` and
+    /// `head_cache=N` in its query are the store's own options (see `RedisOptions`), checked
+    /// when it opens.
     Redis(String),
     /// `redis+cluster://HOST:PORT[,HOST:PORT…]` or `rediss+cluster://…`: the Redis store on
     /// the Redis Cluster those nodes belong to (feature `redis`). Credentials, if any, come
     /// before the first host and hold for every node.
     RedisCluster(String),
     /// `postgres://…` or `postgresql://…`: the PostgreSQL store at that URL (feature
-    /// `postgres`); `schema=NAME` and `pool_size=N` in its query are the store's own options,
+    /// `postgres`); `schema=NAME`, `pool_size=N` and `head_cache=N` in its query are the
+    /// store's own options,
     /// and `sslmode`/`sslrootcert` choose TLS as in libpq.
     Postgres(String),
 }

@@ -189,6 +189,7 @@ impl Live {
             key: self.key.clone(),
             deps: self.deps.clone(),
             shared: self.shared.clone(),
+            loaded: None,
         };
         match Live::load(args).await {
             Ok(fresh) => {

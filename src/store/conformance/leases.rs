@@ -192,3 +192,63 @@ pub async fn an_unrenewed_lease_expires(a: Arc<dyn Store>, b: Arc<dyn Store>) {
         .is_err());
     assert!(b.load(&k, 10).await.expect("load").record.is_none());
 }
+
+/// A claim that reads the session ([`Leases::acquire_and_load`]) reads, when granted, exactly
+/// what a load reads (or nothing: then the caller loads); when refused, it reads nothing.
+pub async fn a_claim_reads_what_a_load_reads_and_only_when_granted(
+    a: Arc<dyn Store>,
+    b: Arc<dyn Store>,
+) {
+    let (pa, pb) = (Claimant::new("http://a"), Claimant::new("http://b"));
+    let fresh = key("leases", "claim-fresh");
+    match leases_of(&a)
+        .acquire_and_load(&fresh, &pa, LONG, 8)
+        .await
+        .expect("claim a session never stored")
+    {
+        (Claim::Granted(_), Some(loaded)) => {
+            assert_eq!(loaded.record, None, "nothing is stored yet");
+            assert!(loaded.events.is_empty());
+        }
+        (Claim::Granted(_), None) => {}
+        (Claim::Held(owner), _) => panic!("a free session was held by {owner:?}"),
+    }
+
+    let k = key("leases", "claim-stored");
+    let delta: crate::state::StateDelta = [("user:tone".to_owned(), serde_json::json!("dry"))]
+        .into_iter()
+        .collect();
+    let mut version = 0;
+    for turn in 0..3 {
+        let seq = turn * 2 + 1;
+        let changes = (turn == 1).then(|| delta.clone());
+        version = a
+            .append(&k, version, &turn_events(seq, &format!("t{turn}"), changes))
+            .await
+            .expect("append");
+    }
+    let expected = b.load(&k, 4).await.expect("load");
+    match leases_of(&b)
+        .acquire_and_load(&k, &pb, LONG, 4)
+        .await
+        .expect("claim")
+    {
+        (Claim::Granted(_), Some(loaded)) => {
+            assert_eq!(loaded, expected, "a claim reads what a load reads");
+            assert_eq!(loaded.events.len(), 4, "the window asked for");
+        }
+        (Claim::Granted(_), None) => {}
+        (Claim::Held(owner), _) => panic!("a free session was held by {owner:?}"),
+    }
+    match leases_of(&a)
+        .acquire_and_load(&k, &pa, LONG, 4)
+        .await
+        .expect("claim")
+    {
+        (Claim::Held(owner), read) => {
+            assert_eq!(owner.address, "http://b");
+            assert!(read.is_none(), "a refused claim reads nothing: {read:?}");
+        }
+        (Claim::Granted(lease), _) => panic!("a held lease was granted again: {lease:?}"),
+    }
+}

@@ -24,6 +24,8 @@ pub struct PostgresOptions {
     pub(super) ssl_mode: Option<SslMode>,
     /// libpq's `sslrootcert`: the roots that vouch for the server's certificate.
     pub(super) root_cert: RootCert,
+    /// Sessions whose head the store keeps between appends.
+    pub(super) head_cache: usize,
 }
 
 impl Default for PostgresOptions {
@@ -35,12 +37,16 @@ impl Default for PostgresOptions {
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
             ssl_mode: None,
             root_cert: RootCert::default(),
+            head_cache: Self::DEFAULT_HEAD_CACHE,
         }
     }
 }
 
 /// Longest schema name PostgreSQL keeps whole (`NAMEDATALEN - 1`).
 const MAX_SCHEMA_BYTES: usize = 63;
+
+/// Most heads kept: far past what one process holds live, low enough that a typo is refused.
+const MAX_HEAD_CACHE: usize = 100_000_000;
 
 impl PostgresOptions {
     /// The default schema.
@@ -55,6 +61,10 @@ impl PostgresOptions {
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
     /// Default bound on one call; a turn's append is one statement.
     pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Default number of session heads kept between appends: as many as a runtime keeps live
+    /// by default ([`crate::config::DEFAULT_CAPACITY`]). An append whose head was dropped reads
+    /// it back first, one more statement.
+    pub const DEFAULT_HEAD_CACHE: usize = crate::config::DEFAULT_CAPACITY;
 
     /// Keeps the tables in `schema` (default `turnstile`): a lowercase ASCII letter or `_`, then
     /// up to 62 of `a-z 0-9 _`. It is created on connect if missing.
@@ -66,6 +76,15 @@ impl PostgresOptions {
     /// Keeps at most `size` connections open (default [`Self::DEFAULT_POOL_SIZE`]).
     pub fn with_pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
+        self
+    }
+
+    /// Keeps the heads of up to `sessions` sessions between their appends (default
+    /// [`Self::DEFAULT_HEAD_CACHE`]); set it to at least the runtime's capacity when that is
+    /// larger. Each costs about the size of the session's record and key. 1 ..= 100,000,000.
+    /// URL: `head_cache=N`.
+    pub fn with_head_cache(mut self, sessions: usize) -> Self {
+        self.head_cache = sessions;
         self
     }
 
@@ -96,7 +115,7 @@ impl PostgresOptions {
         self
     }
 
-    /// Checks the schema name and pool size.
+    /// Checks the schema name, the pool size and the head cache.
     pub(super) fn check(&self) -> Result<(), StoreError> {
         let bytes = self.schema.as_bytes();
         let ok = bytes
@@ -117,6 +136,13 @@ impl PostgresOptions {
                 "postgres pool_size must be at least 1".into(),
             ));
         }
+        if !(1..=MAX_HEAD_CACHE).contains(&self.head_cache) {
+            return Err(StoreError::InvalidRequest(format!(
+                "postgres head_cache={} is outside 1..={MAX_HEAD_CACHE}; it is the number of \
+                 sessions whose head the store keeps between appends",
+                self.head_cache
+            )));
+        }
         Ok(())
     }
 }
@@ -124,9 +150,9 @@ impl PostgresOptions {
 /// libpq's client-certificate parameters, which this store does not take (yet).
 const CLIENT_CERT_PARAMETERS: &[&str] = &["sslcert", "sslkey", "sslpassword"];
 
-/// Splits the query parameters this store handles itself (`schema`, `pool_size`, `sslmode`,
-/// `sslrootcert`) off a `postgres://` URL, applying them to `options`, and returns the URL the
-/// driver understands.
+/// Splits the query parameters this store handles itself (`schema`, `pool_size`,
+/// `head_cache`, `sslmode`, `sslrootcert`) off a `postgres://` URL, applying them to
+/// `options`, and returns the URL the driver understands.
 pub(super) fn split_url(
     url: &str,
     mut options: PostgresOptions,
@@ -152,13 +178,16 @@ pub(super) fn split_url(
         };
         match name {
             "schema" => options.schema = value()?,
-            "pool_size" => {
+            "pool_size" | "head_cache" => {
                 let value = value()?;
-                options.pool_size = value.parse().map_err(|_| {
-                    StoreError::InvalidRequest(format!(
-                        "postgres pool_size {value:?} is not a number"
-                    ))
+                let number = value.parse().map_err(|_| {
+                    StoreError::InvalidRequest(format!("postgres {name} {value:?} is not a number"))
                 })?;
+                if name == "pool_size" {
+                    options.pool_size = number;
+                } else {
+                    options.head_cache = number;
+                }
             }
             "sslmode" => options.ssl_mode = Some(value()?.parse()?),
             "sslrootcert" => {
@@ -216,6 +245,25 @@ mod tests {
         let (url, _) = split_url("postgres://h/db?schema=s", PostgresOptions::default()).unwrap();
         assert_eq!(url, "postgres://h/db");
         assert!(split_url("postgres://h/db?pool_size=x", PostgresOptions::default()).is_err());
+        let (_, options) = split_url(
+            "postgres://h/db?head_cache=250000",
+            PostgresOptions::default(),
+        )
+        .expect("valid");
+        assert_eq!(options.head_cache, 250_000);
+        assert_eq!(
+            PostgresOptions::default().head_cache,
+            crate::config::DEFAULT_CAPACITY
+        );
+        for bad in ["head_cache=0", "head_cache=100000001"] {
+            let (_, options) = split_url(
+                &format!("postgres://h/db?{bad}"),
+                PostgresOptions::default(),
+            )
+            .expect("a number");
+            let err = options.check().expect_err(bad).to_string();
+            assert!(err.contains("head_cache="), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -15,11 +15,11 @@
 -- lease epoch} when the lease is missing or another's (NotOwner; nils when there is none);
 -- {'-2', head's lease epoch} when a newer lease epoch has written (Fenced).
 local fenced = ARGV[8] ~= ''
-if fenced then
-  local lease = redis.call('HMGET', KEYS[3], 't', 'a', 'i', 'ep')
-  if lease[1] ~= ARGV[8] or lease[4] ~= ARGV[9] then
-    return {'-1', lease[2], lease[3], lease[4]}
-  end
+-- The token alone tells a grant: each grant writes a new random one with its epoch, and a
+-- renewal keeps both. The owner's fields are read only to name it in a refusal.
+if fenced and redis.call('HGET', KEYS[3], 't') ~= ARGV[8] then
+  local lease = redis.call('HMGET', KEYS[3], 'a', 'i', 'ep')
+  return {'-1', lease[1], lease[2], lease[3]}
 end
 local head = redis.call('HMGET', KEYS[1], 'v', 'e', 'f')
 if fenced and head[3] and tonumber(head[3]) > tonumber(ARGV[9]) then

@@ -1,6 +1,8 @@
 //! An append: the fold in Rust, the compare-and-set commit in the session's slot (`append.lua`),
 //! then the follow-up writes to shared state and indexes, which live in other slots.
 
+use std::sync::Arc;
+
 use redis::{Cmd, ErrorKind, ServerErrorKind};
 
 use super::codec::{corrupt, delta_pipeline, StoredHead};
@@ -11,6 +13,10 @@ use crate::key::SessionKey;
 use crate::state::{Event, SessionRecord, SplitDelta};
 use crate::store::{check_continues, Lease, StoreError};
 
+/// Room in an append's command for everything but the events and the checkpoint: the script's
+/// hash, three key names and the numbers (about 400 bytes with a 64-byte prefix).
+const CALL_OVERHEAD_BYTES: usize = 512;
+
 impl StoredHead {
     /// The cache's note that a session is not stored (read so by a load): an append on base 0
     /// then needs no read first. A stored head never has version 0.
@@ -20,6 +26,7 @@ impl StoredHead {
             epoch: String::new(),
             checkpoint_seq: 1,
             indexed: false,
+            names: None,
         }
     }
 
@@ -82,11 +89,17 @@ impl RedisStore {
             String::new()
         };
 
-        let names = self.session_keys(key);
+        let names = head
+            .names
+            .get_or_insert_with(|| Arc::new(self.session_keys(key)))
+            .clone();
         // EVALSHA by hand rather than a `ScriptInvocation`: a replicated append pipelines it
-        // with its WAIT.
-        let mut call = redis::cmd("EVALSHA");
-        call.arg(self.scripts.append.get_hash())
+        // with its WAIT. Sized up front, so that the events are copied into it once.
+        let bytes = lines.iter().map(String::len).sum::<usize>() + record_json.len();
+        let args = 14 + usize::from(lease.is_some()) + lines.len();
+        let mut call = Cmd::with_capacity(args, bytes + CALL_OVERHEAD_BYTES);
+        call.arg("EVALSHA")
+            .arg(self.scripts.append.get_hash())
             .arg(if lease.is_some() { 3 } else { 2 })
             .arg(&names.head)
             .arg(&names.log);
@@ -226,11 +239,21 @@ impl RedisStore {
                 self.run(key, pipe.query_async::<()>(&mut conn)).await
             }
         };
-        let user_target = self.keys.user_state(key.user_id());
+        // Named only when there is something to write: most turns change no shared state.
+        let user_target = if shared.user.is_empty() {
+            String::new()
+        } else {
+            self.keys.user_state(key.user_id())
+        };
+        let app_target = if shared.app.is_empty() {
+            String::new()
+        } else {
+            self.keys.app()
+        };
         let (indexed, user, app) = futures::join!(
             indexing,
             merge(user_target, &shared.user),
-            merge(self.keys.app(), &shared.app)
+            merge(app_target, &shared.app)
         );
         let mut unsent = SplitDelta::default();
         for (what, result) in [

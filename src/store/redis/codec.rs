@@ -1,9 +1,11 @@
 //! Turning Redis replies into the state model, and Redis errors into store errors.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use redis::RedisError;
 
+use super::keys::SessionKeys;
 use crate::key::SessionKey;
 use crate::state::{Event, SchemaError, Seq, SessionRecord, StateDelta, StateMap};
 use crate::store::StoreError;
@@ -51,6 +53,9 @@ pub(super) struct StoredHead {
     /// Whether this process has written the session's index entries since it last read the
     /// head (see `docs/stores.md`, "After the commit").
     pub indexed: bool,
+    /// The session's key names, once an append has made them: kept with the cached head, so
+    /// that a session's appends hash and format them once, not on every turn.
+    pub names: Option<Arc<SessionKeys>>,
 }
 
 /// Rebuilds a head from its hash fields as `load.lua` reads them (version, epoch, next_seq,
@@ -107,6 +112,7 @@ pub(super) fn decode_head(
         epoch,
         checkpoint_seq,
         indexed: false,
+        names: None,
     }))
 }
 

@@ -7,10 +7,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::try_join_all;
 
+use redis::{from_redis_value, Value};
+
 use super::codec::corrupt;
-use super::RedisStore;
+use super::{read_back, ReadSession, RedisStore};
 use crate::key::SessionKey;
-use crate::store::{Claim, Claimant, Lease, Leases, Owner, StoreError};
+use crate::store::{Claim, Claimant, Lease, Leases, LoadedSession, Owner, StoreError};
 
 /// A TTL in whole milliseconds, at least 1 (Redis refuses `PEXPIRE 0` as "expire now").
 fn ttl_ms(ttl: Duration) -> u64 {
@@ -65,6 +67,73 @@ impl RedisStore {
             self.run(key, cmd.query_async(&mut conn)).await?;
         owner_from(key, address, instance, epoch)
     }
+    /// Runs `claim.lua`: takes `key`'s lease for `me` and, with `window`, reads the session in
+    /// the same step (answered only when the lease is granted, with what reading it found: a
+    /// session that cannot be read does not undo the grant).
+    async fn claim(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+        window: Option<usize>,
+    ) -> Result<(Claim, Option<Result<ReadSession, StoreError>>), StoreError> {
+        let names = self.session_keys(key);
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let mut call = self.scripts.claim.prepare_invoke();
+        call.key(&names.lease)
+            .key(&names.epoch)
+            .key(&names.head)
+            .key(&names.log)
+            .arg(&token)
+            .arg(&me.address)
+            .arg(&me.instance)
+            .arg(ttl_ms(ttl));
+        // Lua numbers are doubles: a count past any real log, kept exact as a Lua integer.
+        match window {
+            Some(window) => call.arg(window.min(1 << 40)),
+            None => call.arg(""),
+        };
+        let mut conn = self.conn.for_session(key);
+        let reply: Vec<Value> = self.run(key, call.invoke_async(&mut conn)).await?;
+        let mut reply = reply.into_iter();
+        let unexpected = || corrupt(key, "unexpected reply to a lease claim");
+        let mut field = || -> Result<Option<String>, StoreError> {
+            match reply.next() {
+                None | Some(Value::Nil) => Ok(None),
+                Some(value) => from_redis_value(value).map_err(|_| unexpected()),
+            }
+        };
+        match field()?.as_deref() {
+            Some("1") => {
+                let epoch = field()?.unwrap_or_default();
+                let epoch = epoch
+                    .parse()
+                    .map_err(|_| corrupt(key, format!("lease epoch {epoch:?} is not a number")))?;
+                let granted = Claim::Granted(Lease { token, epoch });
+                let Some(window) = window else {
+                    return Ok((granted, None));
+                };
+                // Granted: from here on nothing fails the claim (see `acquire_and_load`).
+                let read = match (reply.next(), reply.next()) {
+                    (Some(fields), Some(raw)) => {
+                        match (from_redis_value(fields), from_redis_value(raw)) {
+                            (Ok(fields), Ok(raw)) => read_back(key, window, fields, raw),
+                            _ => Err(unexpected()),
+                        }
+                    }
+                    _ => Err(unexpected()),
+                };
+                Ok((granted, Some(read)))
+            }
+            Some("0") => {
+                let (address, instance, epoch) = (field()?, field()?, field()?);
+                let owner = owner_from(key, address, instance, epoch)?
+                    .ok_or_else(|| corrupt(key, "a held lease has no owner"))?;
+                Ok((Claim::Held(owner), None))
+            }
+            _ => Err(unexpected()),
+        }
+    }
 }
 
 #[async_trait]
@@ -75,35 +144,30 @@ impl Leases for RedisStore {
         me: &Claimant,
         ttl: Duration,
     ) -> Result<Claim, StoreError> {
-        let names = self.session_keys(key);
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let mut call = self.scripts.acquire.prepare_invoke();
-        call.key(&names.lease)
-            .key(&names.epoch)
-            .arg(&token)
-            .arg(&me.address)
-            .arg(&me.instance)
-            .arg(ttl_ms(ttl));
-        let mut conn = self.conn.for_session(key);
-        let reply: Vec<Option<String>> = self.run(key, call.invoke_async(&mut conn)).await?;
-        let mut reply = reply.into_iter();
-        let outcome = reply.next().flatten();
-        let mut field = || reply.next().flatten();
-        match outcome.as_deref() {
-            Some("1") => {
-                let epoch = field().unwrap_or_default();
-                let epoch = epoch
-                    .parse()
-                    .map_err(|_| corrupt(key, format!("lease epoch {epoch:?} is not a number")))?;
-                Ok(Claim::Granted(Lease { token, epoch }))
+        Ok(self.claim(key, me, ttl, None).await?.0)
+    }
+
+    async fn acquire_and_load(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+        window: usize,
+    ) -> Result<(Claim, Option<LoadedSession>), StoreError> {
+        let (claim, read) = self.claim(key, me, ttl, Some(window)).await?;
+        let Some(read) = read else {
+            return Ok((claim, None));
+        };
+        // The lease is granted: a read that failed (a corrupt or newer head, shared state that
+        // could not be read) must not fail the claim, or nobody would hold, renew or release
+        // the lease. The caller loads the session itself then, and meets the error on the path
+        // that deals with unloadable sessions (a delete still removes them).
+        match self.loaded(key, window, async { read }).await {
+            Ok(loaded) => Ok((claim, Some(loaded))),
+            Err(error) => {
+                tracing::debug!(%key, %error, "redis store: claimed, but the session read with the claim failed; the caller loads it");
+                Ok((claim, None))
             }
-            Some("0") => {
-                let (address, instance, epoch) = (field(), field(), field());
-                owner_from(key, address, instance, epoch)?
-                    .map(Claim::Held)
-                    .ok_or_else(|| corrupt(key, "a held lease has no owner"))
-            }
-            _ => Err(corrupt(key, "unexpected reply to a lease claim")),
         }
     }
 

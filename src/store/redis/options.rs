@@ -27,6 +27,8 @@ pub struct RedisOptions {
     /// Connections to a single server that the store's commands take in turn (a Cluster keeps
     /// its own connection per node and ignores this).
     pub(super) lanes: usize,
+    /// Sessions whose head the store keeps between appends.
+    pub(super) head_cache: usize,
 }
 
 impl Default for RedisOptions {
@@ -40,6 +42,7 @@ impl Default for RedisOptions {
             replica_timeout: Self::DEFAULT_REPLICA_TIMEOUT,
             replica_connections: Self::DEFAULT_REPLICA_CONNECTIONS,
             lanes: Self::DEFAULT_LANES,
+            head_cache: Self::DEFAULT_HEAD_CACHE,
         }
     }
 }
@@ -57,6 +60,10 @@ const MAX_REPLICA_CONNECTIONS: usize = 1_024;
 
 /// Most lanes: past a few, more connections only split the batches that make a lane cheap.
 const MAX_LANES: usize = 16;
+
+/// Most heads kept: far past what one process holds live, low enough that a typo is refused
+/// instead of reserving memory it never needs.
+const MAX_HEAD_CACHE: usize = 100_000_000;
 
 impl RedisOptions {
     /// Default bound on connecting: long enough for a distant server, short enough that a
@@ -78,6 +85,21 @@ impl RedisOptions {
     /// Measured: 0.42× → 0.52× of the `EVALSHA` ceiling on 2 cores; four were no better than
     /// two (`docs/BENCHMARKS.md`).
     pub const DEFAULT_LANES: usize = 2;
+    /// Default number of session heads kept between appends: as many as a runtime keeps live
+    /// by default ([`crate::config::DEFAULT_CAPACITY`]). An append whose session's head is kept
+    /// is one script; one whose head was dropped first reads the head and the events past its
+    /// checkpoint back, so the cache should hold every live session (`docs/BENCHMARKS.md`:
+    /// with 5,000 live sessions and room for 4,096, every append read first).
+    pub const DEFAULT_HEAD_CACHE: usize = crate::config::DEFAULT_CAPACITY;
+
+    /// Keeps the heads of up to `sessions` sessions between their appends (default
+    /// [`Self::DEFAULT_HEAD_CACHE`]); set it to at least the runtime's capacity when that is
+    /// larger. Each costs about the size of the session's record and key. 1 ..= 100,000,000.
+    /// URL: `head_cache=N`.
+    pub fn with_head_cache(mut self, sessions: usize) -> Self {
+        self.head_cache = sessions;
+        self
+    }
 
     /// Starts every key with `prefix` (default `turnstile`): ASCII letters, digits, `_ - . :`.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -179,6 +201,13 @@ impl RedisOptions {
                 self.replica_connections
             ));
         }
+        if !(1..=MAX_HEAD_CACHE).contains(&self.head_cache) {
+            return invalid(format!(
+                "redis head_cache={} is outside 1..={MAX_HEAD_CACHE}; it is the number of \
+                 sessions whose head the store keeps between appends",
+                self.head_cache
+            ));
+        }
         if !(1..=MAX_LANES).contains(&self.lanes) {
             return invalid(format!(
                 "redis lanes={} is outside 1..={MAX_LANES}; it is the number of connections \
@@ -191,11 +220,12 @@ impl RedisOptions {
 }
 
 /// Turnstile's own query parameters of a Redis URL.
-const PARAMETERS: [&str; 4] = [
+const PARAMETERS: [&str; 5] = [
     "replicas",
     "replica_timeout_ms",
     "replica_connections",
     "lanes",
+    "head_cache",
 ];
 
 /// Whether `url`'s query names the parameter `name`.
@@ -208,8 +238,9 @@ pub(super) fn has_parameter(url: &str, name: &str) -> bool {
 }
 
 /// Splits turnstile's own query parameters (`replicas`, `replica_timeout_ms`,
-/// `replica_connections`, `lanes`) off a Redis URL, applying them to `options`, and returns the URL the
-/// driver understands (its own parameters, such as `db` or `protocol`, kept).
+/// `replica_connections`, `lanes`, `head_cache`) off a Redis URL, applying them to `options`,
+/// and returns the URL the driver understands (its own parameters, such as `db` or
+/// `protocol`, kept).
 pub(super) fn split_url(
     url: &str,
     mut options: RedisOptions,
@@ -231,6 +262,7 @@ pub(super) fn split_url(
             "replicas" => options.replicas = u32::try_from(number).unwrap_or(u32::MAX),
             "replica_timeout_ms" => options.replica_timeout = Duration::from_millis(number),
             "lanes" => options.lanes = usize::try_from(number).unwrap_or(usize::MAX),
+            "head_cache" => options.head_cache = usize::try_from(number).unwrap_or(usize::MAX),
             _ => options.replica_connections = usize::try_from(number).unwrap_or(usize::MAX),
         }
     }
@@ -306,6 +338,27 @@ mod tests {
         assert_eq!(options.replicas(), 0);
         assert_eq!(options.replica_timeout_ms(), 1_000);
         assert!(options.check().is_ok());
+    }
+
+    #[test]
+    fn head_cache_is_taken_from_the_url_and_checked() {
+        let (url, options) = split("redis://h:1/?head_cache=250000&db=2").expect("valid");
+        assert_eq!(
+            (url.as_str(), options.head_cache),
+            ("redis://h:1/?db=2", 250_000)
+        );
+        assert_eq!(
+            RedisOptions::default().head_cache,
+            crate::config::DEFAULT_CAPACITY
+        );
+        for bad in [
+            "redis://h:1/?head_cache=0",
+            "redis://h:1/?head_cache=100000001",
+        ] {
+            let (_, options) = split(bad).expect("a whole number");
+            let err = options.check().expect_err(bad).to_string();
+            assert!(err.contains("head_cache="), "{bad}: {err}");
+        }
     }
 
     #[test]
