@@ -2,7 +2,7 @@
 //! each append of a live session is one script. With more live sessions than it keeps heads
 //! (4,096 before this test was written), every append of sessions visited in turn first read
 //! its head and log tail back: two scripts and the events past the checkpoint, three times the
-//! cost per turn (`docs/BENCHMARKS.md`, "Redis store").
+//! cost per turn (`docs/BENCHMARKS.md`, "Kept heads").
 #![cfg(feature = "redis")]
 
 mod support;
