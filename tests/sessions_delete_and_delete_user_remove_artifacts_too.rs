@@ -190,3 +190,49 @@ async fn the_cli_removes_artifacts_kept_in_the_same_redis() {
         "bob's and carol's are intact"
     );
 }
+
+/// `gc` removes the artifacts of the sessions it removes, and only theirs: users' own
+/// artifacts and the kept sessions' stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_removes_the_artifacts_of_the_sessions_it_removes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("store");
+    let folder = root.join("artifacts");
+    {
+        let store = FileStore::open(&root).expect("open the store");
+        let artifacts = FileArtifactStore::open(&folder).expect("open the artifact folder");
+        seed(Arc::new(store), Arc::new(artifacts)).await;
+    } // Both dropped: the binary needs their locks.
+    let store = format!("file:{}", root.display());
+    let run = turnstile(&[
+        "sessions",
+        "--store",
+        &store,
+        "--json",
+        "gc",
+        "--max-sessions",
+        "2",
+    ]);
+    assert!(run.success, "{}", run.stderr);
+    let answer = json_of(&run);
+    let removed: Vec<String> = answer["removed"]
+        .as_array()
+        .expect("removed")
+        .iter()
+        .map(|k| k.as_str().expect("a key").to_owned())
+        .collect();
+    assert_eq!(removed.len(), 2, "{answer:#}");
+    // One version of `note.txt` per removed session.
+    assert_eq!(answer["artifacts_deleted"], 2, "{answer:#}");
+
+    // Per scope, [ada/s1, ada/s2, ada, bob/b1, bob, carol/c1, carol]: a removed session's own
+    // name is gone, everything else stays.
+    let sessions = [(0, "ada/s1"), (1, "ada/s2"), (3, "bob/b1"), (5, "carol/c1")];
+    let mut expected = [1; 7];
+    for (at, key) in sessions {
+        if removed.iter().any(|k| k == key) {
+            expected[at] = 0;
+        }
+    }
+    assert_eq!(file_counts(&folder).await, expected, "removed {removed:?}");
+}

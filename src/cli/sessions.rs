@@ -14,7 +14,6 @@ mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -34,7 +33,7 @@ pub struct SessionsArgs {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// Where `delete` and `delete-user` also remove artifacts: `auto` (where `serve --artifacts
+    /// Where `delete`, `delete-user` and `gc` also remove artifacts: `auto` (where `serve --artifacts
     /// auto` keeps them: a file store's `artifacts/` folder, the same Redis; none beside
     /// PostgreSQL), `off`, `file:DIR` or `redis://HOST:PORT`, as given to `serve`.
     #[arg(long, global = true, default_value = "auto")]
@@ -81,7 +80,7 @@ enum SessionsCommand {
         /// The user id.
         user: String,
     },
-    /// Remove sessions by age and count.
+    /// Remove sessions by age and count, and their artifacts.
     Gc {
         /// Keep at most this many sessions (the least recently updated go first).
         #[arg(long)]
@@ -155,7 +154,11 @@ pub async fn run(args: SessionsArgs) -> Result<ExitCode, String> {
         SessionsCommand::Gc {
             max_sessions,
             max_age,
-        } => gc(store, max_sessions, max_age, json).await,
+        } => {
+            let artifacts = delete::Artifacts::open(&args.artifacts, &opened).await?;
+            let policy = gc_policy(max_sessions, max_age)?;
+            delete::gc(&opened, &artifacts, &policy, json).await
+        }
         SessionsCommand::Export { key, output } => export(store, &key, output).await,
         SessionsCommand::Import { file } => import(store, &file, json).await,
     }
@@ -305,35 +308,18 @@ fn tokens(input: u64, output: u64) -> String {
     }
 }
 
-async fn gc(
-    store: &dyn Store,
+/// The policy `gc`'s flags ask for; at least one of them is required.
+fn gc_policy(
     max_sessions: Option<usize>,
     max_age: Option<HumanDuration>,
-    json: bool,
-) -> Result<ExitCode, String> {
+) -> Result<GcPolicy, String> {
     if max_sessions.is_none() && max_age.is_none() {
         return Err("gc needs --max-sessions N, --max-age D (like 30d), or both".into());
     }
-    let policy = GcPolicy {
+    Ok(GcPolicy {
         max_sessions,
         max_age: max_age.map(|d| d.0),
-    };
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let report = store
-        .gc(&policy, now_ms)
-        .await
-        .map_err(|e| format!("gc failed: {e}"))?;
-    if json {
-        print_json(&json!({ "removed": report.removed }));
-    } else {
-        println!("removed {} sessions", report.removed.len());
-        for key in &report.removed {
-            println!("  {key}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 async fn export(

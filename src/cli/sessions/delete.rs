@@ -1,13 +1,15 @@
-//! `sessions delete` and `delete-user`: the sessions, and the artifacts kept for them in the
+//! `sessions delete`, `delete-user` and `gc`: the sessions, and the artifacts kept for them in the
 //! artifact store `serve` would use for the same `--store` (`--artifacts`, see
 //! `docs/artifacts.md`), as `Runtime::delete` and `delete_user` do.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use serde_json::json;
 use turnstile::artifact::{ArtifactError, ArtifactScope, ArtifactStore, DEFAULT_MAX_BYTES};
-use turnstile::store::OpenedStore;
+use turnstile::store::{GcPolicy, OpenedStore};
 use turnstile::SessionKey;
 
 use super::{exit, print_json};
@@ -129,6 +131,51 @@ pub(super) async fn delete_user(
     } else {
         let artifacts = versions.map_or(String::new(), |n| format!(", {n} artifact versions"));
         println!("deleted {deleted} sessions of user {user:?}{artifacts} and its shared state");
+    }
+    artifacts.noted();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes sessions by `policy`, then each removed session's artifacts.
+pub(super) async fn gc(
+    opened: &OpenedStore,
+    artifacts: &Artifacts,
+    policy: &GcPolicy,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let report = opened
+        .store()
+        .gc(policy, now_ms)
+        .await
+        .map_err(|e| format!("gc failed: {e}"))?;
+    let removed = &report.removed;
+    let versions = artifacts
+        .delete(async |store: &dyn ArtifactStore| {
+            let mut versions = 0;
+            for key in removed {
+                let scope = ArtifactScope::Session(key.clone());
+                versions += store.delete(&scope, None).await?;
+            }
+            Ok(versions)
+        })
+        .await
+        .map_err(|e| {
+            format!(
+                "removed {} sessions, not all of their artifacts: {e}",
+                removed.len()
+            )
+        })?;
+    if json {
+        print_json(&json!({ "removed": removed, "artifacts_deleted": versions }));
+    } else {
+        let artifacts = versions.map_or(String::new(), |n| format!(" and {n} artifact versions"));
+        println!("removed {} sessions{artifacts}", removed.len());
+        for key in removed {
+            println!("  {key}");
+        }
     }
     artifacts.noted();
     Ok(ExitCode::SUCCESS)
