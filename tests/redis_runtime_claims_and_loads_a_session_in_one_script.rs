@@ -29,30 +29,6 @@ fn runtime(store: Arc<dyn Store>) -> Runtime {
         .expect("runtime")
 }
 
-/// How many `EVALSHA`s the server ran since its statistics were last reset.
-async fn scripts_run(server: &RedisServer) -> u64 {
-    let mut conn = server.connection().await;
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO commandstats");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().expect("a count"))
-}
-
-async fn reset_stats(server: &RedisServer) {
-    let mut conn = server.connection().await;
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .expect("CONFIG RESETSTAT");
-}
-
 /// Scripts run by `SESSIONS` activations of fresh sessions, one turn each, through `store`.
 async fn scripts_per_activation(server: &RedisServer, store: Arc<dyn Store>, tag: &str) -> u64 {
     let runtime = runtime(store);
@@ -60,14 +36,14 @@ async fn scripts_per_activation(server: &RedisServer, store: Arc<dyn Store>, tag
     within(runtime.call(&key(tag, "warm-up"), "hi"))
         .await
         .expect("warm-up turn");
-    reset_stats(server).await;
+    server.reset_stats().await;
     for s in 0..SESSIONS {
         let outcome = within(runtime.call(&key(tag, &format!("s{s}")), "hi"))
             .await
             .expect("turn");
         assert_eq!(outcome.seq, 2);
     }
-    let scripts = scripts_run(server).await;
+    let scripts = server.scripts_run().await;
     within(runtime.shutdown()).await;
     scripts
 }

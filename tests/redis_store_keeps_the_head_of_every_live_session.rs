@@ -17,30 +17,6 @@ use support::redis_server::{fresh_prefix, RedisServer};
 /// More than the 4,096 heads the store used to keep.
 const SESSIONS: usize = 5_000;
 
-/// How many `EVALSHA`s the server ran since its statistics were last reset.
-async fn scripts_run(server: &RedisServer) -> u64 {
-    let mut conn = server.connection().await;
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .expect("INFO commandstats");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().expect("a count"))
-}
-
-async fn reset_stats(server: &RedisServer) {
-    let mut conn = server.connection().await;
-    let () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut conn)
-        .await
-        .expect("CONFIG RESETSTAT");
-}
-
 #[tokio::test]
 async fn each_append_of_five_thousand_live_sessions_visited_in_turn_is_one_script() {
     // A server of its own: the test counts every script the server runs.
@@ -72,7 +48,7 @@ async fn each_append_of_five_thousand_live_sessions_visited_in_turn_is_one_scrip
 
     // Every session's second turn, the sessions in the same order: the least recently used
     // head is always the next one needed.
-    reset_stats(&server).await;
+    server.reset_stats().await;
     stream::iter(&keys)
         .for_each_concurrent(64, |key| {
             let store = store.clone();
@@ -86,7 +62,7 @@ async fn each_append_of_five_thousand_live_sessions_visited_in_turn_is_one_scrip
         })
         .await;
     assert_eq!(
-        scripts_run(&server).await,
+        server.scripts_run().await,
         SESSIONS as u64,
         "one append script per turn and nothing read back first"
     );

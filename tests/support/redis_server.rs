@@ -98,6 +98,30 @@ impl RedisServer {
             .expect("connect to the test redis")
     }
 
+    /// How many `EVALSHA`s the server ran since its statistics were last reset
+    /// ([`RedisServer::reset_stats`]); meaningful on a server of the test's own.
+    pub async fn scripts_run(&self) -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.connection().await)
+            .await
+            .expect("INFO commandstats");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse().expect("a count"))
+    }
+
+    /// Resets the server's command statistics (`CONFIG RESETSTAT`).
+    pub async fn reset_stats(&self) {
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut self.connection().await)
+            .await
+            .expect("CONFIG RESETSTAT");
+    }
+
     /// Stops a server started here (no-op for `REDIS_URL`).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
