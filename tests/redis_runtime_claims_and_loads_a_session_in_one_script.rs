@@ -120,14 +120,9 @@ async fn a_session_unreadable_after_its_grant_is_still_deleted_and_its_lease_giv
         .expect("append");
     // Corrupt the head's checkpoint.
     let mut conn = server.connection().await;
-    let heads: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:s:*:h"))
-        .query_async(&mut conn)
-        .await
-        .expect("KEYS");
-    assert_eq!(heads.len(), 1, "one session head: {heads:?}");
+    let head = server.only_session_head(&prefix).await;
     let _: i64 = redis::cmd("HSET")
-        .arg(&heads[0])
+        .arg(&head)
         .arg("r")
         .arg("{not json")
         .query_async(&mut conn)

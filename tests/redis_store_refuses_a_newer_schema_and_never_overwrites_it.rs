@@ -39,14 +39,9 @@ async fn a_head_from_a_newer_turnstile_is_refused_and_never_overwritten() {
 
     // Rewrite the head's record as a newer turnstile would have written it.
     let mut conn = server.connection().await;
-    let heads: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:s:*:h"))
-        .query_async(&mut conn)
-        .await
-        .expect("KEYS");
-    assert_eq!(heads.len(), 1, "one session head: {heads:?}");
+    let head = server.only_session_head(&prefix).await;
     let record: String = redis::cmd("HGET")
-        .arg(&heads[0])
+        .arg(&head)
         .arg("r")
         .query_async(&mut conn)
         .await
@@ -55,7 +50,7 @@ async fn a_head_from_a_newer_turnstile_is_refused_and_never_overwritten() {
     record["schema_version"] = json!(SCHEMA_VERSION + 1);
     record["future_field"] = json!("keep me");
     let _: i64 = redis::cmd("HSET")
-        .arg(&heads[0])
+        .arg(&head)
         .arg("r")
         .arg(record.to_string())
         .query_async(&mut conn)

@@ -113,6 +113,18 @@ impl RedisServer {
             .map_or(0, |calls| calls.parse().expect("a count"))
     }
 
+    /// The name of the one session head stored under `prefix` (fails the test unless there
+    /// is exactly one), for tests that rewrite what a store wrote.
+    pub async fn only_session_head(&self, prefix: &str) -> String {
+        let heads: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:s:*:h"))
+            .query_async(&mut self.connection().await)
+            .await
+            .expect("KEYS");
+        assert_eq!(heads.len(), 1, "one session head: {heads:?}");
+        heads.into_iter().next().expect("one head")
+    }
+
     /// Resets the server's command statistics (`CONFIG RESETSTAT`).
     pub async fn reset_stats(&self) {
         let () = redis::cmd("CONFIG")
