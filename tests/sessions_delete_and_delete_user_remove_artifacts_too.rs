@@ -7,13 +7,14 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::artifacts::SavingAgent;
 use support::cli::{turnstile, turnstile_json, Run};
-use support::harness::key;
+use support::harness::{eventually_ok, key};
 use turnstile::artifact::{ArtifactScope, FileArtifactStore};
 use turnstile::store::FileStore;
 use turnstile::{ArtifactStore, Runtime, SessionKey, Store};
@@ -68,22 +69,40 @@ fn json_of(run: &Run) -> Value {
         .unwrap_or_else(|e| panic!("no JSON ({e}):\n{}\n{}", run.stdout, run.stderr))
 }
 
-/// Opens the file artifact folder briefly (the binary needs its lock) and counts.
+/// Opens the file artifact folder briefly (the binary needs its lock) and counts. The folder
+/// may still be locked for a moment by what last had it open (a runtime's last task letting
+/// go of it after `shutdown`, a CLI process exiting): waited for, with a deadline.
 async fn file_counts(folder: &Path) -> [usize; 7] {
-    let artifacts = FileArtifactStore::open(folder).expect("open the artifact folder");
+    let artifacts = eventually_ok(
+        "the artifact folder unlocked",
+        Duration::from_millis(5),
+        || async { FileArtifactStore::open(folder) },
+    )
+    .await;
     counts(&artifacts).await
+}
+
+/// A file store in `dir/store` with its artifact folder beside it, seeded by [`seed`] and
+/// closed again (the binary needs their locks); returns the two paths.
+async fn seeded_file_store(dir: &Path) -> (PathBuf, PathBuf) {
+    let root = dir.join("store");
+    let folder = root.join("artifacts");
+    let store = FileStore::open(&root).expect("open the store");
+    let artifacts = FileArtifactStore::open(&folder).expect("open the artifact folder");
+    seed(Arc::new(store), Arc::new(artifacts)).await;
+    // Both let go of before the binary is run on them (see `file_counts`).
+    eventually_ok("the store unlocked", Duration::from_millis(5), || async {
+        FileStore::open(&root)
+    })
+    .await;
+    file_counts(&folder).await;
+    (root, folder)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_removes_artifacts_beside_a_file_store() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().join("store");
-    let folder = root.join("artifacts");
-    {
-        let store = FileStore::open(&root).expect("open the store");
-        let artifacts = FileArtifactStore::open(&folder).expect("open the artifact folder");
-        seed(Arc::new(store), Arc::new(artifacts)).await;
-    } // Both dropped: the binary needs their locks.
+    let (root, folder) = seeded_file_store(dir.path()).await;
     assert_eq!(file_counts(&folder).await, [1, 1, 1, 1, 1, 1, 1]);
     let store = format!("file:{}", root.display());
     let cli = |args: &[&str]| turnstile(&[&["sessions", "--store", &store], args].concat());
@@ -196,13 +215,7 @@ async fn the_cli_removes_artifacts_kept_in_the_same_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_removes_the_artifacts_of_the_sessions_it_removes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().join("store");
-    let folder = root.join("artifacts");
-    {
-        let store = FileStore::open(&root).expect("open the store");
-        let artifacts = FileArtifactStore::open(&folder).expect("open the artifact folder");
-        seed(Arc::new(store), Arc::new(artifacts)).await;
-    } // Both dropped: the binary needs their locks.
+    let (root, folder) = seeded_file_store(dir.path()).await;
     let store = format!("file:{}", root.display());
     let run = turnstile(&[
         "sessions",
