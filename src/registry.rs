@@ -134,7 +134,7 @@ impl Registry {
         }
         if let Some((key, shared)) = fx.spawn {
             let span = tracing::info_span!("session", key = %key);
-            tokio::spawn(tracing::Instrument::instrument(
+            self.deps.tasks.spawn(tracing::Instrument::instrument(
                 lifecycle::run_session(self.clone(), key, shared),
                 span,
             ));

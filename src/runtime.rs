@@ -54,9 +54,6 @@ struct RuntimeInner {
     registry: Arc<Registry>,
     /// Stops the reaper (and the lease renewer) when the runtime goes away.
     shutdown: CancellationToken,
-    /// The reaper's and the renewer's tasks: a drain waits for them to end, so that nothing of
-    /// the runtime's (its store, say) is still held once it returns.
-    background: parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Drop for RuntimeInner {
@@ -398,12 +395,19 @@ impl Runtime {
             clean = registry.wait_empty(Instant::now() + SHUTDOWN_GRACE).await;
         }
         self.inner.shutdown.cancel();
-        let background = std::mem::take(&mut *self.inner.background.lock());
-        for task in background {
-            let _ = task.await;
-        }
+        // A freed slot is not a finished task: a lifecycle task still holds the registry (and
+        // the store) after it frees its slot, and a compaction outlives its actor. Every such
+        // task is tracked; once they end, nothing but the caller's clones holds the store.
+        // Waited for only after a clean drain: sessions still live past the grace keep their
+        // tasks, and the report says so already.
+        let tasks = &registry.deps.tasks;
+        tasks.close();
+        let settled = clean
+            && tokio::time::timeout(SHUTDOWN_GRACE, tasks.wait())
+                .await
+                .is_ok();
         DrainReport {
-            clean,
+            clean: clean && settled,
             left: registry.live_sessions(),
         }
     }

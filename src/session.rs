@@ -65,6 +65,9 @@ pub(crate) struct SessionDeps {
     pub state_keys: Option<Arc<crate::state_keys::StateKeys>>,
     /// Memory across sessions, when the runtime has a memory store.
     pub memory: Option<MemoryDeps>,
+    /// Every task that may hold these deps (lifecycle tasks, compactions, claims, the reaper
+    /// and renewer): a drain waits for all of them, so the store is let go of when it returns.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 /// A runtime's memory store and how it is used.

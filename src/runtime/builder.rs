@@ -317,20 +317,17 @@ impl RuntimeBuilder {
             artifacts: self.artifacts,
             state_keys: self.state_keys,
             memory,
+            tasks: tokio_util::task::TaskTracker::new(),
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();
-        let mut background = vec![tokio::spawn(reaper(registry.clone(), shutdown.clone()))];
+        let tasks = &registry.deps.tasks;
+        tasks.spawn(reaper(registry.clone(), shutdown.clone()));
         if let Some(keeper) = keeper {
-            let renewing = renewer(registry.clone(), keeper, shutdown.clone());
-            background.push(tokio::spawn(renewing));
+            tasks.spawn(renewer(registry.clone(), keeper, shutdown.clone()));
         }
         Ok(Runtime {
-            inner: Arc::new(RuntimeInner {
-                registry,
-                shutdown,
-                background: parking_lot::Mutex::new(background),
-            }),
+            inner: Arc::new(RuntimeInner { registry, shutdown }),
         })
     }
 }

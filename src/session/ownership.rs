@@ -96,6 +96,7 @@ impl LeaseKeeper {
 
     /// Takes `key`'s lease as [`LeaseKeeper::acquire`] does, and reads the session's `window`
     /// newest events with it where the store can ([`Leases::acquire_and_load`]).
+    #[cfg(test)]
     async fn acquire_loading(
         &self,
         key: &SessionKey,
@@ -103,7 +104,18 @@ impl LeaseKeeper {
     ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
         let sent = Instant::now();
         let (me, ttl) = (&self.config.claimant, self.config.lease_ttl);
-        let (claim, loaded) = self.leases.acquire_and_load(key, me, ttl, window).await?;
+        let answer = self.leases.acquire_and_load(key, me, ttl, window).await;
+        self.grant(key, sent, answer)
+    }
+
+    /// Records the answer to a claim sent at `sent`: a granted lease is held from here on.
+    fn grant(
+        &self,
+        key: &SessionKey,
+        sent: Instant,
+        answer: Result<(Claim, Option<LoadedSession>), StoreError>,
+    ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
+        let (claim, loaded) = answer?;
         match claim {
             Claim::Granted(lease) => {
                 let held = Held {
@@ -122,22 +134,44 @@ impl LeaseKeeper {
 
     /// Takes `key`'s lease within the activation timeout, and reads the session with it where
     /// the store can: a session loaded here is handed to its actor, which then reads nothing.
+    ///
+    /// A claim that outlives the timeout is not dropped: the store may grant it all the same
+    /// (a script sent runs), and a grant nobody holds would keep the session from every process
+    /// until it expires. It runs on in a task of `deps`, which gives such a grant back.
     pub(crate) async fn acquire_within(
         &self,
         key: &SessionKey,
         deps: &super::SessionDeps,
     ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
         let limit = deps.config.activation_timeout;
-        tokio::time::timeout(limit, self.acquire_loading(key, deps.config.window))
-            .await
-            .map_err(|_| StoreError::Unavailable {
-                backend: deps.store.name(),
-                detail: format!(
-                    "taking session {key}'s lease (and reading it) did not finish within {} ms \
-                     (activation_timeout)",
-                    limit.as_millis()
-                ),
-            })?
+        let sent = Instant::now();
+        let leases = Arc::clone(&self.leases);
+        let (claimed, me) = (key.clone(), self.config.claimant.clone());
+        let (ttl, window) = (self.config.lease_ttl, deps.config.window);
+        let mut claim = Box::pin(async move {
+            let answer = leases.acquire_and_load(&claimed, &me, ttl, window).await;
+            (leases, claimed, answer)
+        });
+        if let Ok((_, _, answer)) = tokio::time::timeout(limit, &mut claim).await {
+            return self.grant(key, sent, answer);
+        }
+        deps.tasks.spawn(async move {
+            let (leases, key, answer) = claim.await;
+            if let Ok((Claim::Granted(lease), _)) = answer {
+                tracing::info!(%key, "a lease granted after its activation timed out is given back");
+                if let Err(error) = leases.release(&key, &lease).await {
+                    tracing::warn!(%key, %error, "late lease not released; it expires on its own");
+                }
+            }
+        });
+        Err(StoreError::Unavailable {
+            backend: deps.store.name(),
+            detail: format!(
+                "taking session {key}'s lease (and reading it) did not finish within {} ms \
+                 (activation_timeout)",
+                limit.as_millis()
+            ),
+        })
     }
 
     /// The lease a write of `key` carries now; [`StoreError::NotOwner`] when this process no

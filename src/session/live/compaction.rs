@@ -30,7 +30,7 @@ impl Live {
         let previous = self.summary.clone();
         let (store, key, actor) = (self.deps.store.clone(), self.key.clone(), myself.clone());
         let memory = self.compaction_memory();
-        tokio::spawn(async move {
+        self.deps.tasks.spawn(async move {
             let summary = async {
                 let limit = usize::try_from(upto - covered).unwrap_or(usize::MAX);
                 let span: Vec<Event> = store

@@ -94,7 +94,17 @@ impl RedisStore {
             None => call.arg(""),
         };
         let mut conn = self.conn.for_session(key);
-        let reply: Vec<Value> = self.run(key, call.invoke_async(&mut conn)).await?;
+        let reply: Vec<Value> = match self.run(key, call.invoke_async(&mut conn)).await {
+            Ok(reply) => reply,
+            Err(error) => {
+                // The script may have run with its answer lost (a timeout): a grant nobody
+                // holds is given back, on the session's lane and so after the claim. The token
+                // names this claim's grant alone; the epoch plays no part in a release.
+                let lease = Lease { token, epoch: 0 };
+                let _ = Leases::release(self, key, &lease).await;
+                return Err(error);
+            }
+        };
         let mut reply = reply.into_iter();
         let unexpected = || corrupt(key, "unexpected reply to a lease claim");
         let mut field = || -> Result<Option<String>, StoreError> {
