@@ -16,8 +16,26 @@ mod sessions;
 #[derive(Debug, Parser)]
 #[command(name = "turnstile", version, about)]
 pub struct Cli {
+    /// Threads that run turnstile's tasks (default: one per core, or `TOKIO_WORKER_THREADS`).
+    /// On a machine that shares its cores with the store's server (a Redis on the same host),
+    /// fewer threads than cores leave that server a core of its own: on 2 cores beside a local
+    /// Redis, `--worker-threads 1` carries more turns than 2 (docs/BENCHMARKS.md). 1 ..= 1024.
+    #[arg(
+        long,
+        global = true,
+        value_name = "N",
+        value_parser = clap::value_parser!(u16).range(1..=1024)
+    )]
+    worker_threads: Option<u16>,
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// The number of worker threads asked for with `--worker-threads`, if any.
+    pub fn worker_threads(&self) -> Option<usize> {
+        self.worker_threads.map(usize::from)
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -129,3 +129,25 @@ fn serve_refuses_meaningless_limits_and_an_empty_tokens_file() {
         "refusing to serve on a non-loopback address",
     );
 }
+
+/// `--worker-threads` is global: accepted before or after the command, refused out of range.
+#[test]
+fn worker_threads_must_be_a_thread_count_and_are_accepted_by_every_command() {
+    refused(&["load", "--worker-threads", "0"], "0 is not in 1..=1024");
+    refused(
+        &["--worker-threads", "2000", "load"],
+        "2000 is not in 1..=1024",
+    );
+    refused(&["load", "--worker-threads", "one"], "invalid value 'one'");
+    for args in [
+        ["--worker-threads", "1", "load"],
+        ["load", "--worker-threads", "1"],
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--sessions", "20", "--turns", "3", "--json"]);
+        let (run, report) = support::cli::turnstile_json(&args);
+        assert!(run.success, "turnstile {args:?}: {}", run.stderr);
+        assert_eq!(report["turns_ok"], 60, "{report}");
+        assert_eq!(report["lost"], 0, "{report}");
+    }
+}

@@ -119,13 +119,25 @@ impl RedisStore {
         let (reply, acked) = self.commit(key, call).await?;
         let version = committed(key, base_version, lease, reply)?;
         // Committed: what follows may fail without failing the turn.
-        let mut to_send = self.unsent.lock().pop(key).unwrap_or_default();
+        let mut to_send = {
+            let mut unsent = self.unsent.lock();
+            // Nearly always empty: only a failed follow-up leaves something to send again.
+            (!unsent.is_empty())
+                .then(|| unsent.pop(key))
+                .flatten()
+                .unwrap_or_default()
+        };
         to_send.merge(shared);
         let index = !head.indexed || checkpoint;
-        let (indexed, unsent) = self.follow_up(key, &head.record, index, to_send).await;
-        head.indexed = head.indexed || indexed;
-        if !unsent.is_empty() {
-            self.unsent.lock().put(key.clone(), unsent);
+        // Most turns have nothing to follow up; the follow-up is boxed so that the future of
+        // every append does not carry (and move) its room.
+        if index || !to_send.user.is_empty() || !to_send.app.is_empty() {
+            let following = Box::pin(self.follow_up(key, &head.record, index, to_send));
+            let (indexed, unsent) = following.await;
+            head.indexed = head.indexed || indexed;
+            if !unsent.is_empty() {
+                self.unsent.lock().put(key.clone(), unsent);
+            }
         }
         self.remember(key, Some(head));
         match (&self.replicated, acked) {
@@ -151,7 +163,8 @@ impl RedisStore {
     ) -> Result<(Vec<Option<String>>, Option<u32>), StoreError> {
         let script = &self.scripts.append;
         if let Some(replicated) = &self.replicated {
-            let committed = replicated.commit(key, script, call).await?;
+            // Boxed: the rarer path should not size every append's future.
+            let committed = Box::pin(replicated.commit(key, script, call)).await?;
             return Ok((committed.reply, Some(committed.acked)));
         }
         let mut conn = self.conn.for_session(key);
@@ -180,7 +193,8 @@ impl RedisStore {
         if let Some(head) = cached.filter(|h| h.record.version == base_version) {
             return Ok(head);
         }
-        let (stored, _) = self.read_session(key, 0).await?;
+        // Boxed: a read before an append is the rare path (a head not kept, or a conflict).
+        let (stored, _) = Box::pin(self.read_session(key, 0)).await?;
         let stored = stored.unwrap_or_else(|| StoredHead::absent(key));
         let found = stored.record.version;
         if found != base_version {
