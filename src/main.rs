@@ -15,6 +15,8 @@ fn main() -> std::process::ExitCode {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = args.worker_threads() {
         builder.worker_threads(threads);
+        // Before any thread starts: child processes (a load's baselines) run with as many.
+        std::env::set_var("TOKIO_WORKER_THREADS", threads.to_string());
     }
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,

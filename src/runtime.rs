@@ -81,9 +81,10 @@ fn fork_event(mut event: Event) -> Event {
 /// What [`Runtime::drain`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainReport {
-    /// Every session finished its work within the deadline.
+    /// Every session stopped after its final flush, and every task of the runtime ended, within
+    /// the deadline and the grace after it.
     pub clean: bool,
-    /// Sessions still held when the call returned (their stores did not answer in time).
+    /// Sessions still held when the call returned (their final writes did not finish in time).
     pub left: usize,
 }
 
@@ -386,9 +387,17 @@ impl Runtime {
     /// Stops admitting turns (`Error::Draining`), lets running and queued turns finish until
     /// `deadline`, then interrupts what is left (persisting `shutdown_interrupted`), flushes every
     /// session and stops every actor.
+    ///
+    /// Compactions still summarizing are cancelled when the drain begins (a stopping session
+    /// throws their summary away). Once every session has stopped, it waits, up to 10 s more, for
+    /// every task of the runtime to end (sessions' supervisors, claims answered after their
+    /// activation timed out, the reaper, the lease renewer), so that nothing but the caller's
+    /// own handles holds the store when it returns; not after a drain that left sessions
+    /// behind. A read or a delete sent after it returns may still activate a session.
     pub async fn drain(&self, deadline: Duration) -> DrainReport {
         let registry = self.registry();
         registry.begin_drain();
+        registry.deps.draining.cancel();
         let mut clean = registry.wait_empty(Instant::now() + deadline).await;
         if !clean {
             registry.force_shutdown();
@@ -417,7 +426,8 @@ impl Runtime {
         self.registry().is_draining()
     }
 
-    /// [`Runtime::drain`] with no grace: interrupts running turns at once, then flushes and stops.
+    /// [`Runtime::drain`] with a zero deadline: interrupts running turns at once, then flushes
+    /// and stops.
     pub async fn shutdown(&self) -> DrainReport {
         self.drain(Duration::ZERO).await
     }

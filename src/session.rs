@@ -68,6 +68,9 @@ pub(crate) struct SessionDeps {
     /// Every task that may hold these deps (lifecycle tasks, compactions, claims, the reaper
     /// and renewer): a drain waits for all of them, so the store is let go of when it returns.
     pub tasks: tokio_util::task::TaskTracker,
+    /// Cancelled when the runtime starts to drain: work whose result a stopping session would
+    /// throw away (a compaction's summary) stops then instead of holding the drain up.
+    pub draining: tokio_util::sync::CancellationToken,
 }
 
 /// A runtime's memory store and how it is used.

@@ -2,7 +2,9 @@
 //! Redis runs). Such a grant belongs to no session: the runtime gives it back as soon as the
 //! answer arrives, rather than leaving the session unavailable to every process until the lease
 //! expires. Breaking it: dropping the timed-out claim leaves the late grant in place, and another
-//! runtime is told "owned elsewhere" for the lease's whole TTL.
+//! runtime is told "owned elsewhere" for the lease's whole TTL; and sending a new claim while the
+//! late one is still on its way lets the late one replace the new grant, which giving it back then
+//! leaves the session without a lease.
 
 mod support;
 
@@ -19,13 +21,16 @@ use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, S
 
 /// Far longer than the test: a lease gone before this was given back, not expired.
 const LEASE_TTL: Duration = Duration::from_secs(600);
-const ACTIVATION_TIMEOUT: Duration = Duration::from_millis(200);
+/// Long enough for a claim answered at once on a busy machine; a held claim waits past any.
+const ACTIVATION_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Leases whose grants are answered only when the test lets them: the store grants at once, the
-/// answer is held back, as a slow network holds back a reply.
+/// Leases whose claims are answered only when the test lets them: with `hold`, the store grants
+/// at once and the answer is held back (a slow reply); with `hold_before`, the claim itself is
+/// held back before it reaches the store (a slow request).
 struct LateAnswers {
     inner: Arc<dyn Leases>,
     hold: AtomicBool,
+    hold_before: AtomicBool,
     answers: Semaphore,
     /// Releases that reached the store, whatever they found.
     releases: AtomicUsize,
@@ -39,6 +44,9 @@ impl Leases for LateAnswers {
         me: &Claimant,
         ttl: Duration,
     ) -> Result<Claim, StoreError> {
+        if self.hold_before.load(Ordering::SeqCst) {
+            self.answers.acquire().await.expect("open").forget();
+        }
         let claim = self.inner.acquire(key, me, ttl).await;
         if self.hold.load(Ordering::SeqCst) {
             self.answers.acquire().await.expect("open").forget();
@@ -74,11 +82,12 @@ struct Setup {
 
 /// Runtime `a` sees the store's leases through [`LateAnswers`] and times activations out early;
 /// runtime `b` sees the store as it is.
-fn setup() -> Setup {
+fn setup(hold_before: bool) -> Setup {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let late = Arc::new(LateAnswers {
         inner: store.leases().expect("memory leases"),
-        hold: AtomicBool::new(true),
+        hold: AtomicBool::new(!hold_before),
+        hold_before: AtomicBool::new(hold_before),
         answers: Semaphore::new(0),
         releases: AtomicUsize::new(0),
     });
@@ -107,7 +116,7 @@ fn setup() -> Setup {
 /// the lease would have expired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_grant_is_released_and_another_runtime_takes_the_session() {
-    let Setup { store, late, a, b } = setup();
+    let Setup { store, late, a, b } = setup(false);
     let k = key("alice", "late");
 
     match within(a.call(&k, "times out")).await {
@@ -140,26 +149,36 @@ async fn a_late_grant_is_released_and_another_runtime_takes_the_session() {
     assert_eq!(b.placement(&k).await.expect("placement"), Placement::Here);
 }
 
-/// Giving a late grant back never takes the lease from a later activation that succeeded: the
-/// release compares the token, and the later grant has its own.
+/// A claim held back on its way to the store: the next activation of the session waits for it
+/// (and times out while it is still held) instead of racing it; once it is answered and given
+/// back, the next activation takes the lease and keeps it. Giving the late grant back never
+/// takes the lease from that activation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn giving_a_late_grant_back_leaves_a_later_activation_alone() {
-    let Setup { store, late, a, b } = setup();
-    let k = key("alice", "retried");
+async fn a_new_claim_waits_for_a_late_one_instead_of_racing_it() {
+    let Setup { store, late, a, b } = setup(true);
+    let k = key("alice", "raced");
 
     let timed_out = within(a.call(&k, "times out")).await;
     assert!(timed_out.is_err(), "{timed_out:?}");
-    // The next activation is answered at once; the first claim's answer is still held back.
-    late.hold.store(false, Ordering::SeqCst);
-    within(a.call(&k, "one")).await.expect("a serves it now");
-    assert_eq!(a.leases_held(), 1);
+    late.hold_before.store(false, Ordering::SeqCst);
+    // New claims would go straight through now; the held one has not reached the store yet.
+    match within(a.call(&k, "one")).await {
+        Err(error) => {
+            assert_eq!(error.code(), "activation", "{error}");
+            assert!(error.to_string().contains("an earlier claim"), "{error}");
+        }
+        Ok(outcome) => panic!("a claim overtook the one still on its way: {outcome:?}"),
+    }
 
-    // The held-back answer arrives; its grant is given back (by its own token), a's is kept.
     late.answers.add_permits(1);
     support::harness::eventually("the late grant to be given back", || {
         late.releases.load(Ordering::SeqCst) == 1
     })
     .await;
+    within(a.call(&k, "two"))
+        .await
+        .expect("a takes the lease now");
+    within(a.call(&k, "three")).await.expect("and keeps it");
     let leases = store.leases().expect("leases");
     assert_eq!(
         leases
@@ -170,10 +189,9 @@ async fn giving_a_late_grant_back_leaves_a_later_activation_alone() {
             .as_deref(),
         Some("http://a")
     );
-    within(a.call(&k, "two")).await.expect("a still owns it");
+    assert_eq!(a.leases_held(), 1);
     match within(b.call(&k, "refused")).await {
         Err(Error::OwnedElsewhere { owner, .. }) => assert_eq!(owner.address, "http://a"),
         other => panic!("expected OwnedElsewhere, got {other:?}"),
     }
-    assert_eq!(a.placement(&k).await.expect("placement"), Placement::Here);
 }

@@ -139,14 +139,16 @@ fn worker_threads_must_be_a_thread_count_and_are_accepted_by_every_command() {
         "2000 is not in 1..=1024",
     );
     refused(&["load", "--worker-threads", "one"], "invalid value 'one'");
-    for args in [
-        ["--worker-threads", "1", "load"],
-        ["load", "--worker-threads", "1"],
+    for (args, threads) in [
+        (["--worker-threads", "1", "load"], 1),
+        (["load", "--worker-threads", "1"], 1),
+        (["load", "--worker-threads", "3"], 3),
     ] {
         let mut args = args.to_vec();
         args.extend(["--sessions", "20", "--turns", "3", "--json"]);
         let (run, report) = support::cli::turnstile_json(&args);
         assert!(run.success, "turnstile {args:?}: {}", run.stderr);
+        assert_eq!(report["worker_threads"], threads, "{report}");
         assert_eq!(report["turns_ok"], 60, "{report}");
         assert_eq!(report["lost"], 0, "{report}");
     }

@@ -1,7 +1,9 @@
 //! Once `Runtime::shutdown` returns and the caller drops its runtime, nothing of the runtime's
-//! holds its stores: the same folders open again at once. Breaking it: returning when the last
-//! session's slot is freed, while a compaction (or a session's supervising task) still holds the
-//! store, makes the reopen fail with `Locked`.
+//! holds its stores: the same folders open again at once, and no compaction is still at work
+//! (one still summarizing when the drain began is cancelled, its summary being of no use to a
+//! stopping session). Breaking it: returning when the last session's slot is freed, while a
+//! compaction (or a session's supervising task) still holds the store, makes the reopen fail
+//! with `Locked`.
 
 mod support;
 
@@ -16,11 +18,21 @@ use turnstile::context::Summarizer;
 use turnstile::state::Event;
 use turnstile::{AgentError, EchoAgent, FileStore, Runtime};
 
-/// A summarizer that takes its time, as a model does; records when it is done.
+/// A summarizer that takes its time, as a model does; records when its work has ended, whether
+/// it finished or was cancelled.
 #[derive(Default)]
 struct SlowSummarizer {
     started: AtomicBool,
-    done: AtomicBool,
+    ended: AtomicBool,
+}
+
+/// Marks the summarizer's work ended when its future is dropped.
+struct Ended<'a>(&'a AtomicBool);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The test keeps a handle on what the runtime owns.
@@ -34,9 +46,9 @@ impl Summarizer for Shared {
         span: &[Event],
     ) -> Result<String, AgentError> {
         self.0.started.store(true, Ordering::SeqCst);
-        // The work being slow is the point, not a wait for anything.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        self.0.done.store(true, Ordering::SeqCst);
+        let _ended = Ended(&self.0.ended);
+        // Far past the drain's grace: only a cancelled compaction lets the drain end cleanly.
+        tokio::time::sleep(Duration::from_secs(60)).await;
         Ok(format!("{} events", span.len()))
     }
 }
@@ -70,7 +82,7 @@ async fn the_stores_open_again_as_soon_as_shutdown_returns() {
     let report = within(runtime.shutdown()).await;
     assert!(report.clean, "{report:?}");
     assert!(
-        summarizer.done.load(Ordering::SeqCst),
+        summarizer.ended.load(Ordering::SeqCst),
         "shutdown returned while a compaction still ran"
     );
     drop(runtime);

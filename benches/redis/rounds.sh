@@ -11,16 +11,30 @@
 #     'one-thread=target/release/turnstile --worker-threads 1'
 # Flushes the server's data: point it at a private redis-server (see docs/BENCHMARKS.md).
 set -euo pipefail
+usage() {
+  echo "usage: $0 PORT ROUNDS 'NAME=COMMAND' ..." >&2
+  exit 2
+}
+(($# >= 3)) || usage
 here=$(cd "$(dirname "$0")" && pwd)
 port=$1
 rounds=$2
 shift 2
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || usage
 cli=(redis-cli -p "$port")
 
 ceiling() {
-  "$here/ceiling.sh" "$port" 60000 2>/dev/null | tr '\r' '\n' |
-    grep -oE '[0-9.]+ requests per second' | tail -1 | cut -d' ' -f1
+  local out rate
+  if ! out=$("$here/ceiling.sh" "$port" 60000 2>&1); then
+    printf 'ceiling run failed:\n%s\n' "$out" >&2
+    exit 1
+  fi
+  rate=$(tr '\r' '\n' <<< "$out" | grep -oE '[0-9.]+ requests per second' | tail -1 |
+    cut -d' ' -f1 || true)
+  [[ -n $rate ]] || { printf 'no rate in the ceiling run:\n%s\n' "$out" >&2; exit 1; }
+  echo "$rate"
 }
+field() { grep -oE "\"$1\": *[0-9.]+" <<< "$2" | head -1 | grep -oE '[0-9.]+$' || true; }
 redis_cpu() {
   "${cli[@]}" INFO cpu | tr -d '\r' | grep -E '^used_cpu_(sys|user):' | cut -d: -f2 |
     paste -sd+ | bc
@@ -39,20 +53,24 @@ for ((round = 1; round <= rounds; round++)); do
     "${cli[@]}" FLUSHALL > /dev/null
     r0=$(redis_cpu)
     # shellcheck disable=SC2086 # the command is words on purpose
-    out=$( { /usr/bin/time -f 'CPU %U %S' $command load \
+    if ! out=$( { /usr/bin/time -f 'CPU %U %S' $command load \
       --store "redis://127.0.0.1:$port/" --sessions 1000 --turns 20 --concurrency 50 \
-      --agent echo --json --cluster 1; } 2>&1)
-    r1=$(redis_cpu)
-    after=$(ceiling)
-    ok=$(grep -oE '"turns_ok": *[0-9]+' <<< "$out" | grep -oE '[0-9]+$')
-    lost=$(grep -oE '"lost": *[0-9]+' <<< "$out" | grep -oE '[0-9]+$')
-    if [[ $ok != 20000 || $lost != 0 ]]; then
-      echo "$name: not every turn acknowledged and verified (ok=$ok lost=$lost)" >&2
+      --agent echo --json --cluster 1; } 2>&1); then
+      printf '%s: the load failed:\n%s\n' "$name" "$out" >&2
       exit 1
     fi
-    tps=$(grep -oE '"turns_per_sec": *[0-9.]+' <<< "$out" | grep -oE '[0-9.]+$')
+    r1=$(redis_cpu)
+    after=$(ceiling)
+    ok=$(field turns_ok "$out")
+    lost=$(field lost "$out")
+    if [[ $ok != 20000 || $lost != 0 ]]; then
+      printf '%s: not every turn acknowledged and verified (ok=%s lost=%s):\n%s\n' \
+        "$name" "$ok" "$lost" "$out" >&2
+      exit 1
+    fi
+    tps=$(field turns_per_sec "$out")
     read -r _ user sys < <(grep '^CPU' <<< "$out")
-    ratio=$(echo "scale=3; $tps / (($before + $after) / 2)" | bc)
+    ratio=$(echo "scale=3; $tps / (($before + $after) / 2)" | bc | sed 's/^\./0./')
     client=$(echo "scale=1; ($user + $sys) * 1000000 / 20000" | bc)
     server=$(echo "scale=1; ($r1 - $r0) * 1000000 / 20000" | bc)
     results[$name]+="$tps $ratio $client $server"$'\n'

@@ -429,6 +429,7 @@ fn report(args: &LoadArgs, run_id: &str, store: String, figures: Figures) -> Rep
         burst: args.burst,
         think_ms: args.think,
         interrupt_rate: args.interrupt_rate.0,
+        worker_threads: tokio::runtime::Handle::current().metrics().num_workers(),
         figures,
         baseline: BTreeMap::new(),
         cluster: None,

@@ -210,7 +210,10 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::FAILURE);
     }
     if !report.clean {
-        eprintln!("turnstile serve: turns still running at the drain deadline were interrupted");
+        eprintln!(
+            "turnstile serve: the drain did not finish cleanly: turns were interrupted at its \
+             deadline, or background work was still running after its grace"
+        );
     }
     eprintln!("turnstile serve: drained, exiting");
     Ok(ExitCode::SUCCESS)

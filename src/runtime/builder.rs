@@ -318,6 +318,7 @@ impl RuntimeBuilder {
             state_keys: self.state_keys,
             memory,
             tasks: tokio_util::task::TaskTracker::new(),
+            draining: CancellationToken::new(),
         });
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();

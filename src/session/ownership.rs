@@ -30,6 +30,9 @@ pub(crate) struct LeaseKeeper {
     lost: Mutex<Vec<SessionKey>>,
     /// Wakes the renewer when a session finds its lease lost between renewals.
     lost_wake: tokio::sync::Notify,
+    /// Claims answered after their activation timed out, still on their way: each turns `true`
+    /// once answered (and its grant, if any, given back).
+    late: Arc<Mutex<HashMap<SessionKey, tokio::sync::watch::Receiver<bool>>>>,
 }
 
 struct Held {
@@ -55,6 +58,7 @@ impl LeaseKeeper {
             held: Mutex::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
             lost_wake: tokio::sync::Notify::new(),
+            late: Arc::default(),
         }
     }
 
@@ -137,13 +141,34 @@ impl LeaseKeeper {
     ///
     /// A claim that outlives the timeout is not dropped: the store may grant it all the same
     /// (a script sent runs), and a grant nobody holds would keep the session from every process
-    /// until it expires. It runs on in a task of `deps`, which gives such a grant back.
+    /// until it expires. It runs on in a task of `deps`, which gives such a grant back. Until
+    /// that claim is answered, a new claim of the same session waits for it: sent before it, the
+    /// new claim could be granted first and then taken over by the late one (a grant to this
+    /// process replaces its own), and giving the late one back would leave the session with no
+    /// lease at all.
     pub(crate) async fn acquire_within(
         &self,
         key: &SessionKey,
         deps: &super::SessionDeps,
     ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
         let limit = deps.config.activation_timeout;
+        let deadline = Instant::now() + limit;
+        let timed_out = |what: &str| StoreError::Unavailable {
+            backend: deps.store.name(),
+            detail: format!(
+                "{what} session {key}'s lease (and reading it) did not finish within {} ms \
+                 (activation_timeout)",
+                limit.as_millis()
+            ),
+        };
+        let earlier = self.late.lock().get(key).cloned();
+        if let Some(mut earlier) = earlier {
+            // Answered (true) or given up on (the sender dropped): either way it is done.
+            let answered = earlier.wait_for(|done| *done);
+            if tokio::time::timeout_at(deadline, answered).await.is_err() {
+                return Err(timed_out("an earlier claim of"));
+            }
+        }
         let sent = Instant::now();
         let leases = Arc::clone(&self.leases);
         let (claimed, me) = (key.clone(), self.config.claimant.clone());
@@ -152,9 +177,12 @@ impl LeaseKeeper {
             let answer = leases.acquire_and_load(&claimed, &me, ttl, window).await;
             (leases, claimed, answer)
         });
-        if let Ok((_, _, answer)) = tokio::time::timeout(limit, &mut claim).await {
+        if let Ok((_, _, answer)) = tokio::time::timeout_at(deadline, &mut claim).await {
             return self.grant(key, sent, answer);
         }
+        let (done, waiting) = tokio::sync::watch::channel(false);
+        self.late.lock().insert(key.clone(), waiting.clone());
+        let late = Arc::clone(&self.late);
         deps.tasks.spawn(async move {
             let (leases, key, answer) = claim.await;
             if let Ok((Claim::Granted(lease), _)) = answer {
@@ -163,15 +191,13 @@ impl LeaseKeeper {
                     tracing::warn!(%key, %error, "late lease not released; it expires on its own");
                 }
             }
+            let mut late = late.lock();
+            if late.get(&key).is_some_and(|w| w.same_channel(&waiting)) {
+                late.remove(&key);
+            }
+            let _ = done.send(true);
         });
-        Err(StoreError::Unavailable {
-            backend: deps.store.name(),
-            detail: format!(
-                "taking session {key}'s lease (and reading it) did not finish within {} ms \
-                 (activation_timeout)",
-                limit.as_millis()
-            ),
-        })
+        Err(timed_out("taking"))
     }
 
     /// The lease a write of `key` carries now; [`StoreError::NotOwner`] when this process no

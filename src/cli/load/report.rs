@@ -264,6 +264,9 @@ pub struct Report {
     pub think_ms: u64,
     /// Fraction of turns interrupted.
     pub interrupt_rate: f64,
+    /// Threads that ran the load and the runtimes (`--worker-threads`, else one per core).
+    #[serde(default)]
+    pub worker_threads: usize,
     /// turnstile's figures (or, in a baseline's own process, the baseline's).
     #[serde(flatten)]
     pub figures: Figures,

@@ -30,6 +30,7 @@ impl Live {
         let previous = self.summary.clone();
         let (store, key, actor) = (self.deps.store.clone(), self.key.clone(), myself.clone());
         let memory = self.compaction_memory();
+        let draining = self.deps.draining.clone();
         self.deps.tasks.spawn(async move {
             let summary = async {
                 let limit = usize::try_from(upto - covered).unwrap_or(usize::MAX);
@@ -43,10 +44,14 @@ impl Live {
                 if let Some(memory) = &memory {
                     super::memory::ingest_compacted(memory.as_ref(), &key, &span).await;
                 }
-                summarizer
-                    .summarize(previous.as_deref(), &span)
-                    .await
-                    .map_err(|e| e.to_string())
+                // A draining session throws the summary away (`compacted`): a summarizer still
+                // at work then (a model call) is not waited for; the next activation compacts.
+                tokio::select! {
+                    summary = summarizer.summarize(previous.as_deref(), &span) => {
+                        summary.map_err(|e| e.to_string())
+                    }
+                    () = draining.cancelled() => Err("the runtime is draining".to_owned()),
+                }
             }
             .await;
             let _ = actor.send_message(SessionMsg::Compacted {
