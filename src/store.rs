@@ -366,6 +366,17 @@ pub trait Store: Send + Sync + 'static {
             self.name()
         )))
     }
+
+    /// Confirms that `key`'s writes so far (its stored `version`) are on as many replicas as
+    /// the store waits for with every append, or answers [`StoreError::NotReplicated`]. The
+    /// runtime calls it before it answers a retry (same request id) from what is stored: the
+    /// first answer may have been `NotReplicated`, and the retry must not acknowledge a turn
+    /// that is still short of replicas. The default, for a store that waits for none, answers
+    /// at once.
+    async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
+        let _ = (key, version);
+        Ok(())
+    }
 }
 
 /// Checks a page request against [`MAX_PAGE`].

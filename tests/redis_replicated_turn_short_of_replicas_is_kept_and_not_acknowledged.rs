@@ -2,10 +2,12 @@
 //! within the replica timeout plus a margin — never `Ok` — while the primary holds it; once the
 //! replica is back, the session's next turns succeed (no `Conflict`: the session went on from
 //! what the primary holds) and the history is complete and in order, on the primary and on the
-//! replica; a retry with the turn's request id gets its stored outcome without running it again.
+//! replica; a retry with the turn's request id is refused the same way while the replica is
+//! still stopped, and gets its stored outcome (without running it again) once it is back.
 //! The store answers the same for plain and fenced appends.
 //!
-//! Breakages caught: an append that reports `Ok` when `WAIT` counted too few replicas; a
+//! Breakages caught: an append that reports `Ok` when `WAIT` counted too few replicas; a retry
+//! answered `Ok` from the stored turn while no replica holds it; a
 //! session that drops (or writes again) a turn the primary committed, whose next turn then
 //! conflicts or duplicates it.
 #![cfg(feature = "redis")]
@@ -79,8 +81,16 @@ async fn a_turn_the_stopped_replica_never_confirmed_is_kept_and_the_session_goes
         .collect();
     assert_eq!(on_primary, ["one", "two"], "the primary holds the turn");
 
+    // A retry while the replica is still stopped is refused the same way: the stored turn is
+    // not acknowledged until a replica holds it.
+    match within(rt.call_with(&k, "two", retry.clone())).await {
+        Err(error) => assert_eq!(error.code(), "not_replicated", "{error}"),
+        Ok(outcome) => panic!("a retry acknowledged a turn short of replicas: {outcome:?}"),
+    }
+
     redis.resume_replica();
-    // A retry with the request id gets the stored turn's outcome; it does not run again.
+    // A retry with the request id gets the stored turn's outcome once the replica has it; it
+    // does not run again.
     let replayed = within(rt.call_with(&k, "two", retry))
         .await
         .expect("replayed");

@@ -126,6 +126,11 @@ pub trait ForwardingStore: Send + Sync + 'static {
             .append_fenced(key, base_version, events, lease)
             .await
     }
+
+    /// See [`Store::confirm_replicated`].
+    async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
+        self.forward_to().confirm_replicated(key, version).await
+    }
 }
 
 #[async_trait]
@@ -184,6 +189,10 @@ impl<T: ForwardingStore> Store for T {
         lease: &Lease,
     ) -> Result<u64, StoreError> {
         ForwardingStore::append_fenced(self, key, base_version, events, lease).await
+    }
+
+    async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
+        ForwardingStore::confirm_replicated(self, key, version).await
     }
 }
 

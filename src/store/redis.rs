@@ -396,6 +396,29 @@ impl Store for RedisStore {
             .await
     }
 
+    async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
+        let Some(replicated) = &self.replicated else {
+            return Ok(());
+        };
+        let marker = redis::cmd("SET")
+            .arg(self.session_keys(key).marker())
+            .arg(version)
+            .arg("PX")
+            .arg(1000)
+            .to_owned();
+        let acked = replicated.confirm(key, marker).await?;
+        if acked < replicated.wanted {
+            return Err(StoreError::NotReplicated {
+                key: key.clone(),
+                version,
+                acked,
+                wanted: replicated.wanted,
+                timeout: replicated.timeout,
+            });
+        }
+        Ok(())
+    }
+
     async fn read_events(
         &self,
         key: &SessionKey,

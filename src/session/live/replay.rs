@@ -56,7 +56,17 @@ impl Live {
         match find_answer(self.window.events(), &id) {
             Some((_, outcome)) => {
                 metrics::counter!("turnstile_replayed_total").increment(1);
-                self.answer(request, Ok(outcome));
+                // The first answer may have been `NotReplicated`: a stored turn is acknowledged
+                // only once the replicas the store waits for hold it.
+                let store = self.deps.store.clone();
+                let answer = match store
+                    .confirm_replicated(&self.key, self.record.version)
+                    .await
+                {
+                    Ok(()) => Ok(outcome),
+                    Err(error) => Err(Error::store(&self.key, error)),
+                };
+                self.answer(request, answer);
                 None
             }
             None => {

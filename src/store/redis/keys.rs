@@ -46,6 +46,15 @@ pub(super) struct SessionKeys {
     pub epoch: String,
 }
 
+impl SessionKeys {
+    /// A string a replica check writes (`Store::confirm_replicated`): in the session's slot,
+    /// expiring within a second, read by nothing.
+    pub(super) fn marker(&self) -> String {
+        let base = self.head.strip_suffix(":h").unwrap_or(&self.head);
+        format!("{base}:mark")
+    }
+}
+
 impl Keys {
     /// Checks the prefix: ASCII letters, digits, `_`, `-`, `.` and `:` only, so it can never
     /// open a hash tag or a pattern.
@@ -182,7 +191,8 @@ mod tests {
         let keys = Keys::new("t").unwrap();
         let key = SessionKey::new("}{*:?", "a}:b{").unwrap();
         let names = keys.session(&key);
-        let all = [&names.head, &names.log, &names.lease, &names.epoch];
+        let marker = names.marker();
+        let all = [&names.head, &names.log, &names.lease, &names.epoch, &marker];
         let tag = tag_of(&names.head);
         assert!(all.iter().all(|name| tag_of(name) == tag));
         assert_eq!(tag.len(), TAG_HEX + 2);

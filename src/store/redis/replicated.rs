@@ -194,6 +194,36 @@ impl Replicated {
         }
     }
 
+    /// How many replicas hold every write made before `marker`, a write of nothing that
+    /// matters in the session's slot: `WAIT` counts the replicas that caught up with the last
+    /// write of its own connection, and replicas apply the primary's writes in order, so the
+    /// marker, sent first on the dedicated connection, stands for the session's earlier
+    /// appends whichever connection made them.
+    pub(super) async fn confirm(&self, key: &SessionKey, marker: Cmd) -> Result<u32, StoreError> {
+        let mut conn = self.connection().await?;
+        let mut pipe = redis::pipe();
+        pipe.add_command(marker)
+            .ignore()
+            .cmd("WAIT")
+            .arg(self.wanted)
+            .arg(self.timeout_ms);
+        let exchange = pipe.query_async::<(u32,)>(&mut *conn);
+        match tokio::time::timeout(self.exchange_deadline, exchange).await {
+            Ok(Ok((acked,))) => Ok(acked),
+            Ok(Err(e)) => {
+                drop(Object::take(conn));
+                Err(redis_error(&key.to_string(), e))
+            }
+            Err(_) => {
+                drop(Object::take(conn));
+                Err(unavailable(format!(
+                    "no answer to a replica check within {:?}",
+                    self.exchange_deadline
+                )))
+            }
+        }
+    }
+
     async fn connection(&self) -> Result<Object<Manager>, StoreError> {
         self.pool.get().await.map_err(|e| match e {
             PoolError::Backend(e) => {
