@@ -89,6 +89,7 @@ async fn a_turn_the_stopped_replica_never_confirmed_is_kept_and_the_session_goes
     }
 
     redis.resume_replica();
+    redis.until_replica_caught_up().await;
     // A retry with the request id gets the stored turn's outcome once the replica has it; it
     // does not run again.
     let replayed = within(rt.call_with(&k, "two", retry))
@@ -166,4 +167,59 @@ async fn plain_and_fenced_appends_short_of_replicas_are_committed_and_refused() 
         matches!(stale, Err(StoreError::Conflict { .. })),
         "{stale:?}"
     );
+}
+
+/// A retry is never acknowledged from what the session holds in memory when the primary no
+/// longer has the turn (here its head is set back one version, as a failover to a replica that
+/// missed the turn would leave it): the replicas then vouch for the primary's data, not the
+/// session's, and the retry is answered with the store's `Conflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_refused_when_the_primary_no_longer_holds_the_turn() {
+    let mut redis = ReplicatedRedis::start();
+    let prefix = fresh_prefix();
+    let store = redis.store(&prefix, &query()).await.expect("connect");
+    let rt = Runtime::builder()
+        .agent(EchoAgent)
+        .store(store)
+        .build()
+        .unwrap();
+    let k = key("u", "lost");
+    within(rt.call(&k, "one")).await.expect("acknowledged");
+    redis.pause_replica();
+    let retry = CallOptions::default().with_request_id("two-1");
+    let refused = within(rt.call_with(&k, "two", retry.clone())).await;
+    assert_eq!(refused.unwrap_err().code(), "not_replicated");
+    redis.resume_replica();
+    redis.until_replica_caught_up().await;
+
+    let client = redis::Client::open(redis.url("")).expect("client");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to the primary");
+    let heads: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:s:*:h"))
+        .query_async(&mut conn)
+        .await
+        .expect("KEYS");
+    let [head] = heads.as_slice() else {
+        panic!("one session head expected: {heads:?}")
+    };
+    let () = redis::cmd("HSET")
+        .arg(head)
+        .arg("v")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .expect("set the head back");
+
+    match within(rt.call_with(&k, "two", retry)).await {
+        Err(Error::Store { source, .. }) => match source.as_ref() {
+            StoreError::Conflict {
+                expected, found, ..
+            } => assert_eq!((*expected, *found), (2, 1)),
+            other => panic!("expected Conflict, got {other:?}"),
+        },
+        other => panic!("a retry acknowledged (or misanswered) a turn the primary lost: {other:?}"),
+    }
 }

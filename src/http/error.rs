@@ -274,7 +274,8 @@ impl ApiError {
                 "the turn is stored on the primary and the session goes on from it, but fewer \
                  replicas than required confirmed it in time, so it is not acknowledged: a \
                  failover before they catch up could lose it. Do not send it again as a new \
-                 turn; a retry with the same Idempotency-Key returns its outcome"
+                 turn; a retry with the same Idempotency-Key returns its outcome once the \
+                 replicas hold it, and this answer until then"
                     .into()
             }
             (StatusCode::BAD_GATEWAY, _) => {

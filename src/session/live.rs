@@ -70,6 +70,10 @@ pub(crate) struct Live {
     /// The last append failed in a way that leaves its outcome unknown (a timeout, a lost
     /// connection): the next write first reads back whether it committed.
     uncertain: Option<persist::Uncertain>,
+    /// The newest event of an append the store acknowledged in full (replicas included, where
+    /// it waits for them) while this session was live: a retry answered from events up to it
+    /// needs no replica check.
+    acknowledged_through: Seq,
     /// Messages in flight that carry a request id, and retries waiting for their answer;
     /// made on the first such message (most sessions never see one: no cost to them).
     requests: Option<Box<replay::InFlight>>,
@@ -135,6 +139,7 @@ impl Live {
             summary: None,
             compacting: false,
             uncertain: None,
+            acknowledged_through: 0,
             requests: None,
             immediate: None,
         }

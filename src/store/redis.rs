@@ -400,13 +400,27 @@ impl Store for RedisStore {
         let Some(replicated) = &self.replicated else {
             return Ok(());
         };
+        let read = redis::cmd("HGET")
+            .arg(self.session_keys(key).head)
+            .arg("v")
+            .to_owned();
         let marker = redis::cmd("SET")
-            .arg(self.session_keys(key).marker())
+            .arg(self.keys.session_marker(key))
             .arg(version)
             .arg("PX")
             .arg(1000)
             .to_owned();
-        let acked = replicated.confirm(key, marker).await?;
+        let (found, acked) = replicated.confirm(key, read, marker).await?;
+        // A primary that lost the version (a failover to a replica that missed it, a restart
+        // that lost its newest writes) must not have replicas vouch for what it no longer has.
+        let found = found.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        if found != version {
+            return Err(StoreError::Conflict {
+                key: key.clone(),
+                expected: version,
+                found,
+            });
+        }
         if acked < replicated.wanted {
             return Err(StoreError::NotReplicated {
                 key: key.clone(),

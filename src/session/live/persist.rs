@@ -111,6 +111,9 @@ impl Live {
         };
         match written {
             Ok(version) => {
+                if let Some(last) = self.unsaved.last() {
+                    self.acknowledged_through = last.seq;
+                }
                 self.saved(version);
                 Ok(())
             }
@@ -185,6 +188,8 @@ impl Live {
     }
 
     async fn reload(&mut self) {
+        // Whatever another writer did, what this session saw acknowledged is vouched for no more.
+        self.acknowledged_through = 0;
         let args = SessionArgs {
             key: self.key.clone(),
             deps: self.deps.clone(),

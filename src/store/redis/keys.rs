@@ -46,15 +46,6 @@ pub(super) struct SessionKeys {
     pub epoch: String,
 }
 
-impl SessionKeys {
-    /// A string a replica check writes (`Store::confirm_replicated`): in the session's slot,
-    /// expiring within a second, read by nothing.
-    pub(super) fn marker(&self) -> String {
-        let base = self.head.strip_suffix(":h").unwrap_or(&self.head);
-        format!("{base}:mark")
-    }
-}
-
 impl Keys {
     /// Checks the prefix: ASCII letters, digits, `_`, `-`, `.` and `:` only, so it can never
     /// open a hash tag or a pattern.
@@ -79,9 +70,20 @@ impl Keys {
         &self.prefix
     }
 
+    /// What every key of one session's starts with (its slot's hash tag included).
+    fn session_base(&self, key: &SessionKey) -> String {
+        format!("{}:s:{}", self.prefix, tagged(&canonical(key)))
+    }
+
+    /// A string a replica check writes (`Store::confirm_replicated`): in the session's slot,
+    /// expiring within a second, read by nothing.
+    pub(super) fn session_marker(&self, key: &SessionKey) -> String {
+        format!("{}:mark", self.session_base(key))
+    }
+
     /// The keys of one session.
     pub(super) fn session(&self, key: &SessionKey) -> SessionKeys {
-        let base = format!("{}:s:{}", self.prefix, tagged(&canonical(key)));
+        let base = self.session_base(key);
         SessionKeys {
             head: format!("{base}:h"),
             log: format!("{base}:l"),
@@ -191,7 +193,7 @@ mod tests {
         let keys = Keys::new("t").unwrap();
         let key = SessionKey::new("}{*:?", "a}:b{").unwrap();
         let names = keys.session(&key);
-        let marker = names.marker();
+        let marker = keys.session_marker(&key);
         let all = [&names.head, &names.log, &names.lease, &names.epoch, &marker];
         let tag = tag_of(&names.head);
         assert!(all.iter().all(|name| tag_of(name) == tag));

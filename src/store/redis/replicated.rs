@@ -194,22 +194,29 @@ impl Replicated {
         }
     }
 
-    /// How many replicas hold every write made before `marker`, a write of nothing that
-    /// matters in the session's slot: `WAIT` counts the replicas that caught up with the last
+    /// Reads the session's stored version (`HGET` of its head's `v`), then writes `marker` (a
+    /// write of nothing that matters, in the session's slot) and sends `WAIT`, in one round trip
+    /// on a dedicated connection. Answers the version read and how many replicas hold every
+    /// write made before the marker: `WAIT` counts the replicas that caught up with the last
     /// write of its own connection, and replicas apply the primary's writes in order, so the
-    /// marker, sent first on the dedicated connection, stands for the session's earlier
-    /// appends whichever connection made them.
-    pub(super) async fn confirm(&self, key: &SessionKey, marker: Cmd) -> Result<u32, StoreError> {
+    /// marker stands for the session's earlier appends, whichever connection made them.
+    pub(super) async fn confirm(
+        &self,
+        key: &SessionKey,
+        version: Cmd,
+        marker: Cmd,
+    ) -> Result<(Option<String>, u32), StoreError> {
         let mut conn = self.connection().await?;
         let mut pipe = redis::pipe();
-        pipe.add_command(marker)
+        pipe.add_command(version)
+            .add_command(marker)
             .ignore()
             .cmd("WAIT")
             .arg(self.wanted)
             .arg(self.timeout_ms);
-        let exchange = pipe.query_async::<(u32,)>(&mut *conn);
+        let exchange = pipe.query_async::<(Option<String>, u32)>(&mut *conn);
         match tokio::time::timeout(self.exchange_deadline, exchange).await {
-            Ok(Ok((acked,))) => Ok(acked),
+            Ok(Ok(answer)) => Ok(answer),
             Ok(Err(e)) => {
                 drop(Object::take(conn));
                 Err(redis_error(&key.to_string(), e))
@@ -226,11 +233,9 @@ impl Replicated {
 
     async fn connection(&self) -> Result<Object<Manager>, StoreError> {
         self.pool.get().await.map_err(|e| match e {
-            PoolError::Backend(e) => {
-                unavailable(format!("connecting for a replicated append: {e}"))
-            }
+            PoolError::Backend(e) => unavailable(format!("connecting for a replicated write: {e}")),
             PoolError::Timeout(_) => unavailable(
-                "no dedicated connection for a replicated append came free in time (raise \
+                "no dedicated connection for a replicated write came free in time (raise \
                  replica_connections)",
             ),
             other => unavailable(format!("replica connection pool: {other}")),
