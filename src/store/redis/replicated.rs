@@ -177,21 +177,8 @@ impl Replicated {
     ) -> Result<Committed, StoreError> {
         let mut conn = self.connection().await?;
         let exchange = self.exchange(&mut conn, append, call);
-        match tokio::time::timeout(self.exchange_deadline, exchange).await {
-            Ok(Ok(committed)) => Ok(committed),
-            Ok(Err(e)) => {
-                // Dropped rather than handed out again: its state is unknown.
-                drop(Object::take(conn));
-                Err(redis_error(&key.to_string(), e))
-            }
-            Err(_) => {
-                drop(Object::take(conn));
-                Err(unavailable(format!(
-                    "no answer to an append and its WAIT within {:?}",
-                    self.exchange_deadline
-                )))
-            }
-        }
+        let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
+        self.settle(key, conn, answer, "an append and its WAIT")
     }
 
     /// Reads the session's stored version (`HGET` of its head's `v`), then writes `marker` (a
@@ -215,20 +202,30 @@ impl Replicated {
             .arg(self.wanted)
             .arg(self.timeout_ms);
         let exchange = pipe.query_async::<(Option<String>, u32)>(&mut *conn);
-        match tokio::time::timeout(self.exchange_deadline, exchange).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(e)) => {
-                drop(Object::take(conn));
-                Err(redis_error(&key.to_string(), e))
-            }
-            Err(_) => {
-                drop(Object::take(conn));
-                Err(unavailable(format!(
-                    "no answer to a replica check within {:?}",
-                    self.exchange_deadline
-                )))
-            }
-        }
+        let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
+        self.settle(key, conn, answer, "a replica check")
+    }
+
+    /// The outcome of one exchange on `conn` (`what`, for the message), bounded by the exchange
+    /// deadline. A connection whose exchange failed or ran out of time is dropped rather than
+    /// handed out again: its state is unknown, and its `WAIT` may still block it.
+    fn settle<T>(
+        &self,
+        key: &SessionKey,
+        conn: Object<Manager>,
+        answer: Result<Result<T, RedisError>, tokio::time::error::Elapsed>,
+        what: &str,
+    ) -> Result<T, StoreError> {
+        let failed = match answer {
+            Ok(Ok(answer)) => return Ok(answer),
+            Ok(Err(e)) => redis_error(&key.to_string(), e),
+            Err(_) => unavailable(format!(
+                "no answer to {what} within {:?}",
+                self.exchange_deadline
+            )),
+        };
+        drop(Object::take(conn));
+        Err(failed)
     }
 
     async fn connection(&self) -> Result<Object<Manager>, StoreError> {
