@@ -65,14 +65,12 @@ impl Window {
 
     /// How many of the newest events the agent sees: at most `size`, none at or before `covered`
     /// (the last event the summary covers or `clear_context` removed).
+    ///
+    /// Events are held in `seq` order, so this is a binary search: a turn does not walk
+    /// (and pull into the cache) the whole window to start.
     pub(crate) fn visible(&self, covered: Seq) -> usize {
-        let uncovered = self
-            .events
-            .iter()
-            .rev()
-            .take_while(|e| e.seq > covered)
-            .count();
-        uncovered.min(self.size)
+        let first_uncovered = self.events.partition_point(|e| e.seq <= covered);
+        (self.events.len() - first_uncovered).min(self.size)
     }
 }
 
@@ -148,6 +146,23 @@ mod tests {
         assert_eq!(window.visible(0), 4, "at most `size`");
         assert_eq!(window.visible(4), 2, "none the summary covers");
         assert_eq!(window.visible(6), 0);
+    }
+
+    #[test]
+    fn visible_counts_the_uncovered_events_at_the_end_for_every_cut() {
+        // Seqs with gaps (compaction and clears leave none, but a window must not rely on it).
+        let seqs = [3, 4, 7, 8, 9, 12];
+        for size in 1..=7 {
+            let window = Window::new(seqs.iter().map(|&s| input(s)).collect(), size);
+            for covered in 0..=13 {
+                let walked = seqs.iter().rev().take_while(|&&s| s > covered).count();
+                assert_eq!(
+                    window.visible(covered),
+                    walked.min(size),
+                    "size {size}, covered through {covered}"
+                );
+            }
+        }
     }
 
     #[test]

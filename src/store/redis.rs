@@ -68,7 +68,7 @@ pub struct RedisStore {
     /// Heads this process wrote or read last, so that an append based on one needs no read
     /// first (one round trip instead of two). Only a shortcut: the script still checks the
     /// version and epoch, and a stale entry ends in `Conflict`, never in a wrong write.
-    heads: Arc<Mutex<LruCache<SessionKey, StoredHead>>>,
+    heads: Arc<Mutex<LruCache<SessionKey, HeadSlot>>>,
     /// `user:` and `app:` changes of committed appends whose write after the commit failed,
     /// per session: sent again, under newer changes, with the session's next append.
     unsent: Arc<Mutex<LruCache<SessionKey, SplitDelta>>>,
@@ -246,7 +246,7 @@ impl RedisStore {
         };
         let ((head, mut events), user, app) = futures::try_join!(read, user_state, app_state)?;
         let cached = head.clone().unwrap_or_else(|| StoredHead::absent(key));
-        self.remember(key, Some(cached));
+        self.remember(key, Some(Box::new(cached)));
         events.drain(..events.len().saturating_sub(window));
         Ok(LoadedSession {
             record: head.map(|h| h.record),
@@ -261,16 +261,24 @@ impl RedisStore {
     }
 
     /// Remembers (or, with `None`, forgets) the stored head of `key`.
-    fn remember(&self, key: &SessionKey, head: Option<StoredHead>) {
+    fn remember(&self, key: &SessionKey, head: Option<Box<StoredHead>>) {
         let mut heads = self.heads.lock();
-        match head {
-            Some(head) => {
-                heads.put(key.clone(), head);
+        match (head, heads.get_mut(key)) {
+            // The usual case, an append putting back the head it took: the entry stays.
+            (Some(head), Some(slot)) => *slot = Some(head),
+            (Some(head), None) => {
+                heads.put(key.clone(), Some(head));
             }
-            None => {
+            (None, _) => {
                 heads.pop(key);
             }
         }
+    }
+
+    /// Takes the cached head of `key` out of the cache, leaving its entry empty: until it is
+    /// put back, it is not known to be current.
+    fn take_head(&self, key: &SessionKey) -> Option<Box<StoredHead>> {
+        self.heads.lock().get_mut(key).and_then(Option::take)
     }
 
     /// Runs the delete script for `key`, then drops its index entries. With `score` (gc's),
@@ -321,6 +329,10 @@ impl RedisStore {
 
 /// A session's head (`None` if it is not stored) and its log's newest events, as read.
 type ReadSession = (Option<StoredHead>, Vec<Event>);
+
+/// A session's entry in the head cache: boxed, so that an append takes it out and puts it back
+/// without moving the record; empty while an append has it (or after one failed).
+type HeadSlot = Option<Box<StoredHead>>;
 
 /// Checks what `load.lua` (or `claim.lua`) read of `key` — the head's fields and the log's
 /// newest events, at least `window` of them — and rebuilds the head from them.

@@ -73,7 +73,13 @@ impl Live {
         if summary_changed {
             self.refresh_summary();
         }
-        self.unsaved.extend(events);
+        if self.unsaved.is_empty() {
+            // The usual case (the last turn was saved): the turn's own buffer becomes the
+            // unsaved one, no copy.
+            self.unsaved = events;
+        } else {
+            self.unsaved.extend(events);
+        }
         let unsaved = self.unsaved.len();
         self.shared.gauges.unsaved.store(unsaved, Ordering::Relaxed);
         self.shared.dirty.store(true, Ordering::Release);

@@ -186,16 +186,18 @@ impl RedisStore {
         &self,
         key: &SessionKey,
         base_version: u64,
-    ) -> Result<StoredHead, StoreError> {
+    ) -> Result<Box<StoredHead>, StoreError> {
         // Taken out: whatever happens next, the cached head is no longer known to be current
         // until this append puts it back.
-        let cached = self.heads.lock().pop(key);
-        if let Some(head) = cached.filter(|h| h.record.version == base_version) {
+        if let Some(head) = self
+            .take_head(key)
+            .filter(|h| h.record.version == base_version)
+        {
             return Ok(head);
         }
         // Boxed: a read before an append is the rare path (a head not kept, or a conflict).
         let (stored, _) = Box::pin(self.read_session(key, 0)).await?;
-        let stored = stored.unwrap_or_else(|| StoredHead::absent(key));
+        let stored = Box::new(stored.unwrap_or_else(|| StoredHead::absent(key)));
         let found = stored.record.version;
         if found != base_version {
             self.remember(key, Some(stored));
