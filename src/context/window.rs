@@ -66,11 +66,17 @@ impl Window {
     /// How many of the newest events the agent sees: at most `size`, none at or before `covered`
     /// (the last event the summary covers or `clear_context` removed).
     ///
-    /// Events are held in `seq` order, so this is a binary search: a turn does not walk
-    /// (and pull into the cache) the whole window to start.
+    /// Events are held in `seq` order, so this looks at the oldest event that could be visible
+    /// and, only when that one is covered, searches for the first that is not: a turn does not
+    /// walk (and pull into the cache) the whole window to start.
     pub(crate) fn visible(&self, covered: Seq) -> usize {
+        let held = self.events.len();
+        let most = held.min(self.size);
+        if most == 0 || self.events[held - most].seq > covered {
+            return most;
+        }
         let first_uncovered = self.events.partition_point(|e| e.seq <= covered);
-        (self.events.len() - first_uncovered).min(self.size)
+        held - first_uncovered
     }
 }
 
