@@ -1,18 +1,21 @@
 //! The Redis store's key layout is versioned (`P:layout`): a prefix marked by a newer turnstile
 //! is refused with `NewerLayout`, and data of the older, unversioned layout (which this build no
 //! longer reads) with a clear `InvalidRequest` — both before anything is read or written. A
-//! fresh prefix is marked with this build's version.
+//! fresh prefix is marked with this build's version, and a prefix of layout 2 (whose data this
+//! build reads as it is) is marked as layout 3, its sessions kept.
 #![cfg(feature = "redis")]
 
 mod support;
 
+use turnstile::store::conformance::turn_events;
 use turnstile::store::{RedisOptions, RedisStore};
-use turnstile::StoreError;
+use turnstile::{SessionKey, Store, StoreError};
 
 use support::redis_server::{fresh_prefix, RedisServer};
 
 #[tokio::test]
-async fn newer_and_unversioned_layouts_are_refused_and_fresh_prefixes_are_marked() {
+async fn newer_and_unversioned_layouts_are_refused_layout_2_is_taken_over_and_fresh_prefixes_are_marked(
+) {
     let server = RedisServer::start();
     let mut conn = server.connection().await;
     let connect = |prefix: &str| {
@@ -29,22 +32,47 @@ async fn newer_and_unversioned_layouts_are_refused_and_fresh_prefixes_are_marked
         .query_async(&mut conn)
         .await
         .expect("GET");
-    assert_eq!(mark, "2");
+    assert_eq!(mark, "3");
     connect(&fresh).await.expect("its own layout again");
 
     let newer = fresh_prefix();
     let _: () = redis::cmd("SET")
         .arg(format!("{newer}:layout"))
-        .arg(3)
+        .arg(4)
         .query_async(&mut conn)
         .await
         .expect("SET");
     match connect(&newer).await {
         Err(StoreError::NewerLayout {
             found, supported, ..
-        }) => assert_eq!((found, supported), (3, 2)),
+        }) => assert_eq!((found, supported), (4, 3)),
         other => panic!("a newer layout must be refused, got {other:?}"),
     }
+
+    // Layout 2: a session written by this build, then the mark set back as layout 2 left it.
+    let two = fresh_prefix();
+    let key = SessionKey::new("ann", "kept").expect("key");
+    let store = connect(&two).await.expect("a fresh prefix");
+    store
+        .append(&key, 0, &turn_events(1, "before the upgrade", None))
+        .await
+        .expect("append");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{two}:layout"))
+        .arg(2)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    let upgraded = connect(&two).await.expect("layout 2 is taken over");
+    let mark: String = redis::cmd("GET")
+        .arg(format!("{two}:layout"))
+        .query_async(&mut conn)
+        .await
+        .expect("GET");
+    assert_eq!(mark, "3", "the prefix is marked as this build's layout");
+    let loaded = upgraded.load(&key, 10).await.expect("load");
+    let texts: Vec<_> = loaded.events.iter().filter_map(|e| e.text()).collect();
+    assert_eq!(texts, ["before the upgrade", "re: before the upgrade"]);
 
     let old = fresh_prefix();
     let _: i64 = redis::cmd("ZADD")

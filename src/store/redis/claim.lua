@@ -2,8 +2,8 @@
 -- in the same atomic step (read.lua's `read_session`, which precedes this text): what loads is
 -- then what the last owner left. All keys in the session's slot.
 -- KEYS: 1 lease (hash t token, a address, i instance, ep epoch; expires), 2 epoch counter
---       (a number that only grows; never expires, survives deletion of the session), 3 head,
---       4 log
+--       (a number that only grows; never expires, survives deletion of the session), 3 head
+--       (its `t` is set to the new token when it exists), 4 log
 -- ARGV: 1 token (random, from the claimant), 2 address, 3 instance, 4 ttl in ms, 5 how many
 --       of the newest events to read, or '' to read nothing
 -- A lease this instance already holds is taken over: new token, new epoch.
@@ -17,6 +17,12 @@ local epoch = redis.call('INCR', KEYS[2])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 't', ARGV[1], 'a', ARGV[2], 'i', ARGV[3], 'ep', epoch)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+-- The head mirrors the newest grant's token (see append.lua), so that an owner's appends need
+-- not read the lease. A head that does not exist yet is left alone: the first append checks
+-- the lease and writes the mirror.
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('HSET', KEYS[3], 't', ARGV[1])
+end
 if ARGV[5] == '' then
   return {'1', tostring(epoch)}
 end

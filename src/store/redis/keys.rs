@@ -17,8 +17,15 @@ use crate::store::StoreError;
 /// The layout this build writes and the newest it reads, kept in the key [`Keys::layout`].
 ///
 /// Layout 1 (unversioned) tagged keys per user and wrote shared state and indexes in the append
-/// script; layout 2 puts each session in a slot of its own, which Redis Cluster needs.
-pub(crate) const LAYOUT_VERSION: u32 = 2;
+/// script; layout 2 puts each session in a slot of its own, which Redis Cluster needs; layout 3
+/// mirrors the newest lease grant's token in the session's head (field `t`), so that a fenced
+/// append reads one hash instead of two. Layout-2 data is layout-3 data without the mirrors:
+/// this build marks such a prefix as layout 3 on connect ([`UPGRADES_FROM`]).
+pub(crate) const LAYOUT_VERSION: u32 = 3;
+
+/// The older layout this build takes over as it is, by marking its prefix as
+/// [`LAYOUT_VERSION`]. Its builds do not write the mirror, so none may still run on the prefix.
+pub(crate) const UPGRADES_FROM: u32 = 2;
 
 /// Longest accepted key prefix; a prefix only separates deployments.
 const MAX_PREFIX_BYTES: usize = 64;

@@ -1,8 +1,8 @@
 //! The layout version under a prefix: checked (and, on a fresh prefix, written) on connect, so
-//! that a build never reads or writes data laid out by a newer one, nor by the older layout it no
-//! longer reads.
+//! that a build never reads or writes data laid out by a newer one, nor by an older layout it no
+//! longer reads; the one older layout it reads as it is gets its mark moved up.
 
-use super::keys::LAYOUT_VERSION;
+use super::keys::{LAYOUT_VERSION, UPGRADES_FROM};
 use super::RedisStore;
 use crate::store::StoreError;
 
@@ -40,10 +40,54 @@ impl RedisStore {
                 supported: LAYOUT_VERSION,
             });
         }
+        if found == UPGRADES_FROM {
+            return self.upgrade_layout(&about).await;
+        }
         if found < LAYOUT_VERSION {
             return Err(older_layout(&about, found));
         }
         Ok(())
+    }
+
+    /// Marks a prefix of layout [`UPGRADES_FROM`] as [`LAYOUT_VERSION`], unless another
+    /// process changed its mark meanwhile (then that mark is checked as if read on connect).
+    async fn upgrade_layout(&self, about: &str) -> Result<(), StoreError> {
+        let layout = self.keys.layout();
+        // Compare-and-set: a newer build that marked the prefix since is not marked back.
+        let upgrade = redis::cmd("EVAL")
+            .arg(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                   redis.call('SET', KEYS[1], ARGV[2]) end \
+                 return redis.call('GET', KEYS[1])",
+            )
+            .arg(1)
+            .arg(&layout)
+            .arg(UPGRADES_FROM)
+            .arg(LAYOUT_VERSION)
+            .to_owned();
+        let mut conn = self.conn.clone();
+        let found: Option<String> = self.run(about, upgrade.query_async(&mut conn)).await?;
+        match found.as_deref().map(str::parse::<u32>) {
+            Some(Ok(LAYOUT_VERSION)) => {
+                tracing::info!(
+                    "redis store, {about}: layout {UPGRADES_FROM} marked as layout \
+                     {LAYOUT_VERSION} (its data is kept as it is)"
+                );
+                Ok(())
+            }
+            Some(Ok(found)) if found > LAYOUT_VERSION => Err(StoreError::NewerLayout {
+                backend: "redis",
+                place: about.to_owned(),
+                found,
+                supported: LAYOUT_VERSION,
+            }),
+            other => Err(StoreError::Corrupt {
+                key: layout,
+                detail: format!(
+                    "redis: the layout mark changed to {other:?} while this build upgraded it"
+                ),
+            }),
+        }
     }
 
     /// Data of layout 1, which wrote no version, always had a gc index or app state: an

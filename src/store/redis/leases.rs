@@ -1,6 +1,7 @@
 //! Session leases in Redis: one hash per session in the session's own slot (token, owner's
 //! address and instance, epoch; expiring), and an epoch counter beside it that only grows.
-//! Fenced appends check the lease inside `append.lua` (see `super::append`).
+//! Fenced appends check the lease inside `append.lua` (see `super::append`), through the
+//! head's mirror of the newest grant's token where it can.
 
 use std::time::Duration;
 
@@ -202,8 +203,9 @@ impl Leases for RedisStore {
     }
 
     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
+        let names = self.session_keys(key);
         let mut call = self.scripts.release.prepare_invoke();
-        call.key(self.session_keys(key).lease).arg(&lease.token);
+        call.key(&names.lease).key(&names.head).arg(&lease.token);
         let mut conn = self.conn.for_session(key);
         let released: i64 = self.run(key, call.invoke_async(&mut conn)).await?;
         Ok(released == 1)
