@@ -7,7 +7,8 @@
 //! - a released lease takes its mirror back: nothing is written under it any more;
 //! - a head without a mirror (layout 2 wrote none) is fenced by the lease and gets the mirror;
 //! - an owner whose lease lapsed with nobody taking the session again still writes (nobody
-//!   else can), and is refused from the moment anyone else is granted the session.
+//!   else can), and is refused from the moment anyone else is granted the session;
+//! - a head key holding foreign data neither fails a grant nor keeps a lease from its release.
 //!
 //! Breakage caught (verified by hand): `claim.lua` not writing the mirror lets a former owner
 //! commit after a takeover; `release.lua` not removing it lets a released lease write.
@@ -256,4 +257,34 @@ async fn a_lapsed_lease_writes_until_anyone_else_is_granted_the_session() {
             "re: by b"
         ]
     );
+}
+
+#[tokio::test]
+async fn a_head_key_of_another_type_does_not_keep_a_lease_from_being_given_back() {
+    let Setup {
+        server: _server,
+        prefix,
+        a,
+        b: _b,
+        mut conn,
+        key,
+    } = setup().await;
+    let lease = grant(&a, &key, &Claimant::new("http://a")).await;
+    let lease_key = only_key(&mut conn, &prefix, ":lease").await;
+    let head = lease_key.replace(":lease", ":h");
+    let _: () = redis::cmd("SET")
+        .arg(&head)
+        .arg("foreign")
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    assert!(a.release(&key, &lease).await.expect("release"));
+    // A grant leaves the foreign key alone too.
+    grant(&a, &key, &Claimant::new("http://a")).await;
+    let foreign: String = redis::cmd("GET")
+        .arg(&head)
+        .query_async(&mut conn)
+        .await
+        .expect("GET");
+    assert_eq!(foreign, "foreign");
 }

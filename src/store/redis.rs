@@ -134,8 +134,9 @@ impl RedisStore {
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
     /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix, lanes or replica setting
     /// (replicas or lanes in a Cluster URL, or a replica's URL, included) or for data of the older, unversioned
-    /// layout under the prefix, and [`StoreError::NewerLayout`] when a newer turnstile laid out
-    /// the prefix.
+    /// layout under the prefix, or of layout 2 unless `upgrade_from=2` says to take it over
+    /// ([`RedisOptions::with_upgrade_from`]), and [`StoreError::NewerLayout`] when a newer
+    /// turnstile laid out the prefix.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         if options::has_parameter(url, "lanes") && conn::cluster_nodes(url).is_some() {
             return Err(StoreError::InvalidRequest(
@@ -177,7 +178,7 @@ impl RedisStore {
         if let Some(replicated) = &store.replicated {
             replicated.check_primary().await?;
         }
-        store.check_layout().await?;
+        store.check_layout(options.upgrade_from).await?;
         Ok(store)
     }
 

@@ -19,8 +19,8 @@ redis.call('HSET', KEYS[1], 't', ARGV[1], 'a', ARGV[2], 'i', ARGV[3], 'ep', epoc
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 -- The head mirrors the newest grant's token (see append.lua), so that an owner's appends need
 -- not read the lease. A head that does not exist yet is left alone: the first append checks
--- the lease and writes the mirror.
-if redis.call('EXISTS', KEYS[3]) == 1 then
+-- the lease and writes the mirror. (A key of another type is left for the read to report.)
+if redis.call('TYPE', KEYS[3])['ok'] == 'hash' then
   redis.call('HSET', KEYS[3], 't', ARGV[1])
 end
 if ARGV[5] == '' then

@@ -43,7 +43,9 @@ pub(super) struct Keys {
 /// The names of one session's keys, all in one hash slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SessionKeys {
-    /// Hash: `v` version, `e` incarnation, `u` updated_ms, `n` next_seq, `r` record checkpoint.
+    /// Hash: `v` version, `e` incarnation, `u` updated_ms, `n` next_seq, `r` record checkpoint,
+    /// `c` its next_seq; fenced writes add `f` (the newest lease epoch that wrote) and `t` (the
+    /// newest grant's token, see `append.lua`).
     pub head: String,
     /// List: the events as JSON, oldest first (index = seq − 1).
     pub log: String,

@@ -7,8 +7,9 @@ use super::RedisStore;
 use crate::store::StoreError;
 
 impl RedisStore {
-    /// Refuses a prefix laid out by another version; marks a fresh one as this version's.
-    pub(super) async fn check_layout(&self) -> Result<(), StoreError> {
+    /// Refuses a prefix laid out by another version; marks a fresh one as this version's, and
+    /// one of layout [`UPGRADES_FROM`] too when the operator says so (`upgrade_from`).
+    pub(super) async fn check_layout(&self, upgrade_from: Option<u32>) -> Result<(), StoreError> {
         let about = format!("prefix {}", self.keys.prefix());
         let layout = self.keys.layout();
         let mut conn = self.conn.clone();
@@ -41,6 +42,15 @@ impl RedisStore {
             });
         }
         if found == UPGRADES_FROM {
+            if upgrade_from != Some(UPGRADES_FROM) {
+                return Err(StoreError::InvalidRequest(format!(
+                    "redis store, {about}: the data there has key layout {UPGRADES_FROM}; this \
+                     build writes layout {LAYOUT_VERSION}, which reads it as it is. Stop every \
+                     process of an older build on this prefix, then connect once with \
+                     `upgrade_from={UPGRADES_FROM}` in the store URL \
+                     (`RedisOptions::with_upgrade_from`); nothing was changed"
+                )));
+            }
             return self.upgrade_layout(&about).await;
         }
         if found < LAYOUT_VERSION {
@@ -50,15 +60,17 @@ impl RedisStore {
     }
 
     /// Marks a prefix of layout [`UPGRADES_FROM`] as [`LAYOUT_VERSION`], unless another
-    /// process changed its mark meanwhile (then that mark is checked as if read on connect).
+    /// process changed its mark meanwhile; then the mark found is checked as on connect.
     async fn upgrade_layout(&self, about: &str) -> Result<(), StoreError> {
         let layout = self.keys.layout();
-        // Compare-and-set: a newer build that marked the prefix since is not marked back.
+        // Compare-and-set: a mark another process changed meanwhile is left as it is.
         let upgrade = redis::cmd("EVAL")
             .arg(
                 "if redis.call('GET', KEYS[1]) == ARGV[1] then \
-                   redis.call('SET', KEYS[1], ARGV[2]) end \
-                 return redis.call('GET', KEYS[1])",
+                   redis.call('SET', KEYS[1], ARGV[2]) \
+                   return {1, ARGV[2]} \
+                 end \
+                 return {0, redis.call('GET', KEYS[1])}",
             )
             .arg(1)
             .arg(&layout)
@@ -66,27 +78,32 @@ impl RedisStore {
             .arg(LAYOUT_VERSION)
             .to_owned();
         let mut conn = self.conn.clone();
-        let found: Option<String> = self.run(about, upgrade.query_async(&mut conn)).await?;
-        match found.as_deref().map(str::parse::<u32>) {
-            Some(Ok(LAYOUT_VERSION)) => {
-                tracing::info!(
-                    "redis store, {about}: layout {UPGRADES_FROM} marked as layout \
-                     {LAYOUT_VERSION} (its data is kept as it is)"
-                );
+        let (upgraded, found): (i64, Option<String>) =
+            self.run(about, upgrade.query_async(&mut conn)).await?;
+        match found.as_deref().map(|f| (f, f.parse::<u32>())) {
+            Some((_, Ok(LAYOUT_VERSION))) => {
+                if upgraded == 1 {
+                    tracing::info!(
+                        "redis store, {about}: key layout {UPGRADES_FROM} marked as layout \
+                         {LAYOUT_VERSION}; its data is kept as it is"
+                    );
+                }
                 Ok(())
             }
-            Some(Ok(found)) if found > LAYOUT_VERSION => Err(StoreError::NewerLayout {
+            Some((_, Ok(found))) if found > LAYOUT_VERSION => Err(StoreError::NewerLayout {
                 backend: "redis",
                 place: about.to_owned(),
                 found,
                 supported: LAYOUT_VERSION,
             }),
-            other => Err(StoreError::Corrupt {
-                key: layout,
-                detail: format!(
-                    "redis: the layout mark changed to {other:?} while this build upgraded it"
-                ),
-            }),
+            Some((text, _)) => Err(StoreError::InvalidRequest(format!(
+                "redis store, {about}: the layout mark changed to {text:?} while this build \
+                 upgraded it; nothing was changed"
+            ))),
+            None => Err(StoreError::InvalidRequest(format!(
+                "redis store, {about}: the layout mark was removed while this build upgraded \
+                 it; nothing was changed, connect again"
+            ))),
         }
     }
 

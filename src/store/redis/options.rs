@@ -29,6 +29,8 @@ pub struct RedisOptions {
     pub(super) lanes: usize,
     /// Sessions whose head the store keeps between appends.
     pub(super) head_cache: usize,
+    /// The older layout the operator confirms may be taken over (no build of it still runs).
+    pub(super) upgrade_from: Option<u32>,
 }
 
 impl Default for RedisOptions {
@@ -43,6 +45,7 @@ impl Default for RedisOptions {
             replica_connections: Self::DEFAULT_REPLICA_CONNECTIONS,
             lanes: Self::DEFAULT_LANES,
             head_cache: Self::DEFAULT_HEAD_CACHE,
+            upgrade_from: None,
         }
     }
 }
@@ -169,6 +172,16 @@ impl RedisOptions {
         self
     }
 
+    /// Takes over a prefix of key layout `layout` (only 2 is accepted) by marking it with this
+    /// build's layout on connect; its data is used as it is. Without it a layout-2 prefix is
+    /// refused, nothing changed. Give it only once no process of a layout-2 build runs on the
+    /// prefix: those do not keep the fence's mirror (`docs/stores.md`, "Layout version").
+    /// URL: `upgrade_from=2`.
+    pub fn with_upgrade_from(mut self, layout: u32) -> Self {
+        self.upgrade_from = Some(layout);
+        self
+    }
+
     /// The wait for replicas in whole milliseconds, as `WAIT` takes it.
     pub(super) fn replica_timeout_ms(&self) -> u64 {
         u64::try_from(self.replica_timeout.as_millis()).unwrap_or(u64::MAX)
@@ -177,6 +190,17 @@ impl RedisOptions {
     /// Checks the replica settings.
     pub(super) fn check(&self) -> Result<(), StoreError> {
         let invalid = |detail: String| Err(StoreError::InvalidRequest(detail));
+        if let Some(layout) = self
+            .upgrade_from
+            .filter(|&l| l != super::keys::UPGRADES_FROM)
+        {
+            return invalid(format!(
+                "redis upgrade_from={layout}: this build (key layout {}) takes over layout {} \
+                 only",
+                super::keys::LAYOUT_VERSION,
+                super::keys::UPGRADES_FROM
+            ));
+        }
         if self.replicas > MAX_REPLICAS {
             return invalid(format!(
                 "redis replicas={} is more than {MAX_REPLICAS}; give the number of replicas \
@@ -220,12 +244,13 @@ impl RedisOptions {
 }
 
 /// Turnstile's own query parameters of a Redis URL.
-const PARAMETERS: [&str; 5] = [
+const PARAMETERS: [&str; 6] = [
     "replicas",
     "replica_timeout_ms",
     "replica_connections",
     "lanes",
     "head_cache",
+    "upgrade_from",
 ];
 
 /// Whether `url`'s query names the parameter `name`.
@@ -238,7 +263,7 @@ pub(super) fn has_parameter(url: &str, name: &str) -> bool {
 }
 
 /// Splits turnstile's own query parameters (`replicas`, `replica_timeout_ms`,
-/// `replica_connections`, `lanes`, `head_cache`) off a Redis URL, applying them to `options`,
+/// `replica_connections`, `lanes`, `head_cache`, `upgrade_from`) off a Redis URL, applying them to `options`,
 /// and returns the URL the driver understands (its own parameters, such as `db` or
 /// `protocol`, kept).
 pub(super) fn split_url(
@@ -263,6 +288,9 @@ pub(super) fn split_url(
             "replica_timeout_ms" => options.replica_timeout = Duration::from_millis(number),
             "lanes" => options.lanes = usize::try_from(number).unwrap_or(usize::MAX),
             "head_cache" => options.head_cache = usize::try_from(number).unwrap_or(usize::MAX),
+            "upgrade_from" => {
+                options.upgrade_from = Some(u32::try_from(number).unwrap_or(u32::MAX));
+            }
             _ => options.replica_connections = usize::try_from(number).unwrap_or(usize::MAX),
         }
     }
@@ -280,6 +308,28 @@ mod tests {
 
     fn split(url: &str) -> Result<(String, RedisOptions), StoreError> {
         split_url(url, RedisOptions::default())
+    }
+
+    #[test]
+    fn upgrade_from_is_taken_and_only_layout_2_is_accepted() {
+        let (url, options) = split("redis://h:1/?upgrade_from=2&db=1").unwrap();
+        assert_eq!(url, "redis://h:1/?db=1");
+        assert_eq!(options.upgrade_from, Some(2));
+        assert!(options.check().is_ok());
+        assert_eq!(split("redis://h:1/").unwrap().1.upgrade_from, None);
+        for layout in [1, 3] {
+            let (_, options) = split(&format!("redis://h:1/?upgrade_from={layout}")).unwrap();
+            match options.check() {
+                Err(StoreError::InvalidRequest(message)) => {
+                    assert!(
+                        message.contains(&format!("upgrade_from={layout}")),
+                        "{message}"
+                    );
+                }
+                other => panic!("upgrade_from={layout} must be refused, got {other:?}"),
+            }
+        }
+        assert!(split("redis://h:1/?upgrade_from=two").is_err());
     }
 
     #[test]
