@@ -28,9 +28,6 @@ pub struct ContextMessage {
     pub content: String,
 }
 
-/// The room a window starts with: a few turns' events.
-const FEW_EVENTS: usize = 8;
-
 /// The newest events a live session holds for its agent's context.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Window {
@@ -59,19 +56,8 @@ impl Window {
     /// Appends events, dropping the oldest half once twice the size is held.
     pub(crate) fn extend(&mut self, events: &[Event]) {
         let held = Arc::make_mut(&mut self.events);
-        let limit = self.size.max(1);
-        let needed = held.len() + events.len();
-        if needed > held.capacity() {
-            // Room in three sizes (a few events, the size, twice the size) rather than doubling
-            // from four: a growing session moves its events twice instead of five times, and
-            // the blocks other sessions free are of the sizes the next ones need.
-            let room = [FEW_EVENTS, limit, 2 * limit]
-                .into_iter()
-                .find(|&room| room >= needed)
-                .unwrap_or(needed);
-            held.reserve_exact(room - held.len());
-        }
         held.extend_from_slice(events);
+        let limit = self.size.max(1);
         if held.len() >= 2 * limit {
             held.drain(..held.len() - limit);
         }
@@ -149,21 +135,6 @@ mod tests {
         assert_eq!(seqs(&window), vec![1, 2, 3, 4, 5]);
         window.extend(&[input(6)]);
         assert_eq!(seqs(&window), vec![4, 5, 6]);
-    }
-
-    #[test]
-    fn the_window_grows_in_three_sizes() {
-        let mut window = Window::new(Vec::new(), 64);
-        let mut rooms = Vec::new();
-        for seq in (1..=300).step_by(2) {
-            window.extend(&[input(seq), input(seq + 1)]);
-            let room = window.events().capacity();
-            if rooms.last() != Some(&room) {
-                rooms.push(room);
-            }
-            assert!((64..128).contains(&window.events().len()) || seq < 64);
-        }
-        assert_eq!(rooms, vec![8, 64, 128]);
     }
 
     #[test]
