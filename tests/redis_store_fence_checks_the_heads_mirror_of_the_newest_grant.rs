@@ -8,7 +8,8 @@
 //! - a head without a mirror (layout 2 wrote none) is fenced by the lease and gets the mirror;
 //! - an owner whose lease lapsed with nobody taking the session again still writes (nobody
 //!   else can), and is refused from the moment anyone else is granted the session;
-//! - a head key holding foreign data neither fails a grant nor keeps a lease from its release.
+//! - a head key holding foreign data does not fail a plain grant nor keep a lease from its
+//!   release; an activation's claim, which reads the head, fails and gives its lease back.
 //!
 //! Breakage caught (verified by hand): `claim.lua` not writing the mirror lets a former owner
 //! commit after a takeover; `release.lua` not removing it lets a released lease write.
@@ -260,7 +261,7 @@ async fn a_lapsed_lease_writes_until_anyone_else_is_granted_the_session() {
 }
 
 #[tokio::test]
-async fn a_head_key_of_another_type_does_not_keep_a_lease_from_being_given_back() {
+async fn a_head_key_of_another_type_never_keeps_a_lease_from_being_given_back() {
     let Setup {
         server: _server,
         prefix,
@@ -280,11 +281,26 @@ async fn a_head_key_of_another_type_does_not_keep_a_lease_from_being_given_back(
         .expect("SET");
     assert!(a.release(&key, &lease).await.expect("release"));
     // A grant leaves the foreign key alone too.
-    grant(&a, &key, &Claimant::new("http://a")).await;
+    let lease = grant(&a, &key, &Claimant::new("http://a")).await;
     let foreign: String = redis::cmd("GET")
         .arg(&head)
         .query_async(&mut conn)
         .await
         .expect("GET");
     assert_eq!(foreign, "foreign");
+    assert!(a.release(&key, &lease).await.expect("release"));
+    // An activation's claim reads the head too, and that read fails: the claim is an error,
+    // and the lease it took is given back (another process may claim at once).
+    let outcome = a
+        .acquire_and_load(&key, &Claimant::new("http://a"), TTL, 10)
+        .await;
+    assert!(outcome.is_err(), "{outcome:?}");
+    match a
+        .acquire(&key, &Claimant::new("http://b"), TTL)
+        .await
+        .expect("acquire")
+    {
+        Claim::Granted(_) => {}
+        Claim::Held(owner) => panic!("the failed claim's lease was kept by {owner:?}"),
+    }
 }

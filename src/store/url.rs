@@ -34,9 +34,9 @@ pub enum StoreUrl {
     /// is dropped. For trial runs and load tests that must leave nothing behind.
     TempFolder,
     /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`);
-    /// `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`, `lanes=N` and
-    /// `head_cache=N` in its query are the store's own options (see `RedisOptions`), checked
-    /// when it opens.
+    /// `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`, `lanes=N`,
+    /// `head_cache=N` and `upgrade_from=2` in its query are the store's own options (see
+    /// `RedisOptions`), checked when it opens.
     Redis(String),
     /// `redis+cluster://HOST:PORT[,HOST:PORT…]` or `rediss+cluster://…`: the Redis store on
     /// the Redis Cluster those nodes belong to (feature `redis`). Credentials, if any, come

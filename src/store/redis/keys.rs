@@ -20,7 +20,8 @@ use crate::store::StoreError;
 /// script; layout 2 puts each session in a slot of its own, which Redis Cluster needs; layout 3
 /// mirrors the newest lease grant's token in the session's head (field `t`), so that a fenced
 /// append reads one hash instead of two. Layout-2 data is layout-3 data without the mirrors:
-/// this build marks such a prefix as layout 3 on connect ([`UPGRADES_FROM`]).
+/// this build marks such a prefix as layout 3 on connect when told to ([`UPGRADES_FROM`],
+/// `upgrade_from=2`), and refuses it otherwise.
 pub(crate) const LAYOUT_VERSION: u32 = 3;
 
 /// The older layout this build takes over as it is, by marking its prefix as

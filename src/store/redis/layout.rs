@@ -44,11 +44,12 @@ impl RedisStore {
         if found == UPGRADES_FROM {
             if upgrade_from != Some(UPGRADES_FROM) {
                 return Err(StoreError::InvalidRequest(format!(
-                    "redis store, {about}: the data there has key layout {UPGRADES_FROM}; this \
-                     build writes layout {LAYOUT_VERSION}, which reads it as it is. Stop every \
-                     process of an older build on this prefix, then connect once with \
-                     `upgrade_from={UPGRADES_FROM}` in the store URL \
-                     (`RedisOptions::with_upgrade_from`); nothing was changed"
+                    "redis store, {about}: the data there has key layout {UPGRADES_FROM}. This \
+                     build (layout {LAYOUT_VERSION}) can use that data as it is, but not while \
+                     a process of an older build still runs on the prefix. Stop every such \
+                     process, then connect once with `upgrade_from={UPGRADES_FROM}` in the \
+                     store URL (in code: `RedisOptions::with_upgrade_from`); nothing was \
+                     changed"
                 )));
             }
             return self.upgrade_layout(&about).await;
@@ -96,10 +97,11 @@ impl RedisStore {
                 found,
                 supported: LAYOUT_VERSION,
             }),
-            Some((text, _)) => Err(StoreError::InvalidRequest(format!(
-                "redis store, {about}: the layout mark changed to {text:?} while this build \
-                 upgraded it; nothing was changed"
-            ))),
+            Some((_, Ok(found))) => Err(older_layout(about, found)),
+            Some((text, Err(_))) => Err(StoreError::Corrupt {
+                key: layout,
+                detail: format!("redis: the layout version {text:?} is not a number"),
+            }),
             None => Err(StoreError::InvalidRequest(format!(
                 "redis store, {about}: the layout mark was removed while this build upgraded \
                  it; nothing was changed, connect again"

@@ -187,7 +187,7 @@ impl RedisOptions {
         u64::try_from(self.replica_timeout.as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Checks the replica settings.
+    /// Checks the settings: replicas, lanes, head cache and the layout to take over.
     pub(super) fn check(&self) -> Result<(), StoreError> {
         let invalid = |detail: String| Err(StoreError::InvalidRequest(detail));
         if let Some(layout) = self
