@@ -8,8 +8,8 @@
 //! - a head without a mirror (layout 2 wrote none) is fenced by the lease and gets the mirror;
 //! - an owner whose lease lapsed with nobody taking the session again still writes (nobody
 //!   else can), and is refused from the moment anyone else is granted the session;
-//! - a head key holding foreign data does not fail a plain grant nor keep a lease from its
-//!   release; an activation's claim, which reads the head, fails and gives its lease back.
+//! - a head key holding foreign data fails no grant (an activation's claim leaves the read to
+//!   its caller) and keeps no lease from its release.
 //!
 //! Breakage caught (verified by hand): `claim.lua` not writing the mirror lets a former owner
 //! commit after a takeover; `release.lua` not removing it lets a released lease write.
@@ -266,7 +266,7 @@ async fn a_head_key_of_another_type_never_keeps_a_lease_from_being_given_back() 
         server: _server,
         prefix,
         a,
-        b: _b,
+        b,
         mut conn,
         key,
     } = setup().await;
@@ -289,18 +289,28 @@ async fn a_head_key_of_another_type_never_keeps_a_lease_from_being_given_back() 
         .expect("GET");
     assert_eq!(foreign, "foreign");
     assert!(a.release(&key, &lease).await.expect("release"));
-    // An activation's claim reads the head too, and that read fails: the claim is an error,
-    // and the lease it took is given back (another process may claim at once).
-    let outcome = a
+    // An activation's claim leaves the read to the caller: the grant stands (a failed read
+    // never undoes it), and the caller's own load meets the foreign data.
+    let (claim, loaded) = a
         .acquire_and_load(&key, &Claimant::new("http://a"), TTL, 10)
-        .await;
-    assert!(outcome.is_err(), "{outcome:?}");
-    match a
+        .await
+        .expect("a grant, whatever the head holds");
+    let lease = match claim {
+        Claim::Granted(lease) => lease,
+        Claim::Held(owner) => panic!("granted, got held by {owner:?}"),
+    };
+    assert!(loaded.is_none(), "nothing read from foreign data");
+    assert!(
+        a.load(&key, 10).await.is_err(),
+        "the caller's load reports it"
+    );
+    match b
         .acquire(&key, &Claimant::new("http://b"), TTL)
         .await
         .expect("acquire")
     {
-        Claim::Granted(_) => {}
-        Claim::Held(owner) => panic!("the failed claim's lease was kept by {owner:?}"),
+        Claim::Held(owner) => assert_eq!(owner.address, "http://a"),
+        Claim::Granted(_) => panic!("the activation's grant must stand"),
     }
+    assert!(a.release(&key, &lease).await.expect("release"));
 }

@@ -136,8 +136,9 @@ impl RedisStore {
     /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix, lanes or replica setting
     /// (replicas or lanes in a Cluster URL, or a replica's URL, included) or for data of the older, unversioned
     /// layout under the prefix, or of layout 2 unless `upgrade_from=2` says to take it over
-    /// ([`RedisOptions::with_upgrade_from`]), and [`StoreError::NewerLayout`] when a newer
-    /// turnstile laid out the prefix.
+    /// ([`RedisOptions::with_upgrade_from`]), [`StoreError::NewerLayout`] when a newer
+    /// turnstile laid out the prefix, and [`StoreError::Corrupt`] when its layout mark is not a
+    /// number.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         if options::has_parameter(url, "lanes") && conn::cluster_nodes(url).is_some() {
             return Err(StoreError::InvalidRequest(
