@@ -67,6 +67,29 @@ async fn mirror(conn: &mut MultiplexedConnection, prefix: &str) -> Option<String
         .expect("HGET")
 }
 
+/// Removes a head's mirror, as layout 2 left heads.
+async fn drop_mirror(conn: &mut MultiplexedConnection, head: &str) {
+    let _: i64 = redis::cmd("HDEL")
+        .arg(head)
+        .arg("t")
+        .query_async(conn)
+        .await
+        .expect("HDEL");
+}
+
+/// Runs `write`, which must be refused with `NotOwner`, and checks that nothing under
+/// `prefix` changed.
+async fn refused_storing_nothing(
+    conn: &mut MultiplexedConnection,
+    prefix: &str,
+    write: impl std::future::Future<Output = Result<u64, StoreError>>,
+    what: &str,
+) {
+    let before = dump(conn, prefix).await;
+    refused(write.await, what);
+    assert_eq!(dump(conn, prefix).await, before, "nothing was stored");
+}
+
 fn refused(outcome: Result<u64, StoreError>, what: &str) {
     match outcome {
         Err(StoreError::NotOwner { .. }) => {}
@@ -114,13 +137,13 @@ async fn a_takeover_before_the_first_write_refuses_the_former_owners_first_write
     lapse(&mut conn, &prefix).await;
     let new = grant(&b, &key, &Claimant::new("http://b")).await;
 
-    let before = dump(&mut conn, &prefix).await;
-    refused(
-        a.append_fenced(&key, 0, &turn_events(1, "by a", None), &old)
-            .await,
+    refused_storing_nothing(
+        &mut conn,
+        &prefix,
+        a.append_fenced(&key, 0, &turn_events(1, "by a", None), &old),
         "the former owner's first write",
-    );
-    assert_eq!(dump(&mut conn, &prefix).await, before, "nothing was stored");
+    )
+    .await;
 
     let v1 = b
         .append_fenced(&key, 0, &turn_events(1, "by b", None), &new)
@@ -153,13 +176,13 @@ async fn a_released_lease_writes_nothing_more() {
     assert!(a.release(&key, &lease).await.expect("release"));
     assert_eq!(mirror(&mut conn, &prefix).await, None, "the mirror is gone");
 
-    let before = dump(&mut conn, &prefix).await;
-    refused(
-        a.append_fenced(&key, v1, &turn_events(3, "after release", None), &lease)
-            .await,
+    refused_storing_nothing(
+        &mut conn,
+        &prefix,
+        a.append_fenced(&key, v1, &turn_events(3, "after release", None), &lease),
         "a write under a released lease",
-    );
-    assert_eq!(dump(&mut conn, &prefix).await, before, "nothing was stored");
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -179,12 +202,7 @@ async fn a_head_without_a_mirror_is_fenced_by_the_lease_and_gets_one() {
         .expect("the owner writes");
     // As layout 2 left heads: no `t`.
     let head = only_key(&mut conn, &prefix, ":h").await;
-    let _: i64 = redis::cmd("HDEL")
-        .arg(&head)
-        .arg("t")
-        .query_async(&mut conn)
-        .await
-        .expect("HDEL");
+    drop_mirror(&mut conn, &head).await;
 
     let v2 = a
         .append_fenced(&key, v1, &turn_events(3, "second", None), &lease)
@@ -193,20 +211,15 @@ async fn a_head_without_a_mirror_is_fenced_by_the_lease_and_gets_one() {
     assert_eq!(mirror(&mut conn, &prefix).await, Some(lease.token.clone()));
 
     // Without a mirror, a write whose lease is gone is refused.
-    let _: i64 = redis::cmd("HDEL")
-        .arg(&head)
-        .arg("t")
-        .query_async(&mut conn)
-        .await
-        .expect("HDEL");
+    drop_mirror(&mut conn, &head).await;
     lapse(&mut conn, &prefix).await;
-    let before = dump(&mut conn, &prefix).await;
-    refused(
-        a.append_fenced(&key, v2, &turn_events(5, "lapsed", None), &lease)
-            .await,
+    refused_storing_nothing(
+        &mut conn,
+        &prefix,
+        a.append_fenced(&key, v2, &turn_events(5, "lapsed", None), &lease),
         "a write with neither a mirror nor a lease",
-    );
-    assert_eq!(dump(&mut conn, &prefix).await, before, "nothing was stored");
+    )
+    .await;
     let new = grant(&b, &key, &Claimant::new("http://b")).await;
     assert_eq!(mirror(&mut conn, &prefix).await, Some(new.token));
 }
@@ -235,13 +248,13 @@ async fn a_lapsed_lease_writes_until_anyone_else_is_granted_the_session() {
         .expect("the head still names a's grant as the newest");
 
     let new = grant(&b, &key, &Claimant::new("http://b")).await;
-    let before = dump(&mut conn, &prefix).await;
-    refused(
-        a.append_fenced(&key, v2, &turn_events(5, "after the takeover", None), &old)
-            .await,
+    refused_storing_nothing(
+        &mut conn,
+        &prefix,
+        a.append_fenced(&key, v2, &turn_events(5, "after the takeover", None), &old),
         "the former owner's write after a takeover",
-    );
-    assert_eq!(dump(&mut conn, &prefix).await, before, "nothing was stored");
+    )
+    .await;
     b.append_fenced(&key, v2, &turn_events(5, "by b", None), &new)
         .await
         .expect("the new owner writes");
