@@ -6,8 +6,8 @@ mod record;
 mod scope;
 
 pub use event::{
-    Author, Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq, ToolStatus,
-    Usage,
+    Author, Event, EventKind, Extra, InputDisposition, InterruptReason, OutputStatus, Seq,
+    ToolStatus, Usage,
 };
 pub(crate) use record::FIRST_SCHEMA_VERSION;
 pub use record::{

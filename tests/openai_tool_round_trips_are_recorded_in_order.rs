@@ -88,7 +88,7 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
         panic!("{kinds:?}")
     };
     assert_eq!(
-        (name.as_str(), arguments),
+        (name.as_str(), &**arguments),
         ("add", &json!({"a": 2, "b": 3}))
     );
     let EventKind::ToolCall {
@@ -99,7 +99,7 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
     else {
         panic!("{kinds:?}")
     };
-    assert_eq!(arguments, &json!({"a": 4, "b": 5}));
+    assert_eq!(**arguments, json!({"a": 4, "b": 5}));
     let mut results: Vec<(String, Value)> = kinds[3..5]
         .iter()
         .map(|kind| match kind {
@@ -107,7 +107,7 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
                 call_id,
                 result,
                 status: ToolStatus::Ok,
-            } => (call_id.clone(), result.clone()),
+            } => (call_id.clone(), (**result).clone()),
             other => panic!("expected an ok result, got {other:?}"),
         })
         .collect();

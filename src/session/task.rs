@@ -234,7 +234,7 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
                 kinds.push(EventKind::ToolCall {
                     call_id,
                     name,
-                    arguments,
+                    arguments: Box::new(arguments),
                 });
             }
             ToolEntry::Result {
@@ -245,7 +245,7 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
                 open.retain(|id| *id != call_id);
                 kinds.push(EventKind::ToolResult {
                     call_id,
-                    result,
+                    result: Box::new(result),
                     status: if ok {
                         ToolStatus::Ok
                     } else {
@@ -257,7 +257,7 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
     }
     kinds.extend(open.into_iter().map(|call_id| EventKind::ToolResult {
         call_id,
-        result: serde_json::Value::Null,
+        result: Box::new(serde_json::Value::Null),
         status: ToolStatus::Cancelled,
     }));
     kinds

@@ -1,6 +1,9 @@
 //! Events: the entries of a session's append-only log.
 
-use serde::{Deserialize, Serialize};
+use std::ops::{Deref, DerefMut};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::scope::StateDelta;
@@ -33,7 +36,7 @@ pub struct Event {
     /// Fields written by a newer version of turnstile: kept and written back unchanged.
     #[serde(flatten)]
     #[cfg_attr(feature = "http", schema(ignore))]
-    pub extra: Map<String, Value>,
+    pub extra: Extra,
 }
 
 impl Event {
@@ -47,7 +50,7 @@ impl Event {
             kind,
             state_delta: None,
             request_id: None,
-            extra: Map::new(),
+            extra: Extra::default(),
         }
     }
 
@@ -63,6 +66,69 @@ impl Event {
             | EventKind::ArtifactSaved { .. }
             | EventKind::ContextCleared {} => None,
         }
+    }
+}
+
+/// The fields of an [`Event`] that a newer version of turnstile wrote and this one does not know:
+/// kept, and written back unchanged. Read and change them through the map this dereferences to.
+///
+/// Nearly every event has none, so this takes one pointer in the event and allocates only when
+/// a field is added: a session's window holds up to twice `window` events, and an inline map
+/// would make every one of them 64 bytes larger.
+#[derive(Clone, Default)]
+pub struct Extra(Option<Box<Map<String, Value>>>);
+
+impl Extra {
+    /// The fields, as a map.
+    pub fn into_map(self) -> Map<String, Value> {
+        self.0.map(|map| *map).unwrap_or_default()
+    }
+}
+
+impl From<Map<String, Value>> for Extra {
+    fn from(map: Map<String, Value>) -> Self {
+        Self((!map.is_empty()).then(|| Box::new(map)))
+    }
+}
+
+impl Deref for Extra {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Self::Target {
+        static NONE: OnceLock<Map<String, Value>> = OnceLock::new();
+        self.0
+            .as_deref()
+            .unwrap_or_else(|| NONE.get_or_init(Map::new))
+    }
+}
+
+impl DerefMut for Extra {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for Extra {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for Extra {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl Serialize for Extra {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Extra {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer).map(Self::from)
     }
 }
 
@@ -119,16 +185,18 @@ pub enum EventKind {
         /// Tool name.
         name: String,
         /// Arguments as given.
+        // Boxed: few events are tool calls, and every event is as large as its largest kind.
         #[cfg_attr(feature = "http", schema(value_type = Value))]
-        arguments: Value,
+        arguments: Box<Value>,
     },
     /// The result of a tool call.
     ToolResult {
         /// Id of the call this answers.
         call_id: String,
         /// The result (or error description).
+        // Boxed, as a call's `arguments` are.
         #[cfg_attr(feature = "http", schema(value_type = Value))]
-        result: Value,
+        result: Box<Value>,
         /// How the call ended.
         status: ToolStatus,
     },
@@ -239,6 +307,35 @@ mod tests {
         let event: Event = serde_json::from_value(stored.clone()).unwrap();
         assert_eq!(event.extra["written_by_v9"], json!({"nested": [1, 2]}));
         assert_eq!(serde_json::to_value(&event).unwrap(), stored);
+    }
+
+    #[test]
+    fn an_event_without_unknown_fields_allocates_none_for_them() {
+        let mut event: Event = serde_json::from_value(json!({
+            "seq": 1, "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "author": "user", "at_ms": 7,
+            "kind": {"type": "note", "text": "hi"}
+        }))
+        .unwrap();
+        assert!(event.extra.0.is_none(), "{:?}", event.extra);
+        assert_eq!(event.extra, Extra::default());
+        event.extra.insert("later".into(), json!(1));
+        assert_eq!(serde_json::to_value(&event).unwrap()["later"], json!(1));
+        assert_eq!(event.extra.clone().into_map().len(), 1);
+        event.extra.remove("later");
+        // Emptied is the same as never set.
+        assert_eq!(event.extra, Extra::default());
+        assert_eq!(Extra::from(Map::new()).0, None);
+    }
+
+    /// A live session holds up to twice `window` events; this keeps each of them small (it was
+    /// 288 bytes with the unknown fields and tool values inline).
+    #[test]
+    fn an_event_stays_small() {
+        assert!(
+            std::mem::size_of::<Event>() <= 176,
+            "Event is {} bytes",
+            std::mem::size_of::<Event>()
+        );
     }
 
     #[test]

@@ -336,7 +336,7 @@ mod tests {
             EventKind::ToolCall {
                 call_id: id.into(),
                 name: "clock".into(),
-                arguments: json!({"tz": "UTC"}),
+                arguments: Box::new(json!({"tz": "UTC"})),
             },
         )
     }
@@ -346,7 +346,7 @@ mod tests {
             seq,
             EventKind::ToolResult {
                 call_id: id.into(),
-                result: json!("12:00"),
+                result: Box::new(json!("12:00")),
                 status,
             },
         )
