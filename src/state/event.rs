@@ -74,7 +74,8 @@ impl Event {
 ///
 /// Nearly every event has none, so this takes one pointer in the event and allocates only when
 /// a field is added: a session's window holds up to twice `window` events, and an inline map
-/// would make every one of them 64 bytes larger.
+/// would make every one of them 64 bytes larger. (Borrowing the map mutably allocates an empty
+/// one if there was none; an empty `Extra` equals, prints and serializes the same either way.)
 #[derive(Clone, Default)]
 pub struct Extra(Option<Box<Map<String, Value>>>);
 
@@ -88,6 +89,45 @@ impl Extra {
 impl From<Map<String, Value>> for Extra {
     fn from(map: Map<String, Value>) -> Self {
         Self((!map.is_empty()).then(|| Box::new(map)))
+    }
+}
+
+impl From<Extra> for Map<String, Value> {
+    fn from(extra: Extra) -> Self {
+        extra.into_map()
+    }
+}
+
+impl FromIterator<(String, Value)> for Extra {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(fields: I) -> Self {
+        Self::from(Map::from_iter(fields))
+    }
+}
+
+impl IntoIterator for Extra {
+    type Item = (String, Value);
+    type IntoIter = serde_json::map::IntoIter;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_map().into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Extra {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = serde_json::map::Iter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut Extra {
+    type Item = (&'a String, &'a mut Value);
+    type IntoIter = serde_json::map::IterMut<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
     }
 }
 
@@ -111,6 +151,12 @@ impl DerefMut for Extra {
 impl PartialEq for Extra {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
+    }
+}
+
+impl PartialEq<Map<String, Value>> for Extra {
+    fn eq(&self, other: &Map<String, Value>) -> bool {
+        **self == *other
     }
 }
 
@@ -321,6 +367,13 @@ mod tests {
         event.extra.insert("later".into(), json!(1));
         assert_eq!(serde_json::to_value(&event).unwrap()["later"], json!(1));
         assert_eq!(event.extra.clone().into_map().len(), 1);
+        let mut expected = Map::new();
+        expected.insert("later".into(), json!(1));
+        assert_eq!(event.extra, expected);
+        let pairs: Vec<(&String, &Value)> = (&event.extra).into_iter().collect();
+        assert_eq!(pairs, [(&"later".to_owned(), &json!(1))]);
+        assert_eq!(Map::from(event.extra.clone()), expected);
+        assert_eq!(expected.clone().into_iter().collect::<Extra>(), event.extra);
         event.extra.remove("later");
         // Emptied is the same as never set.
         assert_eq!(event.extra, Extra::default());
