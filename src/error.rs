@@ -69,11 +69,13 @@ pub enum Error {
         /// What the agent reported (or the panic message).
         message: String,
     },
-    /// The turn ran but could not be persisted, so it is not acknowledged. The session keeps it
-    /// in memory and writes it with its next successful save. With
-    /// [`StoreError::NotReplicated`] it *was* written (to the primary, not to enough replicas in
-    /// time): the session goes on from it, and it is never written again.
-    #[error("session {key}: the turn was not {}: {source}", unacknowledged(.source))]
+    /// The store did not acknowledge the turn. Usually the turn ran but could not be
+    /// persisted: the session keeps it in memory and writes it with its next successful save.
+    /// With [`StoreError::NotReplicated`] it *was* written (to the primary, not to enough
+    /// replicas in time): the session goes on from it, and it is never written again. A retry
+    /// of a stored turn (same request id) whose replicas could not be confirmed also answers
+    /// this, with what the check met; the turn stays stored.
+    #[error("session {key}: the turn was not acknowledged: {source}")]
     Store {
         /// The session.
         key: SessionKey,
@@ -143,13 +145,6 @@ pub enum Error {
 
 /// What befell a turn the store did not acknowledge: stored without enough replicas, or not
 /// stored at all.
-fn unacknowledged(source: &StoreError) -> &'static str {
-    match source {
-        StoreError::NotReplicated { .. } => "acknowledged",
-        _ => "persisted",
-    }
-}
-
 impl Error {
     pub(crate) fn store(key: &SessionKey, source: StoreError) -> Self {
         Self::Store {

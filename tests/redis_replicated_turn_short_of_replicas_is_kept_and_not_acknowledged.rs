@@ -213,7 +213,8 @@ async fn a_retry_is_refused_when_the_primary_no_longer_holds_the_turn() {
         .await
         .expect("set the head back");
 
-    match within(rt.call_with(&k, "two", retry)).await {
+    let answer = within(rt.call_with(&k, "two", retry)).await;
+    match &answer {
         Err(Error::Store { source, .. }) => match source.as_ref() {
             StoreError::Conflict {
                 expected, found, ..
@@ -222,4 +223,10 @@ async fn a_retry_is_refused_when_the_primary_no_longer_holds_the_turn() {
         },
         other => panic!("a retry acknowledged (or misanswered) a turn the primary lost: {other:?}"),
     }
+    // The text does not call the turn unstored: the retry only checked it.
+    let message = answer.unwrap_err().to_string();
+    assert!(
+        message.contains("not acknowledged") && !message.contains("persisted"),
+        "{message}"
+    );
 }
