@@ -32,7 +32,7 @@ mod url;
 
 pub use faulty::{FaultyStore, StoreCall};
 pub use file::FileStore;
-pub use forward::ForwardingStore;
+pub use forward::{ForwardingLeases, ForwardingStore};
 pub use lease::{Claim, Claimant, Lease, Leases, Owner};
 pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use support::harness::{eventually_ok, key, within, LeasesView};
 use tokio::sync::Semaphore;
 use turnstile::config::Ownership;
-use turnstile::store::{Claim, Claimant, Lease, Leases, Owner};
+use turnstile::store::{Claim, Claimant, ForwardingLeases, Lease, Leases};
 use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
 
 /// Far longer than the test: a lease gone before this was given back, not expired.
@@ -37,7 +37,11 @@ struct LateAnswers {
 }
 
 #[async_trait]
-impl Leases for LateAnswers {
+impl ForwardingLeases for LateAnswers {
+    fn forward_to(&self) -> &dyn Leases {
+        self.inner.as_ref()
+    }
+
     async fn acquire(
         &self,
         key: &SessionKey,
@@ -54,22 +58,10 @@ impl Leases for LateAnswers {
         claim
     }
 
-    async fn renew(
-        &self,
-        leases: &[(SessionKey, Lease)],
-        ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
-        self.inner.renew(leases, ttl).await
-    }
-
     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
         let released = self.inner.release(key, lease).await;
         self.releases.fetch_add(1, Ordering::SeqCst);
         released
-    }
-
-    async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
-        self.inner.owner(key).await
     }
 }
 

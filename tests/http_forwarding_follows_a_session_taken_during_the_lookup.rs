@@ -14,7 +14,7 @@ use support::gateways::Gateways;
 use support::harness::{key, stored_inputs, within};
 use support::http::ALICE;
 use turnstile::http::{HttpConfig, SERVED_BY_HEADER};
-use turnstile::store::{Claim, Claimant, Lease, Leases, Owner};
+use turnstile::store::{ForwardingLeases, Leases, Owner};
 use turnstile::{EchoAgent, MemoryStore, SessionKey, Store, StoreError};
 
 /// Leases whose `owner` look-ups answer "nobody" (as a read just before another process's
@@ -25,26 +25,9 @@ struct StaleOwner {
 }
 
 #[async_trait]
-impl Leases for StaleOwner {
-    async fn acquire(
-        &self,
-        key: &SessionKey,
-        me: &Claimant,
-        ttl: Duration,
-    ) -> Result<Claim, StoreError> {
-        self.inner.acquire(key, me, ttl).await
-    }
-
-    async fn renew(
-        &self,
-        leases: &[(SessionKey, Lease)],
-        ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
-        self.inner.renew(leases, ttl).await
-    }
-
-    async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
-        self.inner.release(key, lease).await
+impl ForwardingLeases for StaleOwner {
+    fn forward_to(&self) -> &dyn Leases {
+        self.inner.as_ref()
     }
 
     async fn owner(&self, _key: &SessionKey) -> Result<Option<Owner>, StoreError> {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use support::harness::{eventually_ok, key, stored_inputs, within, GateAgent, TIMEOUT};
 use turnstile::config::Ownership;
-use turnstile::store::{Claim, Claimant, Lease, Leases, Owner};
+use turnstile::store::{ForwardingLeases, Lease, Leases};
 use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
 
 const LEASE_TTL: Duration = Duration::from_millis(400);
@@ -78,14 +78,9 @@ struct Partitionable {
 }
 
 #[async_trait]
-impl Leases for Partitionable {
-    async fn acquire(
-        &self,
-        key: &SessionKey,
-        me: &Claimant,
-        ttl: Duration,
-    ) -> Result<Claim, StoreError> {
-        self.inner.acquire(key, me, ttl).await
+impl ForwardingLeases for Partitionable {
+    fn forward_to(&self) -> &dyn Leases {
+        self.inner.as_ref()
     }
 
     async fn renew(
@@ -101,14 +96,6 @@ impl Leases for Partitionable {
             });
         }
         self.inner.renew(leases, ttl).await
-    }
-
-    async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
-        self.inner.release(key, lease).await
-    }
-
-    async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
-        self.inner.owner(key).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! Store wrappers without boilerplate: implement [`ForwardingStore`] (name the inner store, and
 //! override only the methods the wrapper changes) and the type is a [`Store`] that forwards every
-//! other call unchanged. Fault injection, counting and metering wrappers are written this way.
+//! other call unchanged. Fault injection, counting and metering wrappers are written this way;
+//! [`ForwardingLeases`] does the same for [`Leases`].
 
 use std::time::Duration;
 
@@ -196,19 +197,103 @@ impl<T: ForwardingStore> Store for T {
     }
 }
 
-/// Another store's leases, claiming without reading: a wrapper's activations then go through
-/// its own [`Store::load`] rather than past it, inside the wrapped store's claim.
-struct ClaimsOnly(std::sync::Arc<dyn Leases>);
-
+/// Leases that wrap another's, as [`ForwardingStore`] wraps a store: every method forwards to
+/// [`ForwardingLeases::forward_to`] unless overridden, and the type is [`Leases`] through a
+/// blanket implementation. A claim goes through this trait's [`ForwardingLeases::acquire`]
+/// (overridden or not) and reads nothing ([`Leases::acquire_and_load`]'s default), so that an
+/// override of `acquire` sees every claim, an activation's included.
+///
+/// Use the wrapper as [`Leases`] (an `Arc<dyn Leases>`, or with only `Leases` imported): with
+/// both traits in scope, calling `acquire` on the concrete type is ambiguous.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use async_trait::async_trait;
+/// use turnstile::store::{Claim, Claimant, ForwardingLeases, Lease, Leases};
+/// use turnstile::{MemoryStore, SessionKey, Store, StoreError};
+///
+/// /// Counts releases; everything else goes straight through.
+/// struct CountReleases {
+///     inner: Arc<dyn Leases>,
+///     releases: AtomicU64,
+/// }
+///
+/// #[async_trait]
+/// impl ForwardingLeases for CountReleases {
+///     fn forward_to(&self) -> &dyn Leases {
+///         self.inner.as_ref()
+///     }
+///
+///     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
+///         self.releases.fetch_add(1, Ordering::Relaxed);
+///         self.forward_to().release(key, lease).await
+///     }
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let counted = Arc::new(CountReleases {
+///     inner: store.leases().expect("the memory store keeps leases"),
+///     releases: AtomicU64::new(0),
+/// });
+/// let leases: Arc<dyn Leases> = counted.clone();
+/// let key = SessionKey::new("alice", "s1").unwrap();
+/// let me = Claimant::new("http://127.0.0.1:8080");
+/// let Claim::Granted(lease) = leases.acquire(&key, &me, Duration::from_secs(5)).await? else {
+///     unreachable!("nobody else holds it")
+/// };
+/// assert!(leases.release(&key, &lease).await?);
+/// assert_eq!(counted.releases.load(Ordering::Relaxed), 1);
+/// # Ok::<(), StoreError>(())
+/// # }).unwrap();
+/// ```
 #[async_trait]
-impl Leases for ClaimsOnly {
+pub trait ForwardingLeases: Send + Sync + 'static {
+    /// The leases calls are forwarded to.
+    fn forward_to(&self) -> &dyn Leases;
+
+    /// See [`Leases::acquire`].
     async fn acquire(
         &self,
         key: &SessionKey,
         me: &Claimant,
         ttl: Duration,
     ) -> Result<Claim, StoreError> {
-        self.0.acquire(key, me, ttl).await
+        self.forward_to().acquire(key, me, ttl).await
+    }
+
+    /// See [`Leases::renew`].
+    async fn renew(
+        &self,
+        leases: &[(SessionKey, Lease)],
+        ttl: Duration,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.forward_to().renew(leases, ttl).await
+    }
+
+    /// See [`Leases::release`].
+    async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
+        self.forward_to().release(key, lease).await
+    }
+
+    /// See [`Leases::owner`].
+    async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
+        self.forward_to().owner(key).await
+    }
+}
+
+#[async_trait]
+impl<T: ForwardingLeases> Leases for T {
+    async fn acquire(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+    ) -> Result<Claim, StoreError> {
+        ForwardingLeases::acquire(self, key, me, ttl).await
     }
 
     async fn renew(
@@ -216,14 +301,24 @@ impl Leases for ClaimsOnly {
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
     ) -> Result<Vec<bool>, StoreError> {
-        self.0.renew(leases, ttl).await
+        ForwardingLeases::renew(self, leases, ttl).await
     }
 
     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {
-        self.0.release(key, lease).await
+        ForwardingLeases::release(self, key, lease).await
     }
 
     async fn owner(&self, key: &SessionKey) -> Result<Option<Owner>, StoreError> {
-        self.0.owner(key).await
+        ForwardingLeases::owner(self, key).await
+    }
+}
+
+/// Another store's leases, claiming without reading: a wrapper's activations then go through
+/// its own [`Store::load`] rather than past it, inside the wrapped store's claim.
+struct ClaimsOnly(std::sync::Arc<dyn Leases>);
+
+impl ForwardingLeases for ClaimsOnly {
+    fn forward_to(&self) -> &dyn Leases {
+        self.0.as_ref()
     }
 }
