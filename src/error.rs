@@ -69,13 +69,14 @@ pub enum Error {
         /// What the agent reported (or the panic message).
         message: String,
     },
-    /// The store did not acknowledge the turn. Usually the turn ran but could not be
-    /// persisted: the session keeps it in memory and writes it with its next successful save.
-    /// With [`StoreError::NotReplicated`] it *was* written (to the primary, not to enough
-    /// replicas in time): the session goes on from it, and it is never written again. A retry
-    /// of a stored turn (same request id) whose replicas could not be confirmed also answers
-    /// this, with what the check met; the turn stays stored.
-    #[error("session {key}: the turn was not acknowledged: {source}")]
+    /// The store failed an operation on one session; its error says what it met. On a turn
+    /// this means the turn is not acknowledged. Usually it ran but could not be persisted: the
+    /// session keeps it in memory and writes it with its next successful save. With
+    /// [`StoreError::NotReplicated`] it *was* written (to the primary, not to enough replicas in
+    /// time): the session goes on from it, and it is never written again. A retry of a stored
+    /// turn (same request id) whose replica check failed answers what the check met: the
+    /// session keeps the turn, and the store may no longer hold it (then `Conflict`).
+    #[error("{}", on_session(key, source))]
     Store {
         /// The session.
         key: SessionKey,
@@ -143,8 +144,16 @@ pub enum Error {
     Memory(#[source] Arc<crate::memory::MemoryError>),
 }
 
-/// What befell a turn the store did not acknowledge: stored without enough replicas, or not
-/// stored at all.
+/// The store's error about `key`, led by the session unless its text already names it.
+fn on_session(key: &SessionKey, source: &StoreError) -> String {
+    let text = source.to_string();
+    if text.starts_with(&format!("session {key}:")) {
+        text
+    } else {
+        format!("session {key}: {text}")
+    }
+}
+
 impl Error {
     pub(crate) fn store(key: &SessionKey, source: StoreError) -> Self {
         Self::Store {
@@ -190,5 +199,40 @@ impl Error {
             Self::Artifacts(_) => "artifact_store",
             Self::Memory(_) => "memory",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_error_names_its_session_once() {
+        let key = SessionKey::new("alice", "s1").unwrap();
+        let down = Error::store(
+            &key,
+            StoreError::Unavailable {
+                backend: "redis",
+                detail: "connection refused".into(),
+            },
+        );
+        assert_eq!(
+            down.to_string(),
+            "session alice/s1: redis store is unavailable: connection refused"
+        );
+        let behind = Error::store(
+            &key,
+            StoreError::Conflict {
+                key: key.clone(),
+                expected: 2,
+                found: 1,
+            },
+        )
+        .to_string();
+        assert!(
+            behind.starts_with("session alice/s1: stored version is 1")
+                && behind.matches("alice/s1").count() == 1,
+            "{behind}"
+        );
     }
 }

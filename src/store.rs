@@ -240,7 +240,7 @@ pub enum StoreError {
     /// before they catch up may lose it. It is kept — never written again, and the next append
     /// builds on it — so do not resend it as new input. Check the replicas' health, or lower
     /// the store's `replicas` setting.
-    #[error("session {key}: the write is stored on the primary as version {version}, but only {acked} of the {wanted} replicas required confirmed it within {timeout:?}, so it may be lost if the primary fails over before they catch up; it is kept (do not send it again) — check the replicas, or lower `replicas`")]
+    #[error("session {key}: the write is stored on the primary as version {version}, but only {acked} of the {wanted} replicas required confirmed it within {timeout:?}, so it is not acknowledged: it may be lost if the primary fails over before they catch up; it is kept (do not send it again) — check the replicas, or lower `replicas`")]
     NotReplicated {
         /// The session.
         key: SessionKey,

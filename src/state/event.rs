@@ -160,6 +160,12 @@ impl PartialEq<Map<String, Value>> for Extra {
     }
 }
 
+impl PartialEq<Extra> for Map<String, Value> {
+    fn eq(&self, other: &Extra) -> bool {
+        *self == **other
+    }
+}
+
 impl std::fmt::Debug for Extra {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         (**self).fmt(f)
@@ -370,6 +376,7 @@ mod tests {
         let mut expected = Map::new();
         expected.insert("later".into(), json!(1));
         assert_eq!(event.extra, expected);
+        assert_eq!(expected, event.extra);
         let pairs: Vec<(&String, &Value)> = (&event.extra).into_iter().collect();
         assert_eq!(pairs, [(&"later".to_owned(), &json!(1))]);
         assert_eq!(Map::from(event.extra.clone()), expected);

@@ -199,9 +199,11 @@ impl<T: ForwardingStore> Store for T {
 
 /// Leases that wrap another's, as [`ForwardingStore`] wraps a store: every method forwards to
 /// [`ForwardingLeases::forward_to`] unless overridden, and the type is [`Leases`] through a
-/// blanket implementation. A claim goes through this trait's [`ForwardingLeases::acquire`]
-/// (overridden or not) and reads nothing ([`Leases::acquire_and_load`]'s default), so that an
-/// override of `acquire` sees every claim, an activation's included.
+/// blanket implementation. An activation's claim ([`ForwardingLeases::acquire_and_load`]) goes
+/// through this trait's [`ForwardingLeases::acquire`] (overridden or not) and reads nothing
+/// unless the wrapper says otherwise, so that an override of `acquire` sees every claim; the
+/// activation then loads the session with a command of its own (on Redis, one more per
+/// activation than the store's one-script claim).
 ///
 /// Use the wrapper as [`Leases`] (an `Arc<dyn Leases>`, or with only `Leases` imported): with
 /// both traits in scope, calling `acquire` on the concrete type is ambiguous.
@@ -265,6 +267,20 @@ pub trait ForwardingLeases: Send + Sync + 'static {
         self.forward_to().acquire(key, me, ttl).await
     }
 
+    /// See [`Leases::acquire_and_load`]. Claims through [`ForwardingLeases::acquire`] and reads
+    /// nothing; a wrapper that keeps the inner leases' claim-and-read overrides this to call
+    /// `self.forward_to().acquire_and_load(…)`.
+    async fn acquire_and_load(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+        window: usize,
+    ) -> Result<(Claim, Option<LoadedSession>), StoreError> {
+        let _ = window;
+        Ok((ForwardingLeases::acquire(self, key, me, ttl).await?, None))
+    }
+
     /// See [`Leases::renew`].
     async fn renew(
         &self,
@@ -294,6 +310,16 @@ impl<T: ForwardingLeases> Leases for T {
         ttl: Duration,
     ) -> Result<Claim, StoreError> {
         ForwardingLeases::acquire(self, key, me, ttl).await
+    }
+
+    async fn acquire_and_load(
+        &self,
+        key: &SessionKey,
+        me: &Claimant,
+        ttl: Duration,
+        window: usize,
+    ) -> Result<(Claim, Option<LoadedSession>), StoreError> {
+        ForwardingLeases::acquire_and_load(self, key, me, ttl, window).await
     }
 
     async fn renew(

@@ -88,7 +88,8 @@ pub trait Leases: Send + Sync + 'static {
     /// session itself: this store reads nothing with a claim (the default), or the read failed
     /// (a granted lease is never undone by a failed read). A wrapper written with
     /// [`ForwardingStore`](super::ForwardingStore) reads nothing here, so that its own `load`
-    /// sees every activation.
+    /// sees every activation; one written with [`ForwardingLeases`](super::ForwardingLeases)
+    /// reads nothing unless it says otherwise.
     async fn acquire_and_load(
         &self,
         key: &SessionKey,
