@@ -16,10 +16,25 @@ use crate::http::HttpConfig;
 /// became of the turn — reaches the caller before the forwarder gives up on its own.
 const ANSWER_MARGIN: Duration = Duration::from_secs(1);
 
-/// The request headers a forwarded request carries: who speaks (the owner checks the token
-/// again), what the body is, and what answer is wanted (`text/event-stream`).
-const FORWARDED_REQUEST_HEADERS: [HeaderName; 3] =
-    [header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT];
+/// Request headers that describe the connection to this process, or that the forwarder sets
+/// itself, and so are not sent on: everything else a client sent travels with the request
+/// (end to end), so that a header a route reads — `Authorization` (the owner checks the token
+/// again), `Content-Type`, `Accept` (JSON or events), `Idempotency-Key` (a retry through another
+/// process is still recognised) — reaches the owner as the client sent it, including headers a
+/// route documents later. Headers named by the request's own `Connection` header are
+/// connection-specific too (RFC 9110, 7.6.1) and are left out as well.
+const NOT_FORWARDED: [HeaderName; 10] = [
+    header::CONNECTION,
+    header::HOST,
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+    header::PROXY_AUTHORIZATION,
+    header::EXPECT,
+    HeaderName::from_static("keep-alive"),
+];
 
 /// Headers that describe one connection, not the answer, and are not relayed. The length is
 /// left out too: the body is relayed as a stream.
@@ -96,11 +111,7 @@ impl Forwarder {
             .request(request.method.clone(), url)
             .header(FORWARDED_HEADER, "1")
             .body(request.body);
-        for name in &FORWARDED_REQUEST_HEADERS {
-            for value in request.headers.get_all(name) {
-                outgoing = outgoing.header(name, value);
-            }
-        }
+        outgoing = outgoing.headers(end_to_end(request.headers));
         let wait = config.request_timeout + ANSWER_MARGIN;
         let answer = match tokio::time::timeout(wait, outgoing.send()).await {
             Err(_) => return Err(SendError::Timeout),
@@ -126,6 +137,28 @@ impl Forwarder {
         let body = relay_body(answer.bytes_stream().boxed(), wait, events);
         response.body(body).map_err(|_| SendError::Failed)
     }
+}
+
+/// The request headers to send on: all but those of the connection (see [`NOT_FORWARDED`]) and
+/// the forwarding mark, which the forwarder sets itself.
+fn end_to_end(received: &HeaderMap) -> HeaderMap {
+    let named_by_connection: Vec<String> = received
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .collect();
+    let mut sent = HeaderMap::with_capacity(received.len());
+    for (name, value) in received {
+        let connection_specific = NOT_FORWARDED.contains(name)
+            || name.as_str() == FORWARDED_HEADER
+            || named_by_connection.iter().any(|n| n == name.as_str());
+        if !connection_specific {
+            sent.append(name, value.clone());
+        }
+    }
+    sent
 }
 
 fn is_event_stream(headers: &HeaderMap) -> bool {
@@ -163,4 +196,65 @@ fn relay_body(chunks: Chunks, idle: Duration, events: bool) -> Body {
         Some((end, None))
     });
     Body::from_stream(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn end_to_end_headers_travel_and_connection_headers_stay() {
+        let received = headers(&[
+            ("authorization", "Bearer t"),
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+            ("idempotency-key", "k-1"),
+            ("x-custom", "a"),
+            ("x-custom", "b"),
+            ("host", "10.0.0.1:8080"),
+            ("content-length", "12"),
+            ("connection", "keep-alive, x-hop"),
+            ("keep-alive", "timeout=5"),
+            ("x-hop", "1"),
+            ("te", "trailers"),
+            ("x-turnstile-forwarded", "1"),
+        ]);
+        let sent = end_to_end(&received);
+        for name in ["authorization", "content-type", "accept", "idempotency-key"] {
+            assert_eq!(sent.get(name), received.get(name), "{name} travels");
+        }
+        let custom: Vec<_> = sent.get_all("x-custom").iter().collect();
+        assert_eq!(
+            custom,
+            ["a", "b"],
+            "repeated headers keep every value in order"
+        );
+        for name in [
+            "host",
+            "content-length",
+            "connection",
+            "keep-alive",
+            "x-hop",
+            "te",
+        ] {
+            assert!(
+                !sent.contains_key(name),
+                "{name} is the connection's, not sent on"
+            );
+        }
+        assert!(
+            !sent.contains_key(FORWARDED_HEADER),
+            "the mark is set by the forwarder, never copied"
+        );
+    }
 }
