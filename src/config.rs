@@ -17,11 +17,13 @@ pub const DEFAULT_IDLE_TTL: Duration = Duration::from_secs(600);
 /// queues a handful; more is a client loop or abuse, and should be refused rather than buffered.
 pub const DEFAULT_MAX_QUEUE: usize = 64;
 
-/// Unsaved events (of turns whose save failed) past which a session retries the save before it
-/// runs another turn, and refuses that turn with the store's error, without running its agent,
-/// while the store still fails. A turn writes two events, so a few dozen failed turns are kept
-/// for the next successful save; with the queue bound, this bounds what an outage leaves in
-/// memory.
+/// No longer used: a session keeps no events whose save failed (a write the store refused leaves
+/// nothing behind, and one whose outcome is unknown is read back before the next turn), so
+/// nothing accumulates during an outage; see `docs/runtime-semantics.md`, "Failures".
+#[deprecated(
+    since = "0.1.0",
+    note = "sessions no longer keep unsaved events; there is no backlog to bound"
+)]
 pub const MAX_UNSAVED_EVENTS: usize = 64;
 
 /// Default events kept in memory and shown to the agent. About a long chat exchange, which is what

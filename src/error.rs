@@ -70,12 +70,14 @@ pub enum Error {
         message: String,
     },
     /// The store failed an operation on one session; its error says what it met. On a turn
-    /// this means the turn is not acknowledged. Usually it ran but could not be persisted: the
-    /// session keeps it in memory and writes it with its next successful save. With
-    /// [`StoreError::NotReplicated`] it *was* written (to the primary, not to enough replicas in
-    /// time): the session goes on from it, and it is never written again. A retry of a stored
-    /// turn (same request id) whose replica check failed answers what the check met: the
-    /// session keeps the turn, and the store may no longer hold it (then `Conflict`).
+    /// this means the turn is not acknowledged, and the session never shows it or builds on it:
+    /// a write the store refused stored nothing, and one whose answer was lost
+    /// ([`StoreError::is_environmental`]: a timeout, a lost connection) may or may not have
+    /// committed — the session reads it back before its next turn, and a retry with the same
+    /// request id finds out. With [`StoreError::NotReplicated`] it *was* written (to the
+    /// primary, not to enough replicas in time): the session goes on from it, and it is never
+    /// written again. A retry of a stored turn (same request id) whose replica check failed
+    /// answers what the check met: the store may no longer hold it (then `Conflict`).
     #[error("{}", on_session(key, source))]
     Store {
         /// The session.
@@ -87,7 +89,8 @@ pub enum Error {
     /// A store operation that concerns no single session (listing, deleting a user) failed.
     #[error("store operation failed: {0}")]
     Storage(#[source] Arc<StoreError>),
-    /// The session could not be activated (its stored data could not be loaded).
+    /// The session's stored data could not be read — to activate it, or to find out what
+    /// became of its last write before building on it — so nothing of this call ran.
     #[error("session {key} could not be activated: {source}")]
     Activation {
         /// The session.

@@ -11,7 +11,7 @@
 //! - `Starting`: held, in order;
 //! - `Live`: pushed into the actor's mailbox (a synchronous, unbounded push; the per-session
 //!   bound is enforced here, by the `pending` count);
-//! - `Stopping`: held for the *next* activation, which starts only after this one's final flush.
+//! - `Stopping`: held for the *next* activation, which starts only after this one's last store call.
 //!
 //! Callers that find the runtime full wait in their key's line ([`lines`]); the idle reaper and
 //! each session's lifecycle task are in [`lifecycle`].

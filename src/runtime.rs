@@ -34,7 +34,7 @@ const STREAM_BUFFER: usize = 64;
 ///
 /// Cheap to clone; every clone is the same runtime. Dropping the last clone stops the idle
 /// reaper but not the sessions: call [`Runtime::drain`] or [`Runtime::shutdown`] to stop them
-/// with a final flush.
+/// (finishing or interrupting their turns, giving their leases back).
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<RuntimeInner>,
@@ -81,7 +81,7 @@ fn fork_event(mut event: Event) -> Event {
 /// What [`Runtime::drain`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainReport {
-    /// Every session stopped after its final flush, and every task of the runtime ended, within
+    /// Every session stopped after its last write, and every task of the runtime ended, within
     /// the deadline and the grace after it.
     pub clean: bool,
     /// Sessions still held when the call returned (their final writes did not finish in time).

@@ -10,13 +10,15 @@
 //!
 //! - `queue`: the overlap policies, pure: what becomes of an arriving message, what runs next.
 //! - `task`: running one turn as a child task, and the events a turn writes.
+//! - `journal`: what the store acknowledged of the session (head, state, window) and the writes
+//!   that extend it; nothing unacknowledged is ever shown, answered from or built on.
 //! - `live`: the session's state and the actor's steps (start, finish, answer, stop), with
-//!   `live/persist` (apply, flush, backlog, reload) and `live/compaction`.
+//!   `live/compaction`, `live/replay` (request ids) and `live/stop`.
 //! - `ownership`: the leases of live sessions when several processes share the store.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -34,6 +36,7 @@ use crate::state::{Event, InterruptReason, SessionRecord, StateMap};
 use crate::stats::Counters;
 use crate::store::{Store, StoreError};
 
+mod journal;
 mod live;
 mod ownership;
 mod queue;
@@ -43,6 +46,13 @@ pub(crate) use live::ingest_stored;
 use live::Live;
 pub(crate) use ownership::LeaseKeeper;
 pub(crate) use task::TaskResult;
+
+/// Wall-clock milliseconds for event and head timestamps (never used for ordering or safety).
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// What every session of one runtime shares.
 pub(crate) struct SessionDeps {
@@ -93,7 +103,7 @@ pub(crate) struct SessionShared {
     /// nothing queued. Incremented by the registry (under its lock) and decremented by the actor
     /// as it answers.
     pub pending: AtomicUsize,
-    /// The actor holds events the store has not acknowledged yet; it must not be evicted.
+    /// A write of the session's is on its way to the store.
     pub dirty: AtomicBool,
     /// The running turn, so that `interrupt` reaches it without waiting behind the mailbox.
     pub current: Mutex<Option<Arc<TurnControl>>>,
@@ -110,7 +120,8 @@ pub(crate) struct SessionShared {
 pub(crate) struct LiveGauges {
     /// Turns the session ran (its head's `stats.turns`).
     pub turns: AtomicU64,
-    /// Events held in memory that the store has not acknowledged (meaningful while `dirty`).
+    /// Events of the write on its way to the store, or of a write whose outcome is unknown
+    /// (held apart until read back); none are shown or built on.
     pub unsaved: AtomicUsize,
     /// Approximate bytes of the session's serialised events (its head's `stats.bytes`).
     pub bytes: AtomicU64,
@@ -125,7 +136,7 @@ impl LiveGauges {
 }
 
 impl SessionShared {
-    /// Whether the session may be passivated now: nothing running or queued, nothing unsaved.
+    /// Whether the session may be passivated now: nothing running or queued, no write on its way.
     pub(crate) fn is_idle(&self) -> bool {
         self.pending.load(Ordering::Acquire) == 0 && !self.dirty.load(Ordering::Acquire)
     }
@@ -240,7 +251,9 @@ pub struct SessionView {
     pub app_state: StateMap,
     /// Whether the session was live (activated) when read.
     pub live: bool,
-    /// Events held in memory that the store has not acknowledged yet.
+    /// Events of a write whose outcome is unknown (a timeout, a lost connection), held apart
+    /// until the store is read back: they are not among `events` and nothing builds on them.
+    /// Zero otherwise: a session never holds events the store refused.
     pub unsaved: usize,
 }
 
@@ -280,11 +293,12 @@ impl Actor for SessionActor {
         // in every actor's processing loop, so its size is paid by every idle session.
         match msg {
             SessionMsg::Turn(request) => {
-                // The common case stays synchronous: no future is made unless a backlog is due.
-                let request = if live.backlog_due() {
-                    Box::pin(live.retry_backlog(request)).await
-                } else {
+                // The common case stays synchronous: no future is made unless the journal must
+                // look at the store first (a write whose outcome is unknown, a reload that failed).
+                let request = if live.is_settled() {
                     Some(request)
+                } else {
+                    Box::pin(live.settle_for(request)).await
                 };
                 // A message with a request id may be a retry: answered without running.
                 let request = match request {
@@ -319,6 +333,9 @@ impl Actor for SessionActor {
                 Box::pin(live.finish(done)).await;
                 live.maybe_compact(&myself);
             }
+            if !live.is_settled() {
+                Box::pin(live.settle_before_turns()).await;
+            }
             if live.advance(&myself) {
                 Box::pin(live.finish_stop()).await;
                 myself.stop(None);
@@ -335,7 +352,6 @@ impl Actor for SessionActor {
         _myself: ActorRef<SessionMsg>,
         live: &mut Live,
     ) -> Result<(), ActorProcessingErr> {
-        live.final_flush().await;
         live.release_lease().await;
         Ok(())
     }

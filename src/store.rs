@@ -33,7 +33,7 @@ mod url;
 pub use faulty::{FaultyStore, StoreCall};
 pub use file::FileStore;
 pub use forward::{ForwardingLeases, ForwardingStore};
-pub use lease::{Claim, Claimant, Lease, Leases, Owner};
+pub use lease::{Claim, Claimant, Lease, Leases, Owner, Renewal};
 pub use log::{read_log, LOG_PAGE};
 pub use memory::MemoryStore;
 pub use open::{open_store, OpenStoreError, OpenedStore};

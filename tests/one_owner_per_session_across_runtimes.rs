@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use support::harness::{eventually_ok, key, stored_inputs, within, GateAgent, TIMEOUT};
 use turnstile::config::Ownership;
-use turnstile::store::{ForwardingLeases, Lease, Leases};
+use turnstile::store::{ForwardingLeases, Lease, Leases, Renewal};
 use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
 
 const LEASE_TTL: Duration = Duration::from_millis(400);
@@ -87,7 +87,7 @@ impl ForwardingLeases for Partitionable {
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Renewal>, StoreError> {
         self.renewals.fetch_add(1, Ordering::SeqCst);
         if self.cut.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable {

@@ -48,6 +48,11 @@ impl Window {
         }
     }
 
+    /// How many events the agent sees at most.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
     /// The events held, oldest first, shared.
     pub(crate) fn events(&self) -> &Arc<Vec<Event>> {
         &self.events

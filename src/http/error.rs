@@ -242,22 +242,23 @@ impl ApiError {
         }
     }
 
-    /// What became of the turn of a request that failed, where the failure leaves it in doubt:
-    /// `true` when the session ran (or still runs) it and keeps it, to be stored with its next
-    /// write; `false` when nothing of it ran or will be stored. `None` where no turn is at
-    /// stake or the code already says (a refusal before anything ran).
-    pub(crate) fn kept(&self) -> Option<bool> {
+    /// What became of the turn of a request that failed, where the failure leaves it in doubt;
+    /// `None` where no turn is at stake or the code already says (a refusal before anything
+    /// ran). See [`Kept`].
+    pub(crate) fn kept(&self) -> Option<Kept> {
         let error = match self {
             Self::Turn(e) => e,
-            Self::Timeout { .. } => return Some(true),
+            Self::Timeout { .. } => return Some(Kept::Yes),
             _ => return None,
         };
         match error {
-            Error::Store { source, .. } => Some(!matches!(
-                source.as_ref(),
-                StoreError::NotOwner { .. } | StoreError::Fenced { .. }
-            )),
-            Error::Activation { .. } => Some(false),
+            Error::Store { source, .. } => Some(match source.as_ref() {
+                StoreError::NotReplicated { .. } => Kept::Yes,
+                // A timeout or a lost connection does not say whether the write committed.
+                source if source.is_environmental() => Kept::Unknown,
+                _ => Kept::No,
+            }),
+            Error::Activation { .. } => Some(Kept::No),
             _ => None,
         }
     }
@@ -282,16 +283,21 @@ impl ApiError {
                 "the agent failed on this turn; the session goes on from its last state".into()
             }
             (StatusCode::SERVICE_UNAVAILABLE, _) => match self.kept() {
-                Some(true) => {
-                    "the store is unavailable and the turn was not acknowledged; the session \
-                     ran it and keeps it, and saves it with its next write, so retry with the \
-                     same Idempotency-Key to get its outcome without running it twice"
+                Some(Kept::Unknown) => {
+                    "the store did not answer the session's write, so the turn is not \
+                     acknowledged, and whether it was stored is not known yet: the session reads \
+                     it back before its next turn, and never shows or builds on it until then. \
+                     Retry with the same Idempotency-Key: if it was stored, the retry gets its \
+                     outcome; if not, it runs once"
                 }
-                Some(false) => {
-                    "the store is unavailable, so the session could not be loaded and nothing \
-                     ran or was stored; retry later, with the same Idempotency-Key"
+                Some(Kept::No) => {
+                    "the store is unavailable, so the session could not read what it holds and \
+                     nothing of this turn ran or was stored; retry later, with the same \
+                     Idempotency-Key"
                 }
-                None => "the store is unavailable and nothing was changed; retry later",
+                Some(Kept::Yes) | None => {
+                    "the store is unavailable and nothing was changed; retry later"
+                }
             }
             .into(),
             _ => "internal error; it was logged on the server".into(),
@@ -407,9 +413,33 @@ pub(crate) struct ErrorDetail {
     /// `owned_elsewhere`: the address of the process that owns the session.
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
-    /// Whether the session ran and keeps the turn (see "Errors").
+    /// What became of the turn: `true` stored, `false` not stored, `null` not known yet (see
+    /// "Errors").
     #[serde(skip_serializing_if = "Option::is_none")]
-    kept: Option<bool>,
+    #[schema(value_type = Option<bool>)]
+    kept: Option<Kept>,
+}
+
+/// What became of a turn whose request failed (the `kept` field of an error body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// It is stored (or still runs, and will be): do not send it again as a new turn.
+    Yes,
+    /// Nothing of it is stored.
+    No,
+    /// The store's answer to its write was lost: it may be stored. The session reads it back
+    /// before it builds on the session again; a retry with the same key finds out.
+    Unknown,
+}
+
+impl serde::Serialize for Kept {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Yes => serializer.serialize_bool(true),
+            Self::No => serializer.serialize_bool(false),
+            Self::Unknown => serializer.serialize_none(),
+        }
+    }
 }
 
 /// On the response to an `owned_elsewhere` refusal made here: the owner, so that the

@@ -14,7 +14,7 @@ use crate::session::{
 
 /// Supervises one session for as long as it has a slot: spawns its actor (which loads the
 /// session in `pre_start`, unless it came with the lease), publishes it, waits for it to stop
-/// (after its final flush), and re-activates it if messages arrived meanwhile.
+/// (after its last store call), and re-activates it if messages arrived meanwhile.
 ///
 /// This task, not a ractor supervisor, is the session's supervisor: sessions are unlinked actors,
 /// so one session's failure can never stop another, and awaiting the actor's join handle tells

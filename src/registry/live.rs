@@ -56,7 +56,8 @@ pub struct LiveSession {
     pub turns: u64,
     /// Time since it last did something (a turn arrived or was answered, or it was loaded).
     pub idle_for: Duration,
-    /// Events it holds that the store has not acknowledged (the store failed); 0 normally.
+    /// Events of a write on its way to the store, or of one whose outcome is unknown (held apart,
+    /// never shown, until read back); 0 normally.
     pub unsaved: usize,
     /// Approximate bytes of its serialised events, as of its last answered turn.
     pub bytes: u64,

@@ -1,34 +1,33 @@
 //! A live session's state, and how the actor carries out the queue's decisions: starting turns,
 //! recording finished ones, answering callers, stopping.
 //!
-//! Persistence (`persist`), compaction (`compaction`) and stopping (`stop`) are done to this
-//! state in files of their own.
+//! What is durable — the head, state and window as the store acknowledged them, and the writes
+//! that extend them — is the session's [`Journal`]; compaction (`compaction`) and stopping
+//! (`stop`) are done to this state in files of their own.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use ractor::ActorRef;
 use tokio::time::Instant;
 
+use super::journal::Journal;
 use super::queue::{Admission, TurnQueue};
 use super::task::{self, Slots, TaskResult, TurnWrite};
 use super::{
-    SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind, TurnControl,
-    TurnFinished, TurnRequest,
+    now_ms, SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind,
+    TurnControl, TurnFinished, TurnRequest,
 };
 use crate::agent::{TurnContext, TurnRecording};
 use crate::call::{Outcome, OutcomeKind};
-use crate::context::Window;
 use crate::error::Error;
 use crate::key::SessionKey;
-use crate::state::{Author, Event, EventKind, OutputStatus, ScopedState, Seq, SessionRecord};
+use crate::state::{Author, Event, EventKind, OutputStatus};
 use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
 mod compaction;
 mod memory;
-mod persist;
 mod replay;
 mod state_keys;
 mod stop;
@@ -40,40 +39,19 @@ pub(crate) struct Live {
     key: SessionKey,
     deps: Arc<SessionDeps>,
     shared: Arc<SessionShared>,
-    /// The head, folded over every event applied in memory. `record.version` is the last version
-    /// the store acknowledged.
-    record: SessionRecord,
-    /// Session, user and app state as the agent sees it. Behind an `Arc` so that a turn gets a
-    /// snapshot without copying; `Arc::make_mut` copies only if a turn still holds it.
-    state: Arc<ScopedState>,
-    /// The newest events, from which the agent's context window is drawn.
-    window: Window,
-    /// Events applied in memory that the store has not acknowledged (it failed); written with the
-    /// next successful save.
-    unsaved: Vec<Event>,
+    /// What the store acknowledged of the session, and the writes that extend it.
+    journal: Journal,
     /// Decides what becomes of arriving messages (overlap policies) and what runs next; it
     /// holds the waiting and superseded messages. Its `running` mirrors `running` here.
     queue: TurnQueue<TurnRequest>,
     running: Option<Running>,
     stopping: Option<StopKind>,
     /// A delete found this session holding something that was never stored — a running or
-    /// waiting turn, unsaved events — so it deleted a session even if the store had none.
+    /// waiting turn, a write whose outcome is unknown — so it deleted a session even if the store had none.
     deleted_live: bool,
-    /// A write found this process no longer the session's owner: nothing more is run or
-    /// written, and the registry has been asked to stop the session.
-    lease_lost: bool,
     next_turn_id: u64,
-    /// The summary's text, shared with turns without copying.
-    summary: Option<Arc<str>>,
     /// A compaction task is running (at most one per session).
     compacting: bool,
-    /// The last append failed in a way that leaves its outcome unknown (a timeout, a lost
-    /// connection): the next write first reads back whether it committed.
-    uncertain: Option<persist::Uncertain>,
-    /// The newest event of an append the store acknowledged in full (replicas included, where
-    /// it waits for them) while this session was live: a retry answered from events up to it
-    /// needs no replica check.
-    acknowledged_through: Seq,
     /// Messages in flight that carry a request id, and retries waiting for their answer;
     /// made on the first such message (most sessions never see one: no cost to them).
     requests: Option<Box<replay::InFlight>>,
@@ -92,12 +70,6 @@ struct Running {
     started: Instant,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 impl Live {
     /// Loads the session from the store (activation), unless it was read with its lease.
     pub(crate) async fn load(args: SessionArgs) -> Result<Self, StoreError> {
@@ -111,39 +83,29 @@ impl Live {
             Some(loaded) => loaded,
             None => Self::read(&key, &deps).await?,
         };
-        let record = loaded
-            .record
-            .unwrap_or_else(|| SessionRecord::new(key.clone(), now_ms()));
-        let state = ScopedState {
-            session: record.state.clone(),
-            user: loaded.user_state,
-            app: loaded.app_state,
-        };
         shared.last_active.store(deps.stamp(), Ordering::Release);
-        shared.gauges.publish(&record);
-        let window = Window::new(loaded.events, deps.config.window);
+        let journal = Journal::open(
+            key.clone(),
+            loaded,
+            deps.store.clone(),
+            deps.keeper.clone(),
+            shared.clone(),
+            deps.config.window,
+        );
         Ok(Self {
             key,
             deps,
             shared,
-            record,
-            state: Arc::new(state),
-            window,
-            unsaved: Vec::new(),
+            journal,
             queue: TurnQueue::default(),
             running: None,
             stopping: None,
             deleted_live: false,
-            lease_lost: false,
             next_turn_id: 0,
-            summary: None,
             compacting: false,
-            uncertain: None,
-            acknowledged_through: 0,
             requests: None,
             immediate: None,
-        }
-        .with_summary_cache())
+        })
     }
 
     /// Reads the session from the store within the activation timeout.
@@ -163,24 +125,36 @@ impl Live {
             })?
     }
 
-    fn with_summary_cache(mut self) -> Self {
-        self.refresh_summary();
-        self
+    /// Whether a turn may start now without first looking at the store again (see
+    /// [`Journal::settle`]).
+    pub(crate) fn is_settled(&self) -> bool {
+        self.journal.is_settled()
     }
 
-    fn refresh_summary(&mut self) {
-        self.summary = self
-            .record
-            .summary
-            .as_ref()
-            .map(|s| Arc::from(s.text.as_str()));
+    /// Before a turn starts on a journal that is not settled: settles it, and if that fails,
+    /// answers the messages waiting with the store's error without running their agent (their
+    /// turns would build on a view the store may not hold).
+    pub(crate) async fn settle_before_turns(&mut self) {
+        if self.running.is_some() || !self.queue.has_waiting() {
+            return;
+        }
+        if let Err(error) = self.journal.settle().await {
+            for request in self.queue.take_waiting() {
+                self.answer(request, Err(error.clone()));
+            }
+        }
     }
 
-    /// The last event folded into the summary or removed by `clear_context`: the agent sees
-    /// only later events.
-    fn covered_through(&self) -> Seq {
-        let summarised = self.record.summary.as_ref().map_or(0, |s| s.through_seq);
-        summarised.max(self.record.cleared_through)
+    /// Settles the journal before `request` is looked at; answers it with the store's error
+    /// when that fails. Returns the request when it may go on.
+    pub(crate) async fn settle_for(&mut self, request: TurnRequest) -> Option<TurnRequest> {
+        match self.journal.settle().await {
+            Ok(()) => Some(request),
+            Err(error) => {
+                self.answer(request, Err(error));
+                None
+            }
+        }
     }
 
     /// Takes a caller's message and carries out what the queue decides for it: run it, let it
@@ -191,8 +165,8 @@ impl Live {
             self.answer(request, Err(Error::Draining));
             return;
         }
-        if self.lease_lost {
-            let refused = self.not_owner();
+        if self.journal.lease_lost() {
+            let refused = self.journal.not_owner();
             self.answer(request, Err(refused));
             return;
         }
@@ -218,7 +192,7 @@ impl Live {
         }
         let refuse = match &self.stopping {
             Some(StopKind::Shutdown) => Some(Error::Draining),
-            Some(StopKind::LeaseLost) => Some(self.not_owner()),
+            Some(StopKind::LeaseLost) => Some(self.journal.not_owner()),
             Some(StopKind::Delete(_)) => Some(Error::Deleted {
                 key: self.key.clone(),
             }),
@@ -247,13 +221,14 @@ impl Live {
         *self.shared.current.lock() = Some(control.clone());
         let inputs: Vec<String> = requests.iter().map(|r| r.input.clone()).collect();
         let deadline = last.deadline.or(self.deps.config.turn_deadline);
+        let window = self.journal.window();
         let mut builder = TurnContext::builder(self.key.clone())
-            .history(self.window.events().clone())
-            .visible(self.window.visible(self.covered_through()))
-            .state(self.state.clone())
+            .history(window.events().clone())
+            .visible(window.visible(self.journal.covered_through()))
+            .state(self.journal.state().clone())
             .attributes(last.attributes.clone())
             .cancellation(control.token.clone());
-        if let Some(summary) = &self.record.summary {
+        if let Some(summary) = &self.journal.record().summary {
             builder = builder.summary(summary.text.as_str());
         }
         if let Some(store) = &self.deps.artifacts {
@@ -329,6 +304,14 @@ impl Live {
             }
             return;
         }
+        if let Err(error) = self.journal.settle().await {
+            // An earlier write's outcome is still unknown: this turn cannot be numbered, so it
+            // is not kept.
+            for request in running.requests.into_iter().chain(superseded) {
+                self.answer(request, Err(error.clone()));
+            }
+            return;
+        }
         let record = running.record.take();
         let result = self.check_state_keys(finished.result, &record);
         let (output, failure) = match result {
@@ -360,7 +343,7 @@ impl Live {
             duration_ms: u64::try_from(running.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             superseded: &superseded_inputs,
         };
-        let mut events = task::turn_events(write, self.record.next_seq, now_ms());
+        let mut events = task::turn_events(write, self.journal.next_seq(), now_ms());
         let answers = replay::answers_for(&running.requests, &events, failure);
         let first_superseded = events.len() - superseded.len();
         // Inputs carry their request ids: the turn's own first (when it left a trace), then the
@@ -374,8 +357,9 @@ impl Live {
             event.request_id.clone_from(&request.request_id);
         }
         let superseded_seqs: Vec<u64> = events[first_superseded..].iter().map(|e| e.seq).collect();
-        self.apply(events);
-        let saved = self.flush().await;
+        // Answers go out only after the store's: a turn it did not acknowledge left nothing
+        // behind (or is held apart until read back), so it is never answered as done.
+        let saved = self.journal.commit(events).await;
         for (request, answer) in running.requests.into_iter().zip(answers) {
             let answer = match (&saved, answer) {
                 (Err(err), Ok(_)) => Err(err.clone()),
@@ -394,15 +378,6 @@ impl Live {
             };
             self.answer(request, answer);
         }
-        if let Err(err) = saved {
-            if self.unsaved.len() >= crate::config::MAX_UNSAVED_EVENTS {
-                // The save just failed with a full backlog: what waits would run its agent only
-                // to grow it. A busy session never reaches `retry_backlog`, so refuse here.
-                for request in self.queue.take_waiting() {
-                    self.answer(request, Err(err.clone()));
-                }
-            }
-        }
     }
 
     fn answer(&mut self, mut request: TurnRequest, answer: Result<Outcome, Error>) {
@@ -418,7 +393,7 @@ impl Live {
         let took = request.admitted.elapsed();
         metrics::histogram!("turnstile_turn_seconds").record(took.as_secs_f64());
         self.deps.counters.turn_answered(took);
-        self.shared.gauges.publish(&self.record);
+        self.shared.gauges.publish(self.journal.record());
         if let Err(err) = &answer {
             metrics::counter!("turnstile_turn_errors_total", "code" => err.code()).increment(1);
             if matches!(err, Error::Busy { .. }) {
@@ -437,25 +412,26 @@ impl Live {
 
     /// Appends a `ContextCleared` event: the agent's window starts after it; state is kept.
     pub(crate) async fn clear_context(&mut self) -> Result<(), Error> {
+        self.journal.settle().await?;
         let event = Event::new(
-            self.record.next_seq,
+            self.journal.next_seq(),
             Author::System,
             now_ms(),
             EventKind::ContextCleared {},
         );
-        self.apply(vec![event]);
-        self.flush().await
+        self.journal.commit(vec![event]).await
     }
 
-    /// The session as it is in memory.
+    /// The session as it is in memory: what the store acknowledged.
     pub(crate) fn view(&self) -> SessionView {
+        let state = self.journal.state();
         SessionView {
-            record: self.record.clone(),
-            events: self.window.events().to_vec(),
-            user_state: self.state.user.clone(),
-            app_state: self.state.app.clone(),
+            record: self.journal.record().clone(),
+            events: self.journal.window().events().to_vec(),
+            user_state: state.user.clone(),
+            app_state: state.app.clone(),
             live: true,
-            unsaved: self.unsaved.len(),
+            unsaved: self.journal.held_apart(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! processes (see `docs/cluster.md`).
 //!
 //! A session takes its lease before it loads, fences every write with it, and gives it back
-//! after its final flush. One renewer per runtime (`registry::lifecycle::renewer`) extends all of
+//! after its last write. One renewer per runtime (`registry::lifecycle::renewer`) extends all of
 //! them in one batch; a lease whose renewal fails, or whose local deadline passes, stops its
 //! session without another write.
 
@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::config::Ownership;
 use crate::key::SessionKey;
-use crate::store::{Claim, Lease, Leases, LoadedSession, Owner, StoreError};
+use crate::store::{Claim, Lease, Leases, LoadedSession, Owner, Renewal, StoreError};
 
 /// A lease's local deadline ends this share of its TTL before the store's expiry, so that a
 /// clock running slower here than in the store cannot make this process write after it.
@@ -66,6 +66,7 @@ impl LeaseKeeper {
     /// deadline passed): forgets the lease and has the renewer stop the session.
     pub(crate) fn report_lost(&self, key: &SessionKey) {
         self.held.lock().remove(key);
+        metrics::counter!("turnstile_leases_lost_total", "reason" => "write").increment(1);
         self.lost.lock().push(key.clone());
         self.lost_wake.notify_one();
     }
@@ -240,9 +241,11 @@ impl LeaseKeeper {
         }
     }
 
-    /// Renews every lease held, in one batch. Leases refused by the store, or past their local
-    /// deadline because renewals kept failing, are forgotten and reported lost
-    /// ([`LeaseKeeper::take_lost`]): their sessions must stop without writing.
+    /// Renews every lease held, in one batch. Each lease's answer counts on its own: a renewed
+    /// lease gets a new local deadline; one the store refused is forgotten and reported lost
+    /// ([`LeaseKeeper::take_lost`]); an unanswered one (its store node down, say) keeps the
+    /// deadline it had. Leases past their local deadline — because their renewals went
+    /// unanswered — are reported lost too: their sessions must stop without writing.
     pub(crate) async fn renew_all(&self) {
         let batch: Vec<(SessionKey, Lease)> = self
             .held
@@ -250,41 +253,78 @@ impl LeaseKeeper {
             .iter()
             .map(|(key, held)| (key.clone(), held.lease.clone()))
             .collect();
-        if batch.is_empty() {
-            return;
-        }
-        let sent = Instant::now();
-        let answers = self.leases.renew(&batch, self.config.lease_ttl).await;
-        let mut held = self.held.lock();
-        let mut lost = Vec::new();
-        match answers {
-            Ok(answers) => {
-                for ((key, lease), renewed) in batch.into_iter().zip(answers) {
-                    let Some(entry) = held.get_mut(&key).filter(|h| h.lease == lease) else {
-                        continue; // released or taken over meanwhile
-                    };
-                    if renewed {
-                        entry.valid_until = self.deadline(sent);
-                    } else {
-                        held.remove(&key);
-                        lost.push(key);
-                    }
+        if !batch.is_empty() {
+            let sent = Instant::now();
+            let answers = match self.leases.renew(&batch, self.config.lease_ttl).await {
+                Ok(answers) if answers.len() == batch.len() => answers,
+                Ok(answers) => {
+                    tracing::error!(
+                        asked = batch.len(),
+                        answered = answers.len(),
+                        "lease renewal answered a different number of leases; none counted"
+                    );
+                    vec![Renewal::Unanswered; batch.len()]
                 }
-            }
-            Err(error) => {
-                tracing::warn!(%error, leases = batch.len(), "lease renewal failed");
+                Err(error) => {
+                    tracing::warn!(%error, leases = batch.len(), "lease renewal failed");
+                    vec![Renewal::Unanswered; batch.len()]
+                }
+            };
+            self.record_renewals(batch, &answers, sent);
+        }
+        self.expire(Instant::now());
+        metrics::gauge!("turnstile_leases_held").set(self.held() as f64);
+    }
+
+    /// Applies a batch's answers (in the batch's order) to the leases still held as they were.
+    fn record_renewals(&self, batch: Vec<(SessionKey, Lease)>, answers: &[Renewal], sent: Instant) {
+        let mut held = self.held.lock();
+        let mut refused = Vec::new();
+        for ((key, lease), renewal) in batch.into_iter().zip(answers) {
+            metrics::counter!("turnstile_lease_renewals_total", "outcome" => renewal_label(*renewal))
+                .increment(1);
+            let Some(entry) = held.get_mut(&key).filter(|h| h.lease == lease) else {
+                continue; // released or taken over meanwhile
+            };
+            match renewal {
+                Renewal::Renewed => entry.valid_until = self.deadline(sent),
+                Renewal::Lost => {
+                    held.remove(&key);
+                    refused.push(key);
+                }
+                // Nothing known: the deadline it had stands.
+                _ => {}
             }
         }
-        let now = Instant::now();
-        held.retain(|key, entry| {
+        drop(held);
+        self.report_lost_keys(refused, "refused");
+    }
+
+    /// Forgets the leases whose local deadline has passed at `now` and reports them lost.
+    fn expire(&self, now: Instant) {
+        let mut lapsed = Vec::new();
+        self.held.lock().retain(|key, entry| {
             let valid = entry.valid_until > now;
             if !valid {
-                lost.push(key.clone());
+                lapsed.push(key.clone());
             }
             valid
         });
-        drop(held);
-        self.lost.lock().extend(lost);
+        self.report_lost_keys(lapsed, "lapsed");
+    }
+
+    fn report_lost_keys(&self, keys: Vec<SessionKey>, reason: &'static str) {
+        if keys.is_empty() {
+            return;
+        }
+        metrics::counter!("turnstile_leases_lost_total", "reason" => reason)
+            .increment(keys.len() as u64);
+        tracing::warn!(
+            sessions = keys.len(),
+            reason,
+            "leases lost: their sessions stop"
+        );
+        self.lost.lock().extend(keys);
     }
 
     /// Who holds `key`'s lease, if anyone.
@@ -305,6 +345,15 @@ impl LeaseKeeper {
     /// How many leases this process holds.
     pub(crate) fn held(&self) -> usize {
         self.held.lock().len()
+    }
+}
+
+/// The `outcome` label of a renewal in metrics.
+fn renewal_label(renewal: Renewal) -> &'static str {
+    match renewal {
+        Renewal::Renewed => "renewed",
+        Renewal::Lost => "lost",
+        _ => "unanswered",
     }
 }
 
@@ -354,6 +403,96 @@ mod tests {
         assert!(keeper.take_lost().is_empty());
         tokio::time::advance(TTL * 4 / 5 - Duration::from_millis(1)).await;
         assert!(keeper.fence(&k).is_ok(), "renewed at TTL/2");
+    }
+
+    /// Leases whose renewals of some sessions (or of all) are not answered, as when the store
+    /// node that keeps them is down.
+    struct Unanswered {
+        inner: Arc<dyn Leases>,
+        /// Sessions whose renewals go unanswered; `None`: the whole batch fails.
+        only: Option<Vec<SessionKey>>,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::store::ForwardingLeases for Unanswered {
+        fn forward_to(&self) -> &dyn Leases {
+            self.inner.as_ref()
+        }
+
+        async fn renew(
+            &self,
+            leases: &[(SessionKey, Lease)],
+            ttl: Duration,
+        ) -> Result<Vec<Renewal>, StoreError> {
+            let Some(only) = &self.only else {
+                return Err(StoreError::Unavailable {
+                    backend: "test",
+                    detail: "partitioned".into(),
+                });
+            };
+            let answers = self.inner.renew(leases, ttl).await?;
+            Ok(leases
+                .iter()
+                .zip(answers)
+                .map(|((key, _), answer)| {
+                    if only.contains(key) {
+                        Renewal::Unanswered
+                    } else {
+                        answer
+                    }
+                })
+                .collect())
+        }
+    }
+
+    fn keeper_over(leases: Unanswered) -> LeaseKeeper {
+        let ownership = Ownership::new("http://a").with_lease_ttl(TTL);
+        LeaseKeeper::new(Arc::new(leases), ownership)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_lease_whose_renewals_fail_is_reported_lost_at_its_local_deadline() {
+        let store = MemoryStore::new();
+        let inner = store.leases().expect("memory leases");
+        let keeper = keeper_over(Unanswered { inner, only: None });
+        let k = key("idle");
+        keeper.acquire(&k).await.expect("granted");
+        tokio::time::advance(TTL / 3).await;
+        keeper.renew_all().await;
+        assert!(keeper.take_lost().is_empty(), "still inside its deadline");
+        tokio::time::advance(TTL * 4 / 5 - TTL / 3).await;
+        keeper.renew_all().await;
+        assert_eq!(
+            keeper.take_lost(),
+            std::slice::from_ref(&k),
+            "no write needed: the renewer stops it"
+        );
+        assert_eq!(keeper.held(), 0);
+        assert!(keeper.fence(&k).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_renewal_stops_only_its_own_session() {
+        let store = MemoryStore::new();
+        let inner = store.leases().expect("memory leases");
+        let (down, up) = (key("on-a-node-that-is-down"), key("elsewhere"));
+        let keeper = keeper_over(Unanswered {
+            inner,
+            only: Some(vec![down.clone()]),
+        });
+        keeper.acquire(&down).await.expect("granted");
+        keeper.acquire(&up).await.expect("granted");
+        for _ in 0..3 {
+            tokio::time::advance(TTL / 3).await;
+            keeper.renew_all().await;
+        }
+        assert_eq!(
+            keeper.take_lost(),
+            std::slice::from_ref(&down),
+            "only the unanswered one"
+        );
+        assert!(keeper.fence(&up).is_ok(), "its renewals were answered");
+        assert!(keeper.fence(&down).is_err());
     }
 
     #[tokio::test(start_paused = true)]

@@ -67,6 +67,11 @@ impl<T> TurnQueue<T> {
         self.running || !self.waiting.is_empty()
     }
 
+    /// Whether messages wait for a turn (none may run yet).
+    pub(super) fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     /// Decides what becomes of an arriving message. `policy` is the arriving message's own
     /// policy; `front` marks `interrupt_with`, which overrides it.
     pub(super) fn admit(&mut self, message: T, policy: OverlapPolicy, front: bool) -> Admission<T> {

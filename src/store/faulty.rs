@@ -13,12 +13,13 @@ use tokio::sync::{watch, Semaphore};
 
 use super::{ForwardingStore, Lease, LoadedSession, Store, StoreError};
 use crate::key::SessionKey;
-use crate::state::Event;
+use crate::state::{Event, Seq};
 
-/// Wraps a store and injects faults on command: the next N appends or loads fail with
-/// [`StoreError::Unavailable`] without reaching the inner store; the next N appends are
-/// acknowledged without being written (a broken store that loses data); appends and loads can be
-/// delayed; the next N loads, appends or deletes can be held at a gate until the test lets them
+/// Wraps a store and injects faults on command: the next N appends, loads or event reads fail
+/// with [`StoreError::Unavailable`] without reaching the inner store; the next N appends are
+/// acknowledged without being written (a broken store that loses data), or written and then
+/// answered `Unavailable` (an answer lost on its way back); appends and loads can be
+/// delayed; the next N loads, appends, deletes or event reads can be held at a gate until the test lets them
 /// through ([`FaultyStore::hold_next`]). Everything else passes through. Nothing is injected until
 /// asked. It also counts loads per session ([`FaultyStore::loads_of`]).
 pub struct FaultyStore {
@@ -27,7 +28,10 @@ pub struct FaultyStore {
     failing_every: AtomicUsize,
     failing_appends: AtomicUsize,
     failing_loads: AtomicUsize,
+    failing_reads: AtomicUsize,
     dropping_appends: AtomicUsize,
+    /// Appends to write through whose answer is then lost (an outcome the caller cannot know).
+    losing_answers: AtomicUsize,
     append_delay: Mutex<Option<Duration>>,
     load_delay: Mutex<Option<Duration>>,
     appends_attempted: AtomicUsize,
@@ -35,7 +39,7 @@ pub struct FaultyStore {
     /// Loads asked for, per session: what ordering tests look at ("no load before …").
     loads: Mutex<HashMap<SessionKey, usize>>,
     /// One gate per kind of call that can be held, indexed by [`StoreCall`].
-    gates: [Gate; 3],
+    gates: [Gate; 4],
 }
 
 /// A kind of store call that [`FaultyStore::hold_next`] can hold.
@@ -48,6 +52,8 @@ pub enum StoreCall {
     Append,
     /// [`Store::delete`].
     Delete,
+    /// [`Store::read_events`].
+    ReadEvents,
 }
 
 /// Holds calls of one kind until they are released.
@@ -99,13 +105,15 @@ impl FaultyStore {
             failing_appends: AtomicUsize::new(0),
             failing_every: AtomicUsize::new(0),
             failing_loads: AtomicUsize::new(0),
+            failing_reads: AtomicUsize::new(0),
             dropping_appends: AtomicUsize::new(0),
+            losing_answers: AtomicUsize::new(0),
             append_delay: Mutex::new(None),
             load_delay: Mutex::new(None),
             appends_attempted: AtomicUsize::new(0),
             appends_failed: AtomicUsize::new(0),
             loads: Mutex::new(HashMap::new()),
-            gates: [Gate::new(), Gate::new(), Gate::new()],
+            gates: [Gate::new(), Gate::new(), Gate::new(), Gate::new()],
         })
     }
 
@@ -156,6 +164,18 @@ impl FaultyStore {
     /// Makes the next `n` loads fail with [`StoreError::Unavailable`].
     pub fn fail_next_loads(&self, n: usize) {
         self.failing_loads.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` [`Store::read_events`] calls fail with [`StoreError::Unavailable`].
+    pub fn fail_next_reads(&self, n: usize) {
+        self.failing_reads.store(n, Ordering::SeqCst);
+    }
+
+    /// The next `n` appends reach the inner store, which commits them, and then answer
+    /// [`StoreError::Unavailable`] as a timeout or a lost connection would: the caller cannot
+    /// tell whether they committed.
+    pub fn lose_next_answers(&self, n: usize) {
+        self.losing_answers.store(n, Ordering::SeqCst);
     }
 
     /// Makes the next `n` appends answer `Ok` with the version a real write would have produced,
@@ -236,6 +256,18 @@ impl FaultyStore {
     }
 }
 
+impl FaultyStore {
+    /// An answer the store gave, lost on its way back when [`FaultyStore::lose_next_answers`]
+    /// asked for it.
+    fn lose_answer(&self, written: Result<u64, StoreError>) -> Result<u64, StoreError> {
+        if written.is_ok() && take_one(&self.losing_answers) {
+            self.appends_failed.fetch_add(1, Ordering::SeqCst);
+            return Err(injected("answer (the append committed)"));
+        }
+        written
+    }
+}
+
 #[async_trait]
 impl ForwardingStore for FaultyStore {
     fn forward_to(&self) -> &dyn Store {
@@ -268,7 +300,8 @@ impl ForwardingStore for FaultyStore {
         if let Some(faulted) = self.append_fault(key, base_version).await {
             return faulted;
         }
-        self.inner.append(key, base_version, events).await
+        let written = self.inner.append(key, base_version, events).await;
+        self.lose_answer(written)
     }
 
     async fn append_fenced(
@@ -281,9 +314,24 @@ impl ForwardingStore for FaultyStore {
         if let Some(faulted) = self.append_fault(key, base_version).await {
             return faulted;
         }
-        self.inner
+        let written = self
+            .inner
             .append_fenced(key, base_version, events, lease)
-            .await
+            .await;
+        self.lose_answer(written)
+    }
+
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        if take_one(&self.failing_reads) {
+            return Err(injected("read"));
+        }
+        self.gate(StoreCall::ReadEvents).pass().await;
+        self.inner.read_events(key, from, limit).await
     }
 
     async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {

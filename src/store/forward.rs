@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::{
     Claim, Claimant, GcPolicy, GcReport, Lease, Leases, LoadedSession, Owner, Page, PageRequest,
-    Store, StoreError,
+    Renewal, Store, StoreError,
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Seq};
@@ -286,7 +286,7 @@ pub trait ForwardingLeases: Send + Sync + 'static {
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Renewal>, StoreError> {
         self.forward_to().renew(leases, ttl).await
     }
 
@@ -326,7 +326,7 @@ impl<T: ForwardingLeases> Leases for T {
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Renewal>, StoreError> {
         ForwardingLeases::renew(self, leases, ttl).await
     }
 

@@ -66,6 +66,22 @@ pub enum Claim {
     Held(Owner),
 }
 
+/// What became of one lease of a [`Leases::renew`] batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Renewal {
+    /// Still held with its token: it lasts the TTL asked for from now.
+    Renewed,
+    /// No longer held with its token (it expired, was taken over or given back): its session
+    /// must stop without writing.
+    Lost,
+    /// Not answered: the part of the store that keeps this lease could not be reached (a Redis
+    /// Cluster node down, a timeout). Nothing is known; the holder keeps the deadline it had, so
+    /// only sessions whose leases go unanswered until then stop — never those whose renewal
+    /// was answered.
+    Unanswered,
+}
+
 /// Leases on sessions, kept where the sessions are stored. Implemented by stores that several
 /// processes share (Redis, and the memory store for tests and in-process clusters); a store
 /// offers it through [`Store::leases`](super::Store::leases).
@@ -102,13 +118,17 @@ pub trait Leases: Send + Sync + 'static {
     }
 
     /// Extends each lease that is still held with its token to `ttl` from now. Answers, in the
-    /// same order, whether each is still held. One exchange for the whole batch, not one per
-    /// lease.
+    /// same order, what became of each ([`Renewal`]). One exchange for the whole batch (per
+    /// node, where the store has several), not one per lease.
+    ///
+    /// A failure that concerns only some leases (one node of several down) answers those
+    /// [`Renewal::Unanswered`] and the others as usual: one failing node must not stop sessions
+    /// whose leases live elsewhere. `Err` means the whole batch went unanswered.
     async fn renew(
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError>;
+    ) -> Result<Vec<Renewal>, StoreError>;
 
     /// Deletes the lease if it is still this one (compare-and-delete); a lease someone else
     /// took meanwhile is left alone. Returns whether it was still this one.

@@ -1,5 +1,6 @@
-//! A throwaway three-master Redis Cluster for tests, on free loopback ports in a temporary
-//! folder, killed on drop.
+//! A throwaway Redis Cluster for tests — three masters, optionally each with a replica (six
+//! nodes) — on free loopback ports in a temporary folder, killed on drop. Tests can find which
+//! master serves a session and kill a node, as an operator's failure would.
 //!
 //! A test that needs it never skips: when `redis-server` or `redis-cli` is not installed, it
 //! fails saying how to install them.
@@ -9,8 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
+use redis::Value;
+use sha2::{Digest, Sha256};
 use turnstile::store::{RedisOptions, RedisStore};
-use turnstile::Store;
+use turnstile::{SessionKey, Store};
 
 use super::redis_server::{free_port, fresh_prefix, poll, query, redis_cli, spawn_server};
 
@@ -18,21 +21,43 @@ use super::redis_server::{free_port, fresh_prefix, poll, query, redis_cli, spawn
 const STARTUP: Duration = Duration::from_secs(30);
 
 /// Masters in the test cluster: the fewest `redis-cli --cluster create` accepts.
-const NODES: usize = 3;
+const MASTERS: usize = 3;
+
+/// How long a node may be silent before the others mark it failed (`cluster-node-timeout`), in
+/// milliseconds: short, so that a test's failover takes a second or two, not Redis's default
+/// fifteen.
+const NODE_TIMEOUT_MS: &str = "1000";
+
+/// How a test cluster is laid out.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterLayout {
+    /// Give each master one replica (six nodes), so that a master's death is a failover.
+    pub replicas: bool,
+    /// Extra `redis-server` arguments for every node.
+    pub args: Vec<String>,
+}
 
 /// A running cluster; its servers are killed and its folder removed on drop.
 pub struct RedisCluster {
-    children: Vec<Child>,
+    /// Each node's process, `None` once killed.
+    children: Vec<Option<Child>>,
     ports: Vec<u16>,
+    layout: ClusterLayout,
     /// Holds the nodes' cluster config files; removed on drop.
     _dir: tempfile::TempDir,
 }
 
 impl RedisCluster {
-    /// Starts a cluster. Fails the test when `redis-server` or `redis-cli` is not installed.
+    /// Starts a cluster of three masters. Fails the test when `redis-server` or `redis-cli` is
+    /// not installed.
     pub fn start() -> RedisCluster {
+        Self::start_with(ClusterLayout::default())
+    }
+
+    /// Starts a cluster laid out as `layout` says.
+    pub fn start_with(layout: ClusterLayout) -> RedisCluster {
         for _ in 0..3 {
-            match Self::try_start() {
+            match Self::try_start(&layout) {
                 Ok(cluster) => return cluster,
                 // Most likely another process took a port between our probe and the bind.
                 Err(why) => eprintln!("the test cluster did not form ({why}); trying again"),
@@ -41,29 +66,35 @@ impl RedisCluster {
         panic!("a Redis Cluster did not form within three attempts");
     }
 
-    fn try_start() -> Result<RedisCluster, String> {
+    fn try_start(layout: &ClusterLayout) -> Result<RedisCluster, String> {
         let dir = tempfile::tempdir().expect("temporary folder");
         let mut cluster = RedisCluster {
             children: Vec::new(),
             ports: Vec::new(),
+            layout: layout.clone(),
             _dir: dir,
         };
-        for i in 0..NODES {
+        let nodes = if layout.replicas {
+            2 * MASTERS
+        } else {
+            MASTERS
+        };
+        for i in 0..nodes {
             let (port, bus) = (free_port(), free_port());
             let (bus, config) = (bus.to_string(), format!("nodes-{i}.conf"));
-            let child = spawn_server(
-                Some(cluster._dir.path()),
-                port,
-                &[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-port",
-                    &bus,
-                    "--cluster-config-file",
-                    &config,
-                ],
-            );
-            cluster.children.push(child);
+            let mut args = vec![
+                "--cluster-enabled",
+                "yes",
+                "--cluster-port",
+                &bus,
+                "--cluster-config-file",
+                &config,
+                "--cluster-node-timeout",
+                NODE_TIMEOUT_MS,
+            ];
+            args.extend(layout.args.iter().map(String::as_str));
+            let child = spawn_server(Some(cluster._dir.path()), port, &args);
+            cluster.children.push(Some(child));
             cluster.ports.push(port);
         }
         let deadline = Instant::now() + STARTUP;
@@ -81,7 +112,8 @@ impl RedisCluster {
         }
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(self.ports.iter().map(|p| format!("127.0.0.1:{p}")));
-        args.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+        let replicas = if self.layout.replicas { "1" } else { "0" };
+        args.extend(["--cluster-replicas", replicas, "--cluster-yes"].map(String::from));
         let created = redis_cli(&args);
         if !created.status.success() {
             return Err(format!(
@@ -89,7 +121,24 @@ impl RedisCluster {
                 String::from_utf8_lossy(&created.stderr)
             ));
         }
-        for &port in &self.ports {
+        self.until_ok(deadline)?;
+        if self.layout.replicas {
+            // A replica counts for a failover only once it has synced with its master.
+            for &port in &self.ports {
+                poll(deadline, || {
+                    query(port, &["INFO", "replication"]).is_some_and(|info| {
+                        info.contains("role:master") || info.contains("master_link_status:up")
+                    })
+                })
+                .map_err(|_| format!("replica {port} never synced"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every live node says `cluster_state:ok`.
+    fn until_ok(&self, deadline: Instant) -> Result<(), String> {
+        for port in self.live_ports() {
             poll(deadline, || {
                 query(port, &["CLUSTER", "INFO"])
                     .is_some_and(|info| info.contains("cluster_state:ok"))
@@ -97,6 +146,70 @@ impl RedisCluster {
             .map_err(|_| format!("node {port} never reached cluster_state:ok"))?;
         }
         Ok(())
+    }
+
+    /// Waits (up to a startup's time) until every live node says `cluster_state:ok` again:
+    /// after a failover, once the replica of the dead master was promoted.
+    pub fn until_healed(&self) {
+        self.until_ok(Instant::now() + STARTUP)
+            .unwrap_or_else(|why| panic!("the cluster did not heal: {why}"));
+    }
+
+    fn live_ports(&self) -> Vec<u16> {
+        self.ports
+            .iter()
+            .zip(&self.children)
+            .filter(|(_, child)| child.is_some())
+            .map(|(port, _)| *port)
+            .collect()
+    }
+
+    /// The port of the master that serves `key`'s slot now, asked of a live node.
+    pub fn master_of(&self, key: &SessionKey) -> u16 {
+        let tag = session_tag(key);
+        for port in self.live_ports() {
+            let Ok(mut conn) = sync_connection(port) else {
+                continue;
+            };
+            let Ok(slot) = redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(&tag)
+                .query::<i64>(&mut conn)
+            else {
+                continue;
+            };
+            let Ok(Value::Array(ranges)) = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)
+            else {
+                continue;
+            };
+            if let Some(port) = ranges.iter().find_map(|range| master_of_range(range, slot)) {
+                return port;
+            }
+        }
+        panic!("no live node says which master serves {key}");
+    }
+
+    /// The ports of the masters now, by asking a live node.
+    pub fn masters(&self) -> Vec<u16> {
+        self.live_ports()
+            .into_iter()
+            .filter(|&port| {
+                query(port, &["INFO", "replication"]).is_some_and(|i| i.contains("role:master"))
+            })
+            .collect()
+    }
+
+    /// Kills the node on `port` at once (`SIGKILL`), as a crash would.
+    pub fn kill(&mut self, port: u16) {
+        let i = self
+            .ports
+            .iter()
+            .position(|&p| p == port)
+            .expect("a node of this cluster");
+        if let Some(mut child) = self.children[i].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// The store URL of the cluster: `redis+cluster://` and every node.
@@ -145,9 +258,52 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        for child in &mut self.children {
+        for mut child in self.children.iter_mut().filter_map(Option::take) {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// The documented hash tag of a session's keys, braces included: the first 16 hex digits of
+/// the SHA-256 of its canonical encoding (`s`, then each id as an 8-byte big-endian length and
+/// its bytes; `docs/stores.md`).
+pub fn session_tag(key: &SessionKey) -> String {
+    let mut canonical = vec![b's'];
+    for id in [key.user_id(), key.session_id()] {
+        canonical.extend_from_slice(&(id.len() as u64).to_be_bytes());
+        canonical.extend_from_slice(id.as_bytes());
+    }
+    let hex: String = Sha256::digest(&canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{{{}}}", &hex[..16])
+}
+
+fn sync_connection(port: u16) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
+    let conn = client.get_connection_with_timeout(Duration::from_millis(500))?;
+    conn.set_read_timeout(Some(Duration::from_millis(500)))?;
+    Ok(conn)
+}
+
+/// The master's port of one `CLUSTER SLOTS` entry (`[start, end, [ip, port, id], …]`) when it
+/// holds `slot`.
+fn master_of_range(range: &Value, slot: i64) -> Option<u16> {
+    let Value::Array(fields) = range else {
+        return None;
+    };
+    let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
+        (fields.first(), fields.get(1), fields.get(2))
+    else {
+        return None;
+    };
+    if !(*start..=*end).contains(&slot) {
+        return None;
+    }
+    match master.get(1) {
+        Some(Value::Int(port)) => u16::try_from(*port).ok(),
+        _ => None,
     }
 }

@@ -148,19 +148,44 @@ fn a_failed_turn_says_whether_its_session_kept_it() {
         backend: "redis",
         detail: "connection refused".into(),
     };
+    // The store's answer to the turn's write was lost: stored or not, nobody knows yet.
     let ran = ApiError::from(Error::store(&key(), unavailable())).of_turn();
-    assert_eq!((ran.code(), ran.kept()), ("store_unavailable", Some(true)));
-    assert_eq!(ran.body()["error"]["kept"], true);
-    assert!(ran.public_message().contains("keeps it"));
+    assert_eq!(
+        (ran.code(), ran.kept()),
+        ("store_unavailable", Some(Kept::Unknown))
+    );
+    let body = ran.body();
+    assert!(
+        body["error"]
+            .get("kept")
+            .is_some_and(serde_json::Value::is_null),
+        "{body}"
+    );
+    assert!(ran.public_message().contains("not known yet"));
+
+    // A write the store refused stored nothing.
+    let conflict = StoreError::Conflict {
+        key: key(),
+        expected: 2,
+        found: 3,
+    };
+    let refused = ApiError::from(Error::store(&key(), conflict)).of_turn();
+    assert_eq!(
+        (refused.code(), refused.kept()),
+        ("conflict", Some(Kept::No))
+    );
+    assert_eq!(refused.body()["error"]["kept"], false);
 
     let not_loaded = ApiError::from(Error::Activation {
         key: key(),
         source: Arc::new(unavailable()),
     })
     .of_turn();
-    assert_eq!(not_loaded.kept(), Some(false));
+    assert_eq!(not_loaded.kept(), Some(Kept::No));
     assert_eq!(not_loaded.body()["error"]["kept"], false);
-    assert!(not_loaded.public_message().contains("nothing ran"));
+    assert!(not_loaded
+        .public_message()
+        .contains("nothing of this turn ran"));
 
     let fenced = StoreError::Fenced {
         key: key(),
@@ -168,7 +193,7 @@ fn a_failed_turn_says_whether_its_session_kept_it() {
         current: 2,
     };
     let fenced = ApiError::from(Error::store(&key(), fenced)).of_turn();
-    assert_eq!((fenced.code(), fenced.kept()), ("fenced", Some(false)));
+    assert_eq!((fenced.code(), fenced.kept()), ("fenced", Some(Kept::No)));
 
     let listing = ApiError::from(Error::storage(unavailable()));
     assert_eq!(listing.kept(), None);
@@ -201,7 +226,7 @@ fn a_turn_short_of_replicas_is_503_not_replicated_and_kept() {
     let api = ApiError::from(error).of_turn();
     assert_eq!(
         (api.status().as_u16(), api.code(), api.kept()),
-        (503, "not_replicated", Some(true))
+        (503, "not_replicated", Some(Kept::Yes))
     );
     let body = api.body();
     assert_eq!(body["error"]["kept"], true);

@@ -89,7 +89,7 @@ impl<A: Mailbox> Slots<A> {
         answer_all(held, error, fx).into()
     }
 
-    /// The actor's task ended (after its final flush). Returns the shared handle of the next
+    /// The actor's task ended (after its last store call). Returns the shared handle of the next
     /// activation when messages are waiting for one; the slot is then `Starting` again.
     pub(crate) fn stopped(
         &mut self,

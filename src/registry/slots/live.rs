@@ -79,11 +79,7 @@ fn describe<A: Mailbox>(key: &SessionKey, slot: &Slot<A>, stamp: u64) -> LiveSes
         state,
         turns: gauges.turns.load(Ordering::Relaxed),
         idle_for: Duration::from_nanos(stamp.saturating_sub(last)),
-        unsaved: if shared.dirty.load(Ordering::Acquire) {
-            gauges.unsaved.load(Ordering::Relaxed)
-        } else {
-            0
-        },
+        unsaved: gauges.unsaved.load(Ordering::Relaxed),
         bytes: gauges.bytes.load(Ordering::Relaxed),
     }
 }

@@ -3,7 +3,8 @@
 
 use ractor::ActorRef;
 
-use super::{now_ms, Live};
+use super::Live;
+use crate::session::now_ms;
 use crate::session::SessionMsg;
 use crate::state::{Author, Event, EventKind, Seq};
 
@@ -17,17 +18,17 @@ impl Live {
         else {
             return;
         };
-        if self.compacting || self.stopping.is_some() || !self.unsaved.is_empty() {
+        if self.compacting || self.stopping.is_some() || !self.journal.is_settled() {
             return;
         }
-        let covered = self.covered_through();
-        let last = self.record.next_seq.saturating_sub(1);
+        let covered = self.journal.covered_through();
+        let last = self.journal.next_seq().saturating_sub(1);
         let upto = last.saturating_sub(self.deps.config.window as Seq);
         if last - covered <= after as Seq || upto <= covered {
             return;
         }
         self.compacting = true;
-        let previous = self.summary.clone();
+        let previous = self.journal.summary().cloned();
         let (store, key, actor) = (self.deps.store.clone(), self.key.clone(), myself.clone());
         let memory = self.compaction_memory();
         let draining = self.deps.draining.clone();
@@ -72,16 +73,19 @@ impl Live {
                 return;
             }
         };
-        if through_seq <= self.covered_through() || self.stopping.is_some() {
+        if self.journal.settle().await.is_err()
+            || through_seq <= self.journal.covered_through()
+            || self.stopping.is_some()
+        {
             return;
         }
         let event = Event::new(
-            self.record.next_seq,
+            self.journal.next_seq(),
             Author::System,
             now_ms(),
             EventKind::Summary { text, through_seq },
         );
-        self.apply(vec![event]);
-        let _ = self.flush().await;
+        // A summary the store did not take is simply made again by a later compaction.
+        let _ = self.journal.commit(vec![event]).await;
     }
 }

@@ -12,7 +12,7 @@ use crate::state::{Event, Seq};
 use crate::store::Store;
 
 impl Live {
-    /// After the final flush of a passivation or shutdown: ingests what the store holds of the
+    /// As a passivation or shutdown ends (every turn written): ingests what the store holds of the
     /// session since its memory mark. A failure is logged and leaves memory as it was; the
     /// next stop tries again from the same mark.
     pub(super) async fn ingest_on_stop(&self) {

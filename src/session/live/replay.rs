@@ -3,10 +3,11 @@
 //! that message's outcome, and never runs or is stored again.
 //!
 //! The session looks in two places: the messages in flight (running or waiting), whose answer a
-//! retry shares, and the log's newest events (its context window, loaded again on activation),
-//! where each user input keeps its request id. A retry of a message whose turn is in the log but
-//! not yet acknowledged by the store (a store outage) first writes it; its answer is then the
-//! stored one.
+//! retry shares, and the log's newest acknowledged events (its context window, loaded again on
+//! activation), where each user input keeps its request id. Nothing the store did not
+//! acknowledge is looked at: a write whose outcome was unknown is read back first (the session
+//! settles its journal before it looks at a message), and a session that lost its lease answers
+//! nothing from its window.
 
 use std::collections::{HashMap, HashSet};
 
@@ -31,59 +32,40 @@ impl Live {
         let Some(id) = request.request_id.clone() else {
             return Some(request);
         };
+        if self.journal.lease_lost() {
+            // Another process may own the session now: nothing here is vouched for.
+            let refused = self.journal.not_owner();
+            self.answer(request, Err(refused));
+            return None;
+        }
         let requests = self.requests.get_or_insert_with(Box::default);
         if requests.ids.contains(&id) {
             requests.retries.entry(id).or_default().push(request);
             return None;
         }
-        let Some((input_seq, _)) = find_answer(self.window.events(), &id) else {
+        // The window holds only what the store acknowledged (the journal settled before this).
+        let Some((_, outcome)) = find_answer(self.journal.window().events(), &id) else {
             requests.ids.insert(id);
             return Some(request);
         };
-        if self
-            .unsaved
-            .first()
-            .is_some_and(|first| first.seq <= input_seq)
-        {
-            // The original ran, its caller was told the store failed, and the session kept it:
-            // write it now, so that the answer given is a durable one.
-            if let Err(error) = self.flush().await {
-                self.answer(request, Err(error));
-                return None;
+        // The first answer may have been `NotReplicated` (or lost): a stored turn is acknowledged
+        // only once the replicas the store waits for hold it. One this session saw acknowledged
+        // in full needs no check.
+        let answer = if self.journal.acknowledged_in_full(outcome.seq) {
+            Ok(outcome)
+        } else {
+            let store = self.deps.store.clone();
+            let version = self.journal.record().version;
+            match store.confirm_replicated(&self.key, version).await {
+                Ok(()) => Ok(outcome),
+                Err(error) => Err(Error::store(&self.key, error)),
             }
+        };
+        if answer.is_ok() {
+            metrics::counter!("turnstile_replayed_total").increment(1);
         }
-        // A flush that met a conflict reloaded the session: look again in what is stored.
-        match find_answer(self.window.events(), &id) {
-            Some((_, outcome)) => {
-                // The first answer may have been `NotReplicated` (or lost): a stored turn is
-                // acknowledged only once the replicas the store waits for hold it. One this
-                // session saw acknowledged in full needs no check.
-                let answer = if outcome.seq <= self.acknowledged_through {
-                    Ok(outcome)
-                } else {
-                    let store = self.deps.store.clone();
-                    match store
-                        .confirm_replicated(&self.key, self.record.version)
-                        .await
-                    {
-                        Ok(()) => Ok(outcome),
-                        Err(error) => Err(Error::store(&self.key, error)),
-                    }
-                };
-                if answer.is_ok() {
-                    metrics::counter!("turnstile_replayed_total").increment(1);
-                }
-                self.answer(request, answer);
-                None
-            }
-            None => {
-                self.requests
-                    .get_or_insert_with(Box::default)
-                    .ids
-                    .insert(id);
-                Some(request)
-            }
-        }
+        self.answer(request, answer);
+        None
     }
 
     /// A message with `request_id` is being answered: it is no longer in flight, and the

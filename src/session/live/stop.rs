@@ -1,9 +1,8 @@
 //! How a live session stops: taking the registry's stop request (interrupting the running
-//! turn where the kind of stop asks for it), then deleting or flushing as its last step.
+//! turn where the kind of stop asks for it), then deleting it or handing it to memory as its last
+//! step.
 
-use std::sync::atomic::Ordering;
-
-use super::{persist, Live};
+use super::Live;
 use crate::error::Error;
 use crate::session::StopKind;
 use crate::state::InterruptReason;
@@ -27,20 +26,21 @@ impl Live {
             (Some(StopKind::Delete(_) | StopKind::LeaseLost), _) => {}
             (_, kind) => {
                 if matches!(kind, StopKind::Delete(_)) {
-                    self.deleted_live =
-                        self.running.is_some() || self.queue.is_busy() || !self.unsaved.is_empty();
+                    self.deleted_live = self.running.is_some()
+                        || self.queue.is_busy()
+                        || self.journal.held_apart() > 0;
                 }
                 self.stopping = Some(kind);
             }
         }
     }
 
-    /// The last step before the actor stops: delete, or flush what is unsaved.
+    /// The last step before the actor stops: delete, or hand what the store holds to memory.
+    /// Nothing is left to write: every event the session shows was acknowledged when it was
+    /// made, and a write whose outcome is unknown is settled by the next activation's load.
     pub(crate) async fn finish_stop(&mut self) {
         match self.stopping.take() {
             Some(StopKind::Delete(reply)) => {
-                self.unsaved.clear();
-                self.shared.dirty.store(false, Ordering::Release);
                 let result = self
                     .deps
                     .store
@@ -50,17 +50,15 @@ impl Live {
                     .map_err(|err| Error::store(&self.key, err));
                 let _ = reply.send(result);
             }
-            Some(StopKind::LeaseLost) => self.drop_unsaved("its lease was lost"),
-            _ => {
-                let flushed = self.flush().await;
-                if flushed
-                    .as_ref()
-                    .err()
-                    .is_none_or(persist::stored_all_the_same)
-                {
-                    self.ingest_on_stop().await;
-                }
-            }
+            Some(StopKind::LeaseLost) => {}
+            _ => self.ingest_on_stop().await,
+        }
+    }
+
+    /// `post_stop`: gives the session's lease back, if it holds one.
+    pub(crate) async fn release_lease(&mut self) {
+        if let Some(keeper) = &self.deps.keeper {
+            keeper.release(&self.key).await;
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{key, turn_events};
-use crate::store::{Claim, Claimant, Lease, Leases, Store, StoreError};
+use crate::store::{Claim, Claimant, Lease, Leases, Renewal, Store, StoreError};
 
 /// Long enough that no check below outlives it by accident.
 const LONG: Duration = Duration::from_secs(60);
@@ -143,7 +143,7 @@ pub async fn renewal_is_per_lease_and_epochs_survive_deletion(store: Arc<dyn Sto
         .renew(&[(k1.clone(), l1.clone()), (k2.clone(), l2.clone())], LONG)
         .await
         .expect("renew");
-    assert_eq!(renewed, [true, false]);
+    assert_eq!(renewed, [Renewal::Renewed, Renewal::Lost]);
     assert!(leases.owner(&k1).await.expect("owner").is_some());
     assert!(leases.owner(&k2).await.expect("owner").is_none());
 
@@ -185,7 +185,7 @@ pub async fn an_unrenewed_lease_expires(a: Arc<dyn Store>, b: Arc<dyn Store>) {
         .renew(&[(k.clone(), lapsed.clone())], LONG)
         .await
         .expect("renew");
-    assert_eq!(renewed, [false], "a lapsed lease cannot be renewed");
+    assert_eq!(renewed, [Renewal::Lost], "a lapsed lease cannot be renewed");
     assert!(a
         .append_fenced(&k, 0, &turn_events(1, "lapsed", None), &lapsed)
         .await

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::key::SessionKey;
 use crate::store::lease::not_owner;
-use crate::store::{Claim, Claimant, Lease, Leases, Owner, StoreError};
+use crate::store::{Claim, Claimant, Lease, Leases, Owner, Renewal, StoreError};
 
 /// The leases of a [`MemoryStore`](super::MemoryStore). Expiry follows tokio's clock, so tests
 /// that pause time control it.
@@ -94,7 +94,7 @@ impl Leases for MemoryLeases {
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Renewal>, StoreError> {
         let mut table = self.table.lock();
         let now = Instant::now();
         Ok(leases
@@ -102,9 +102,9 @@ impl Leases for MemoryLeases {
             .map(|(key, lease)| match table.held.get_mut(key) {
                 Some(held) if held.token == lease.token && held.expires > now => {
                     held.expires = now + ttl;
-                    true
+                    Renewal::Renewed
                 }
-                _ => false,
+                _ => Renewal::Lost,
             })
             .collect())
     }

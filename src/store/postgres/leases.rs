@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::PostgresStore;
 use crate::key::SessionKey;
-use crate::store::{Claim, Claimant, Lease, Leases, Owner, StoreError};
+use crate::store::{Claim, Claimant, Lease, Leases, Owner, Renewal, StoreError};
 
 /// A TTL in whole milliseconds, at least 1.
 fn ttl_ms(ttl: Duration) -> i64 {
@@ -140,7 +140,7 @@ impl Leases for PostgresStore {
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Renewal>, StoreError> {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
@@ -160,7 +160,13 @@ impl Leases for PostgresStore {
             .collect();
         Ok(leases
             .iter()
-            .map(|(k, _)| renewed.contains(&(k.user_id().to_owned(), k.session_id().to_owned())))
+            .map(|(k, _)| {
+                if renewed.contains(&(k.user_id().to_owned(), k.session_id().to_owned())) {
+                    Renewal::Renewed
+                } else {
+                    Renewal::Lost
+                }
+            })
             .collect())
     }
 

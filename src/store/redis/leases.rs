@@ -6,14 +6,19 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::try_join_all;
+use futures::future::join_all;
 
 use redis::{from_redis_value, Value};
 
 use super::codec::corrupt;
 use super::{read_back, ReadSession, RedisStore};
 use crate::key::SessionKey;
-use crate::store::{Claim, Claimant, Lease, Leases, LoadedSession, Owner, StoreError};
+use crate::store::{Claim, Claimant, Lease, Leases, LoadedSession, Owner, Renewal, StoreError};
+
+/// A renewal is waited for at most this share of the TTL: renewals run every third of it and a
+/// lease lapses locally at four fifths, so an unanswered node never holds the deadlines of the
+/// others' renewals back past a fifth.
+const RENEWAL_WAIT_DIVISOR: u32 = 5;
 
 /// A TTL in whole milliseconds, at least 1 (Redis refuses `PEXPIRE 0` as "expire now").
 fn ttl_ms(ttl: Duration) -> u64 {
@@ -186,20 +191,44 @@ impl Leases for RedisStore {
         &self,
         leases: &[(SessionKey, Lease)],
         ttl: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<Vec<Renewal>, StoreError> {
         // All sent at once: each connection pipelines them (one exchange per Redis node), and
-        // on a Cluster each goes to its own session's slot.
+        // on a Cluster each goes to its own session's slot. Each is answered on its own: a node
+        // that is down leaves its leases unanswered, never those of the other nodes, and is
+        // waited for at most a share of the TTL, so that a late batch does not hold up the
+        // deadlines of the leases that were renewed.
+        let wait = ttl / RENEWAL_WAIT_DIVISOR;
         let ttl = ttl_ms(ttl);
-        try_join_all(leases.iter().map(|(key, lease)| async move {
+        let answers = join_all(leases.iter().map(|(key, lease)| async move {
             let mut call = self.scripts.renew.prepare_invoke();
             call.key(self.session_keys(key).lease)
                 .arg(&lease.token)
                 .arg(ttl);
             let mut conn = self.conn.clone();
-            let renewed: i64 = self.run(key, call.invoke_async(&mut conn)).await?;
-            Ok(renewed == 1)
+            let renewal = self.run(key, call.invoke_async::<i64>(&mut conn));
+            match tokio::time::timeout(wait, renewal).await {
+                Ok(Ok(1)) => Ok(Renewal::Renewed),
+                Ok(Ok(_)) => Ok(Renewal::Lost),
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(_) => Err(format!("no answer within {wait:?}")),
+            }
         }))
-        .await
+        .await;
+        let mut failed = answers.iter().filter_map(|a| a.as_ref().err());
+        if let Some(first) = failed.next() {
+            let unanswered = 1 + failed.count();
+            tracing::warn!(
+                unanswered,
+                of = leases.len(),
+                error = %first,
+                "redis store: some lease renewals were not answered; their sessions stop if \
+                 they stay unanswered until their local deadline"
+            );
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| answer.unwrap_or(Renewal::Unanswered))
+            .collect())
     }
 
     async fn release(&self, key: &SessionKey, lease: &Lease) -> Result<bool, StoreError> {

@@ -1,33 +1,39 @@
 //! Contract 3: a key that is being passivated or deleted is re-activated only after the old
 //! actor's last store call finished. A message that arrives meanwhile is held; the next
-//! activation loads what that call left (so its turn gets the next sequence number and no
+//! activation loads what the old actor left (so its turn gets the next sequence number and no
 //! `Conflict`), and the activation counter rises only once the old actor's task has ended.
 //!
-//! The old actor's last write is held open with `FaultyStore`'s gate while a call for the same
-//! key arrives. Breakages these tests catch (each verified by hand):
-//! - the lifecycle task goes on as soon as the actor is `Stopping`, without awaiting `post_stop`
-//!   (`registry/lifecycle.rs`): the final flush in `post_stop` is still held when the next
-//!   activation loads (`a_call_during_a_held_final_flush_loads_only_after_it`,
+//! The old actor's last store call — reading its events back for memory ingestion as it
+//! passivates, or deleting the session — is held open with `FaultyStore`'s gate while a call for
+//! the same key arrives. (A session has nothing left to flush when it stops: every event it
+//! shows was acknowledged when it was made.) Breakages these tests catch:
+//! - the lifecycle task goes on as soon as the actor is `Stopping`, without awaiting its stop
+//!   (`registry/lifecycle.rs`): the old actor's read is still held when the next activation
+//!   loads (`a_call_during_a_held_last_read_loads_only_after_it`,
 //!   `activations_rise_only_after_the_old_actor_has_ended`);
 //! - a `Stopping` slot is dropped, so that the next message re-activates at once
-//!   (`registry/slots.rs`): both the final flush and a queued delete are overtaken (all three
+//!   (`registry/slots.rs`): both the held read and a queued delete are overtaken (all three
 //!   tests).
 
 mod support;
 
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use support::harness::*;
-use turnstile::state::EventKind;
+use turnstile::memory::InMemory;
 use turnstile::store::{FaultyStore, StoreCall};
-use turnstile::{EchoAgent, Error, MemoryStore, Runtime, SessionKey};
+use turnstile::{EchoAgent, Error, Ingest, MemoryOptions, MemoryStore, Runtime, SessionKey};
 
 fn runtime(store: &Arc<FaultyStore>) -> Runtime {
+    let memory = MemoryOptions {
+        ingest: Ingest::OnPassivation,
+        auto_recall: None,
+    };
     Runtime::builder()
         .agent(EchoAgent)
         .store_arc(store.clone())
+        .with_memory(InMemory::new(), memory)
         .with_capacity(1)
         .with_capacity_wait(Duration::ZERO)
         .build()
@@ -40,40 +46,23 @@ async fn settle() {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
-/// Brings `a` to the one place where its actor still writes after it stopped — `post_stop`'s
-/// final flush — and holds that write at the gate.
-///
-/// `a` gets a `clear_context` and, right behind it in its mailbox, a passivation (the runtime
-/// holds one slot, and a call for another key evicts the idle `a`). The clear's save fails,
-/// and so does the flush before the actor stops; the one left for `post_stop` is held.
-async fn hold_the_final_flush(rt: &Runtime, faulty: &FaultyStore, a: &SessionKey) {
+/// Brings `a` to the last store call its actor makes as it stops — reading its events back to
+/// ingest them into memory — and holds that read at the gate: the runtime holds one slot, and
+/// a call for another key evicts the idle `a`.
+async fn hold_the_last_read(rt: &Runtime, faulty: &FaultyStore, a: &SessionKey) {
     rt.call(a, "one").await.unwrap();
-    faulty.fail_next_appends(2);
-    faulty.hold_next(StoreCall::Append, 1);
-    {
-        // On a current-thread runtime nothing else runs between these two polls, so the
-        // clear is in the mailbox before the passivation.
-        let mut clear = pin!(rt.clear_context(a));
-        assert!(futures::poll!(clear.as_mut()).is_pending());
-        let other = rt.call(&key("held", "other"), "evicts a").await;
-        assert!(matches!(other, Err(Error::AtCapacity { .. })), "{other:?}");
-        let cleared = within(clear).await;
-        assert!(matches!(cleared, Err(Error::Store { .. })), "{cleared:?}");
-    }
-    within(faulty.until_held(StoreCall::Append, 1)).await;
-    assert_eq!(
-        faulty.appends_failed(),
-        2,
-        "the clear and the stop flush failed"
-    );
+    faulty.hold_next(StoreCall::ReadEvents, 1);
+    let other = rt.call(&key("held", "other"), "evicts a").await;
+    assert!(matches!(other, Err(Error::AtCapacity { .. })), "{other:?}");
+    within(faulty.until_held(StoreCall::ReadEvents, 1)).await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_call_during_a_held_final_flush_loads_only_after_it() {
+async fn a_call_during_a_held_last_read_loads_only_after_it() {
     let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
     let rt = runtime(&faulty);
-    let a = key("held", "flush");
-    hold_the_final_flush(&rt, &faulty, &a).await;
+    let a = key("held", "read");
+    hold_the_last_read(&rt, &faulty, &a).await;
 
     let call = tokio::spawn({
         let (rt, a) = (rt.clone(), a.clone());
@@ -83,25 +72,23 @@ async fn a_call_during_a_held_final_flush_loads_only_after_it() {
     assert_eq!(
         faulty.loads_of(&a),
         1,
-        "no load while the old actor's final write is held"
+        "no load while the old actor's last store call is held"
     );
     assert!(
         !call.is_finished(),
         "the call waits for the next activation"
     );
 
-    faulty.release(StoreCall::Append);
+    faulty.release(StoreCall::ReadEvents);
     let outcome = within(call).await.unwrap().expect("no Conflict, no error");
     assert_eq!(faulty.loads_of(&a), 2);
     let events = stored_events(faulty.inner().as_ref(), &a).await;
     assert_dense(&events);
-    assert!(
-        matches!(events[2].kind, EventKind::ContextCleared {}),
-        "the final flush landed: {:?}",
-        events[2].kind
+    assert_eq!(
+        outcome.seq, 4,
+        "the new turn follows the old actor's events"
     );
-    assert_eq!(outcome.seq, 5, "the new turn follows the flushed marker");
-    assert_eq!(events.len(), 5);
+    assert_eq!(events.len(), 4);
 }
 
 #[tokio::test(start_paused = true)]
@@ -109,7 +96,7 @@ async fn activations_rise_only_after_the_old_actor_has_ended() {
     let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
     let rt = runtime(&faulty);
     let a = key("held", "count");
-    hold_the_final_flush(&rt, &faulty, &a).await;
+    hold_the_last_read(&rt, &faulty, &a).await;
     assert_eq!(rt.stats().activations, 1);
 
     let call = tokio::spawn({
@@ -120,9 +107,9 @@ async fn activations_rise_only_after_the_old_actor_has_ended() {
     assert_eq!(
         rt.stats().activations,
         1,
-        "the old actor's task is still in post_stop: no new activation yet"
+        "the old actor is still stopping: no new activation yet"
     );
-    faulty.release(StoreCall::Append);
+    faulty.release(StoreCall::ReadEvents);
     within(call).await.unwrap().unwrap();
     assert_eq!(rt.stats().activations, 2);
 }
