@@ -171,6 +171,30 @@ async fn an_owner_that_lost_its_lease_never_commits() {
     assert_eq!(a.leases_held(), 0);
 }
 
+/// An idle owner whose renewals fail (cut off from the store) lets its session go once its lease
+/// lapses locally, without any write to find out: another runtime can then take it over, and
+/// nothing held here outlives the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_owner_cut_off_from_the_store_lets_its_session_go() {
+    let shared: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let leases = Arc::new(Partitionable {
+        inner: shared.leases().expect("memory leases"),
+        cut: AtomicBool::new(false),
+        renewals: AtomicUsize::new(0),
+    });
+    let view: Arc<dyn Store> = Arc::new(support::harness::LeasesView {
+        inner: shared.clone(),
+        leases: leases.clone(),
+    });
+    let a = runtime(view, "http://a", Arc::new(EchoAgent));
+    let k = key("alice", "idle-cut-off");
+    within(a.call(&k, "before")).await.expect("a serves it");
+    leases.cut.store(true, Ordering::SeqCst);
+    support::harness::eventually("the idle session to stop", || !a.is_live(&k)).await;
+    assert_eq!(a.leases_held(), 0);
+    assert!(leases.renewals.load(Ordering::SeqCst) > 0);
+}
+
 /// Three runtimes, many sessions, several callers per session, every call sent to a random
 /// runtime and, when refused as owned elsewhere, to the owner it names (as `serve` forwards):
 /// sessions move between runtimes as they passivate, yet every turn runs once and is stored
