@@ -43,6 +43,12 @@ pub const DEFAULT_MAX_CONCURRENT_TURNS: Option<usize> = None;
 /// and its callers are better told so (and free to retry) than held for ever.
 pub const DEFAULT_ACTIVATION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default time between two probes of the store for readiness
+/// ([`Runtime::readiness`](crate::Runtime::readiness)): a second costs one `PING` per process
+/// per second, and with three unanswered probes before "not ready" a load balancer hears of a
+/// lost store within about three seconds.
+pub const DEFAULT_STORE_PROBE: Duration = Duration::from_secs(1);
+
 /// The runtime's settings. Build with [`crate::RuntimeBuilder`].
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
@@ -78,6 +84,9 @@ pub struct RuntimeConfig {
     /// Sharing sessions with other processes on one store, one owner per session
     /// (`docs/cluster.md`); `None` (the default) when this process is the store's only user.
     pub ownership: Option<Ownership>,
+    /// Time between two readiness probes of the store ([`crate::Store::ping`]); the runtime is
+    /// not ready once three in a row went unanswered.
+    pub store_probe: Duration,
 }
 
 /// Longest accepted request id (`CallOptions::request_id`).
@@ -132,6 +141,7 @@ impl Default for RuntimeConfig {
             max_input_bytes: MAX_MESSAGE_BYTES,
             activation_timeout: DEFAULT_ACTIVATION_TIMEOUT,
             ownership: None,
+            store_probe: DEFAULT_STORE_PROBE,
         }
     }
 }

@@ -86,7 +86,7 @@ pub use error::{Error, Result};
 pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
 pub use memory::{Ingest, MemoryError, MemoryHit, MemoryOptions};
 pub use registry::{LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
-pub use runtime::{BuildError, DrainReport, Placement, Runtime, RuntimeBuilder};
+pub use runtime::{BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::{RuntimeStats, TurnTimes};
 pub use store::{FileStore, MemoryStore, Store, StoreError};

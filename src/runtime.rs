@@ -22,9 +22,11 @@ mod artifacts;
 mod builder;
 mod memory;
 mod ownership;
+mod readiness;
 
 pub use builder::{BuildError, RuntimeBuilder};
 pub use ownership::Placement;
+pub use readiness::Readiness;
 
 /// Chunks a streaming caller may fall behind by before the agent waits for it.
 const STREAM_BUFFER: usize = 64;
@@ -52,8 +54,11 @@ impl std::fmt::Debug for Runtime {
 
 struct RuntimeInner {
     registry: Arc<Registry>,
-    /// Stops the reaper (and the lease renewer) when the runtime goes away.
+    /// Stops the reaper (and the lease renewer, and the store's prober) when the runtime goes
+    /// away.
     shutdown: CancellationToken,
+    /// What the prober last learnt of the store, for readiness.
+    health: Arc<readiness::StoreHealth>,
 }
 
 impl Drop for RuntimeInner {
@@ -424,6 +429,16 @@ impl Runtime {
     /// Whether the runtime is draining (or shut down) and refusing new turns.
     pub fn is_draining(&self) -> bool {
         self.registry().is_draining()
+    }
+
+    /// Whether the runtime can serve turns now: not while it drains, nor while its store has
+    /// not answered [`Readiness::UNANSWERED_PROBES`] probes in a row (see [`Readiness`]). For load
+    /// balancers' readiness checks (`GET /readyz`); a process that is not ready is still alive.
+    pub fn readiness(&self) -> Readiness {
+        if self.is_draining() {
+            return Readiness::Draining;
+        }
+        self.inner.health.readiness()
     }
 
     /// [`Runtime::drain`] with a zero deadline: interrupts running turns at once, then flushes

@@ -9,6 +9,13 @@ mod turn_times;
 pub(crate) use turn_times::TurnHistogram;
 pub use turn_times::TurnTimes;
 
+/// Counts one store round trip that failed, by store (`redis`, `postgres`…) and operation
+/// (`append`, `read`, `load`, `claim`, `renew`, `probe`): `turnstile_store_errors_total`, what an
+/// operator alerts on. Both labels come from fixed sets, never from a peer.
+pub(crate) fn store_error(store: &'static str, op: &'static str) {
+    metrics::counter!("turnstile_store_errors_total", "store" => store, "op" => op).increment(1);
+}
+
 /// Live counters, updated lock-free.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {

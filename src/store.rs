@@ -367,6 +367,14 @@ pub trait Store: Send + Sync + 'static {
         )))
     }
 
+    /// One cheap round trip to the store, for readiness: `Ok` when it answers now. The runtime
+    /// probes with it ([`Runtime::readiness`](crate::Runtime::readiness)), so that a process
+    /// cut off from its store stops saying it is ready. The default answers at once: a store in
+    /// this process is reachable while the process is.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Confirms that `key`'s writes so far (its stored `version`) are on as many replicas as
     /// the store waits for with every append, or answers [`StoreError::NotReplicated`]. The
     /// runtime calls it before it answers a retry (same request id) from what is stored: the

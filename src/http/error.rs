@@ -84,6 +84,18 @@ pub enum ApiError {
     /// Something failed that the caller cannot act on (the detail is logged, never shown).
     #[error("internal error: {0}")]
     Internal(String),
+    /// `/readyz`: the store has not answered this process's probes for a while, so turns here
+    /// would fail (what the probes met is logged by the runtime, never shown: it may name
+    /// hosts).
+    #[error(
+        "not ready: the store has not answered this process for {} s; send requests to another \
+         process until it does",
+        silent.as_secs()
+    )]
+    StoreUnanswered {
+        /// Since the store last answered.
+        silent: Duration,
+    },
     /// The process that owns the session could not be reached (it is down, or its address
     /// does not answer); nothing was sent to it. Its lease expires within `retry_after`, and
     /// then any process takes the session.
@@ -204,6 +216,9 @@ impl ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "owner_restarted", true)
             }
             Self::Internal(_) => INTERNAL,
+            Self::StoreUnanswered { .. } => {
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", true)
+            }
         }
     }
 
@@ -377,7 +392,8 @@ impl ApiError {
         } else if matches!(
             self.code(),
             "draining" | "owner_unreachable" | "owner_restarted"
-        ) {
+        ) || matches!(self, Self::StoreUnanswered { .. })
+        {
             // Expected for a while during a drain or a failover, once per request: the
             // forwarder logs the failed forward itself.
             tracing::debug!(status = status.as_u16(), error = %self, "request refused");

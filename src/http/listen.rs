@@ -13,6 +13,7 @@
 mod io;
 mod phase;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,8 +71,17 @@ pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
 }
 
-/// Serves `router` on `listener` until `stop` fires, then lets every connection finish the
-/// request it is serving and waits for all of them to close; `force` closes those still open.
+/// How long the last connections, accepted while the server stopped, get to be answered once
+/// the listener closes: each serves one request (a `503 draining`, say), so this is only for a
+/// response being written.
+const LATE_GRACE: Duration = Duration::from_secs(1);
+
+/// Serves `router` on `listener` until `stop` fires, then lets every open connection finish
+/// the request it is serving and waits for all of them to close; `force` closes those still
+/// open. Meanwhile the listener stays open: a connection accepted after `stop` is served one
+/// request (the router answers what a stopping server answers, `503 draining` for a turn) and
+/// closed, so that clients and load balancers hear the documented answer rather than a refused
+/// connection until the server is gone.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
@@ -79,43 +89,83 @@ pub(crate) async fn serve(
     stop: CancellationToken,
     force: CancellationToken,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let accept = Accept {
+        listener,
+        router,
+        read: limits.read,
+        permits: Arc::new(Semaphore::new(limits.max_connections)),
+    };
     let connections = TaskTracker::new();
-    loop {
-        let permit = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            permit = permits.clone().acquire_owned() => {
-                permit.expect("the connection semaphore is never closed")
-            }
-        };
-        let tcp = tokio::select! {
-            biased;
-            () = stop.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _peer)) => tcp,
-                Err(e) => {
-                    accept_failed(e).await;
-                    continue;
-                }
-            },
-        };
-        let ends = Ends {
-            stop: stop.clone(),
-            force: force.clone(),
-        };
-        connections.spawn(serve_connection(
-            tcp,
-            router.clone(),
-            limits.read,
-            ends,
-            permit,
-        ));
-    }
-    // New clients are refused from now on rather than queued for a server that has stopped.
-    drop(listener);
+    let running = Ends {
+        stop: stop.clone(),
+        force: force.clone(),
+        one_request: false,
+    };
+    accept.until(stop.cancelled(), &connections, &running).await;
+    // The connections open at the stop finish their request and close; new ones get one
+    // answer each, until the last of the old ones is gone (or `force`).
     connections.close();
-    connections.wait().await;
+    let late = TaskTracker::new();
+    let one_request = Ends {
+        stop: CancellationToken::new(),
+        force: force.clone(),
+        one_request: true,
+    };
+    let old_ones_done = async {
+        tokio::select! {
+            () = connections.wait() => {}
+            () = force.cancelled() => {}
+        }
+    };
+    accept.until(old_ones_done, &late, &one_request).await;
+    // New clients are refused from now on rather than queued for a server that has stopped.
+    drop(accept);
+    late.close();
+    let _ = tokio::time::timeout(LATE_GRACE, late.wait()).await;
+}
+
+/// What accepting a connection needs.
+struct Accept {
+    listener: TcpListener,
+    router: Router,
+    read: ReadLimits,
+    /// One per open connection, up to the cap.
+    permits: Arc<Semaphore>,
+}
+
+impl Accept {
+    /// Accepts connections into `tracker`, each ended as `ends` says, until `end` completes.
+    /// A connection whose `stop` never fires serves one request and closes.
+    async fn until(&self, end: impl Future<Output = ()>, tracker: &TaskTracker, ends: &Ends) {
+        tokio::pin!(end);
+        loop {
+            let permit = tokio::select! {
+                biased;
+                () = &mut end => return,
+                permit = self.permits.clone().acquire_owned() => {
+                    permit.expect("the connection semaphore is never closed")
+                }
+            };
+            let tcp = tokio::select! {
+                biased;
+                () = &mut end => return,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, _peer)) => tcp,
+                    Err(e) => {
+                        accept_failed(e).await;
+                        continue;
+                    }
+                },
+            };
+            tracker.spawn(serve_connection(
+                tcp,
+                self.router.clone(),
+                self.read,
+                ends.clone(),
+                permit,
+            ));
+        }
+    }
 }
 
 /// A failed `accept`: a connection that died in the queue is skipped; anything else (EMFILE,
@@ -132,10 +182,14 @@ async fn accept_failed(error: std::io::Error) {
     tokio::time::sleep(ACCEPT_BACKOFF).await;
 }
 
-/// How a connection is told to end: `stop` after its request in flight, `force` at once.
+/// How a connection is told to end: `stop` after its request in flight, `force` at once; with
+/// `one_request` (accepted while the server stops) it serves one request without keep-alive
+/// and closes.
+#[derive(Clone)]
 struct Ends {
     stop: CancellationToken,
     force: CancellationToken,
+    one_request: bool,
 }
 
 /// One connection, from accept to close; its permit is released when it ends.
@@ -162,7 +216,9 @@ async fn serve_connection(
             Ok::<_, std::convert::Infallible>(response.map(|body| MarkedBody::new(body, serving)))
         }
     });
-    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    let connection = hyper::server::conn::http1::Builder::new()
+        .keep_alive(!ends.one_request)
+        .serve_connection(io, service);
     tokio::pin!(connection);
     let ended = tokio::select! {
         ended = connection.as_mut() => ended,

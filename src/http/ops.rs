@@ -15,6 +15,7 @@ use super::error::ApiError;
 use super::openapi::Refusals;
 use super::Gateway;
 use crate::error::Error;
+use crate::runtime::Readiness;
 
 /// A probe's answer.
 #[derive(Debug, Serialize, ToSchema)]
@@ -30,15 +31,18 @@ pub(crate) async fn healthz() -> Json<Status> {
     Json(Status { status: "ok" })
 }
 
-/// `GET /readyz`: 200 while the gateway admits turns, 503 `draining` once shutdown began, so
-/// that a load balancer stops sending new work. Never needs a token.
+/// `GET /readyz`: 200 while the gateway can serve turns; 503 `draining` once shutdown began,
+/// and 503 `store_unavailable` while the store has not answered the runtime's probes
+/// ([`Runtime::readiness`](crate::Runtime::readiness)), so that a load balancer sends new work
+/// elsewhere. Never needs a token.
 #[utoipa::path(get, path = "/readyz", tag = "operations", security(),
     responses((status = 200, body = Status), Refusals))]
 pub(crate) async fn readyz(State(gateway): State<Gateway>) -> Result<Json<Status>, ApiError> {
-    if gateway.runtime().is_draining() {
-        return Err(ApiError::Runtime(Error::Draining));
+    match gateway.runtime().readiness() {
+        Readiness::Ready => Ok(Json(Status { status: "ready" })),
+        Readiness::StoreUnanswered { silent, .. } => Err(ApiError::StoreUnanswered { silent }),
+        _ => Err(ApiError::Runtime(Error::Draining)),
     }
-    Ok(Json(Status { status: "ready" }))
 }
 
 /// `GET /metrics`: the Prometheus text exposition. Admin only: counters reveal traffic.

@@ -7,6 +7,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::readiness::{prober, StoreHealth};
 use super::{Runtime, RuntimeInner};
 use crate::agent::Agent;
 use crate::artifact::ArtifactStore;
@@ -147,6 +148,12 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Time between two readiness probes of the store ([`RuntimeConfig::store_probe`]).
+    pub fn with_store_probe(mut self, interval: Duration) -> Self {
+        self.config.store_probe = interval;
+        self
+    }
+
     /// Interrupt turns that run longer than this ([`RuntimeConfig::turn_deadline`]).
     pub fn with_turn_deadline(mut self, deadline: Duration) -> Self {
         self.config.turn_deadline = Some(deadline);
@@ -257,12 +264,18 @@ impl RuntimeBuilder {
                 "idle_ttl must be positive".into(),
             ));
         }
+        if config.store_probe.is_zero() {
+            return Err(BuildError::InvalidConfig(
+                "store_probe must be positive".into(),
+            ));
+        }
         let durations = [
             ("idle_ttl", Some(config.idle_ttl)),
             ("capacity_wait", Some(config.capacity_wait)),
             ("concurrency_wait", Some(config.concurrency_wait)),
             ("turn_deadline", config.turn_deadline),
             ("activation_timeout", Some(config.activation_timeout)),
+            ("store_probe", Some(config.store_probe)),
         ];
         for (name, value) in durations {
             if value.is_some_and(|d| d > LONGEST_SETTING) {
@@ -298,7 +311,8 @@ impl RuntimeBuilder {
                         LONGEST_SETTING.as_secs() / 86_400
                     )));
                 }
-                Some(Arc::new(LeaseKeeper::new(leases, ownership.clone())))
+                let keeper = LeaseKeeper::new(leases, ownership.clone(), store.name());
+                Some(Arc::new(keeper))
             }
         };
         let memory = Self::memory_deps(self.memory)?;
@@ -320,6 +334,7 @@ impl RuntimeBuilder {
             tasks: tokio_util::task::TaskTracker::new(),
             draining: CancellationToken::new(),
         });
+        let health = Arc::new(StoreHealth::new(deps.config.store_probe));
         let registry = Registry::new(deps);
         let shutdown = CancellationToken::new();
         let tasks = &registry.deps.tasks;
@@ -327,8 +342,14 @@ impl RuntimeBuilder {
         if let Some(keeper) = keeper {
             tasks.spawn(renewer(registry.clone(), keeper, shutdown.clone()));
         }
+        let store = registry.deps.store.clone();
+        tasks.spawn(prober(store, health.clone(), shutdown.clone()));
         Ok(Runtime {
-            inner: Arc::new(RuntimeInner { registry, shutdown }),
+            inner: Arc::new(RuntimeInner {
+                registry,
+                shutdown,
+                health,
+            }),
         })
     }
 }

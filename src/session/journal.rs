@@ -223,6 +223,9 @@ impl Journal {
 
     /// Logs a write the store did not acknowledge, and gives the caller's error.
     fn failed(&self, err: StoreError, what: &str) -> Error {
+        if err.is_environmental() {
+            crate::stats::store_error(self.store.name(), "append");
+        }
         let error = Error::store(&self.key, err);
         tracing::warn!(key = %self.key, %error, "turn not acknowledged: {what}");
         error
@@ -333,6 +336,9 @@ impl Journal {
 
     /// The error for a turn refused because the session could not be read: nothing of it ran.
     fn unreadable(&self, err: StoreError) -> Error {
+        if err.is_environmental() {
+            crate::stats::store_error(self.store.name(), "read");
+        }
         Error::Activation {
             key: self.key.clone(),
             source: Arc::new(err),

@@ -114,7 +114,7 @@ impl Live {
         deps: &SessionDeps,
     ) -> Result<crate::store::LoadedSession, StoreError> {
         let limit = deps.config.activation_timeout;
-        tokio::time::timeout(limit, deps.store.load(key, deps.config.window))
+        let loaded = tokio::time::timeout(limit, deps.store.load(key, deps.config.window))
             .await
             .map_err(|_| StoreError::Unavailable {
                 backend: deps.store.name(),
@@ -122,7 +122,12 @@ impl Live {
                     "loading session {key} did not finish within {} ms (activation_timeout)",
                     limit.as_millis()
                 ),
-            })?
+            })
+            .and_then(|loaded| loaded);
+        if loaded.as_ref().is_err_and(StoreError::is_environmental) {
+            crate::stats::store_error(deps.store.name(), "load");
+        }
+        loaded
     }
 
     /// Whether a turn may start now without first looking at the store again (see

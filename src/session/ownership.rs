@@ -24,6 +24,8 @@ const MARGIN_DIVISOR: u32 = 5;
 /// The leases of one runtime's live sessions.
 pub(crate) struct LeaseKeeper {
     leases: Arc<dyn Leases>,
+    /// The store's name, for the errors counted in metrics.
+    store: &'static str,
     config: Ownership,
     held: Mutex<HashMap<SessionKey, Held>>,
     /// Sessions whose lease is lost and that have not been told to stop yet.
@@ -51,9 +53,11 @@ impl std::fmt::Debug for LeaseKeeper {
 }
 
 impl LeaseKeeper {
-    pub(crate) fn new(leases: Arc<dyn Leases>, config: Ownership) -> Self {
+    /// The keeper of `leases` (kept in the store named `store`).
+    pub(crate) fn new(leases: Arc<dyn Leases>, config: Ownership, store: &'static str) -> Self {
         Self {
             leases,
+            store,
             config,
             held: Mutex::new(HashMap::new()),
             lost: Mutex::new(Vec::new()),
@@ -120,7 +124,11 @@ impl LeaseKeeper {
         sent: Instant,
         answer: Result<(Claim, Option<LoadedSession>), StoreError>,
     ) -> Result<(Lease, Option<LoadedSession>), StoreError> {
-        let (claim, loaded) = answer?;
+        let (claim, loaded) = answer.inspect_err(|error| {
+            if error.is_environmental() {
+                crate::stats::store_error(self.store, "claim");
+            }
+        })?;
         match claim {
             Claim::Granted(lease) => {
                 let held = Held {
@@ -266,6 +274,7 @@ impl LeaseKeeper {
                     vec![Renewal::Unanswered; batch.len()]
                 }
                 Err(error) => {
+                    crate::stats::store_error(self.store, "renew");
                     tracing::warn!(%error, leases = batch.len(), "lease renewal failed");
                     vec![Renewal::Unanswered; batch.len()]
                 }
@@ -366,7 +375,7 @@ mod tests {
 
     fn keeper(store: &MemoryStore, address: &str) -> LeaseKeeper {
         let ownership = Ownership::new(address).with_lease_ttl(TTL);
-        LeaseKeeper::new(store.leases().expect("memory leases"), ownership)
+        LeaseKeeper::new(store.leases().expect("memory leases"), ownership, "memory")
     }
 
     fn key(s: &str) -> SessionKey {
@@ -447,7 +456,7 @@ mod tests {
 
     fn keeper_over(leases: Unanswered) -> LeaseKeeper {
         let ownership = Ownership::new("http://a").with_lease_ttl(TTL);
-        LeaseKeeper::new(Arc::new(leases), ownership)
+        LeaseKeeper::new(Arc::new(leases), ownership, "memory")
     }
 
     #[tokio::test(start_paused = true)]

@@ -292,6 +292,20 @@ impl Store for FileStore {
         "file"
     }
 
+    /// The root folder is still there and a folder: one `stat`, on the blocking pool.
+    async fn ping(&self) -> Result<(), StoreError> {
+        let root = self.inner.root.clone();
+        blocking(move || match std::fs::metadata(&root) {
+            Ok(meta) if meta.is_dir() => Ok(()),
+            Ok(_) => Err(StoreError::Unavailable {
+                backend: "file",
+                detail: format!("{} is no longer a folder", root.display()),
+            }),
+            Err(error) => Err(fsio::io_error("read", &root)(error)),
+        })
+        .await
+    }
+
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
         let guards = self.lock(key).await;
         let (inner, key) = (self.inner.clone(), key.clone());

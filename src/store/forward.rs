@@ -132,6 +132,11 @@ pub trait ForwardingStore: Send + Sync + 'static {
     async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
         self.forward_to().confirm_replicated(key, version).await
     }
+
+    /// See [`Store::ping`].
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.forward_to().ping().await
+    }
 }
 
 #[async_trait]
@@ -194,6 +199,10 @@ impl<T: ForwardingStore> Store for T {
 
     async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
         ForwardingStore::confirm_replicated(self, key, version).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        ForwardingStore::ping(self).await
     }
 }
 

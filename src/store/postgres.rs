@@ -264,6 +264,12 @@ impl Store for PostgresStore {
         "postgres"
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.read("a readiness probe", "SELECT 1", &[])
+            .await
+            .map(drop)
+    }
+
     async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
         let window = bigint(window as u64);
         let rows = self

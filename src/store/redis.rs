@@ -411,6 +411,10 @@ impl Store for RedisStore {
             .await
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.run(&"a readiness probe", self.conn.ping()).await
+    }
+
     async fn confirm_replicated(&self, key: &SessionKey, version: u64) -> Result<(), StoreError> {
         let Some(replicated) = &self.replicated else {
             return Ok(());

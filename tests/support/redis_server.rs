@@ -134,6 +134,24 @@ impl RedisServer {
             .expect("CONFIG RESETSTAT");
     }
 
+    /// Starts a server started here (and stopped) again on the same port, empty. Fails the test
+    /// when it does not answer in time.
+    pub fn restart(&mut self) {
+        self.stop();
+        let port: u16 = self
+            .url
+            .trim_end_matches('/')
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a private server's URL ends with its port");
+        self.child = Some(spawn_server(None, port, &[]));
+        poll(Instant::now() + STARTUP, || {
+            query(port, &["PING"]).is_some_and(|r| r == "PONG")
+        })
+        .expect("the restarted redis-server answers");
+    }
+
     /// Stops a server started here (no-op for `REDIS_URL`).
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -203,6 +203,7 @@ async fn a_write_refused_as_not_the_owners_loses_the_lease_and_shows_nothing() {
     let keeper = Arc::new(LeaseKeeper::new(
         leases.clone(),
         Ownership::new("http://a").with_lease_ttl(ttl),
+        "memory",
     ));
     let lease = keeper.acquire(&key()).await.expect("granted");
     let mut journal = open(store.clone(), Some(keeper.clone())).await;

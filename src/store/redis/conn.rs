@@ -87,6 +87,27 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// One `PING`: on a single server over one lane; on a Cluster to every master, answered
+    /// as soon as one of them answers (the process can serve the sessions of the masters it
+    /// reaches, so one master down does not make it unready).
+    pub(crate) async fn ping(&self) -> redis::RedisResult<()> {
+        use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+        match self.clone() {
+            Self::Single(mut lanes) => redis::cmd("PING").query_async(&mut lanes.this).await,
+            Self::Cluster(mut conn) => {
+                let routing = RoutingInfo::MultiNode((
+                    MultipleNodeRoutingInfo::AllMasters,
+                    Some(ResponsePolicy::OneSucceeded),
+                ));
+                conn.route_command(redis::cmd("PING"), routing)
+                    .await
+                    .map(drop)
+            }
+        }
+    }
+}
+
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
