@@ -42,6 +42,7 @@ async fn a_paused_owner_never_commits_after_losing_its_lease() {
         latency_ms: 1_000,
         chunks: 1,
         request_timeout: 30.0,
+        ..ClusterOptions::default()
     };
     let cluster = Cluster::start(3, options).await;
     let [old, new, third] = &cluster.members[..] else {

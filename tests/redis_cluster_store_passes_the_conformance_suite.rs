@@ -30,3 +30,40 @@ async fn redis_cluster_store_passes_the_conformance_suite() {
     })
     .await;
 }
+
+/// The same on a cluster whose masters each have a replica, with `replicas=1`: committing on
+/// dedicated connections to each session's master, followed by `WAIT`, changes nothing but
+/// when an append is acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_store_waiting_for_replicas_passes_the_conformance_suite() {
+    use std::time::Duration;
+
+    use support::redis_cluster::ClusterLayout;
+    use support::redis_server::fresh_prefix;
+    use turnstile::store::RedisOptions;
+
+    let cluster = Arc::new(RedisCluster::start_with(ClusterLayout {
+        replicas: true,
+        args: Vec::new(),
+    }));
+    let options = || {
+        RedisOptions::default()
+            .with_prefix(fresh_prefix())
+            .with_replicas(1)
+            .with_replica_timeout(Duration::from_secs(5))
+    };
+    conformance::run_all(|| {
+        let (cluster, options) = (cluster.clone(), options());
+        async move { Arc::new(cluster.store_with(options).await) as Arc<dyn Store> }
+    })
+    .await;
+    conformance::run_two_handles(|| {
+        let (cluster, options) = (cluster.clone(), options());
+        async move {
+            let a = cluster.store_with(options.clone()).await;
+            let b = cluster.store_with(options).await;
+            (Arc::new(a) as Arc<dyn Store>, Arc::new(b) as Arc<dyn Store>)
+        }
+    })
+    .await;
+}

@@ -69,8 +69,6 @@ async fn bad_values_are_refused_before_connecting() {
         &["replica_connections=0", "outside 1..=1024"],
     )
     .await;
-    let cluster = format!("redis+cluster://127.0.0.1:{}/?replicas=1", free_port());
-    refused(&cluster, &["replicas=1", "Redis Cluster"]).await;
 }
 
 #[tokio::test]

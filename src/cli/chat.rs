@@ -19,7 +19,8 @@ use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 pub struct ChatArgs {
     /// The session, as `USER/SESSION`.
     session: String,
-    /// The store, as for `serve` (`file`, `file:PATH`, `memory`, `redis://…`, `postgres://…`).
+    /// The store, as for `serve` (`file`, `file:PATH`, `memory`, `redis://…`,
+    /// `redis+cluster://…`, `postgres://…`).
     #[arg(long, default_value = "file")]
     store: StoreUrl,
     /// The agent: `openai` (a model; see the model options), `mock` or `echo`.

@@ -92,7 +92,7 @@ pub struct LoadArgs {
     /// `file:tmp` (the default: the file store in a fresh temporary folder, removed at exit; the
     /// report names it), `file` (the data folder, as for `serve` and `sessions`: $TURNSTILE_HOME,
     /// else $XDG_DATA_HOME/turnstile, else ~/.local/share/turnstile), `file:PATH`, `memory`,
-    /// `redis://HOST:PORT` or `postgres://USER@HOST/DB`.
+    /// `redis://HOST:PORT`, `redis+cluster://HOST:PORT[,HOST:PORT…]` or `postgres://USER@HOST/DB`.
     #[arg(long, default_value = turnstile::store::TEMP_FOLDER_URL)]
     store: StoreUrl,
     /// Overlap policy: queue, latest, reject or merge.

@@ -40,7 +40,8 @@ pub struct ServeArgs {
     addr: SocketAddr,
     /// `file` (the data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
     /// ~/.local/share/turnstile), `file:PATH`, `memory`, `redis://HOST:PORT`,
-    /// `postgres://USER@HOST/DB` or `file:tmp` (a temporary folder, removed at exit). Pairings
+    /// `redis+cluster://HOST:PORT[,HOST:PORT…]` (a Redis Cluster), `postgres://USER@HOST/DB` or
+    /// `file:tmp` (a temporary folder, removed at exit). Pairings
     /// are kept in the same place (in memory beside a PostgreSQL store).
     #[arg(long, default_value = "file")]
     store: StoreUrl,

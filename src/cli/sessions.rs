@@ -26,7 +26,8 @@ use self::format::{clip, utc, HumanDuration};
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
     /// `file` (the data folder: $TURNSTILE_HOME, else $XDG_DATA_HOME/turnstile, else
-    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT`, `postgres://USER@HOST/DB`,
+    /// ~/.local/share/turnstile), `file:PATH`, `redis://HOST:PORT`,
+    /// `redis+cluster://HOST:PORT[,HOST:PORT…]` (a Redis Cluster), `postgres://USER@HOST/DB`,
     /// `memory` or `file:tmp`.
     #[arg(long, global = true, default_value = "file")]
     store: StoreUrl,

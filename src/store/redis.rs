@@ -134,7 +134,7 @@ impl RedisStore {
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect
     /// timeout, [`StoreError::InvalidRequest`] for a bad URL, prefix, lanes or replica setting
-    /// (replicas or lanes in a Cluster URL, or a replica's URL, included) or for data of the older, unversioned
+    /// (lanes in a Cluster URL, or a replica's URL, included) or for data of the older, unversioned
     /// layout under the prefix, or of layout 2 unless `upgrade_from=2` says to take it over
     /// ([`RedisOptions::with_upgrade_from`]), [`StoreError::NewerLayout`] when a newer
     /// turnstile laid out the prefix, and [`StoreError::Corrupt`] when its layout mark is not a
@@ -149,19 +149,11 @@ impl RedisStore {
         }
         let (url, options) = options::split_url(url, options)?;
         options.check()?;
-        if options.replicas > 0 && conn::cluster_nodes(&url).is_some() {
-            return Err(StoreError::InvalidRequest(format!(
-                "redis replicas={} is not supported on Redis Cluster (WAIT would have to go to \
-                 each session's master); use a single server's redis:// URL, or the masters' \
-                 min-replicas-to-write",
-                options.replicas
-            )));
-        }
         let keys = Keys::new(&options.prefix)?;
         let deadline = options.connect_timeout * 2 + options.response_timeout;
         let scripts = Scripts::new();
-        let replicated = Replicated::new(&url, &options, scripts.append.clone())?;
         let conn = conn::connect(&url, &options, deadline).await?;
+        let replicated = Replicated::new(&url, &options, scripts.append.clone(), conn.cluster())?;
         let ttl_ms = options.session_ttl.map_or(0, |ttl| {
             u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
         });
@@ -429,7 +421,8 @@ impl Store for RedisStore {
             .arg("PX")
             .arg(1000)
             .to_owned();
-        let (found, acked) = replicated.confirm(key, read, marker).await?;
+        let slot = self.keys.session_slot(key);
+        let (found, acked) = replicated.confirm(key, slot, read, marker).await?;
         // A primary that lost the version (a failover to a replica that missed it, a restart
         // that lost its newest writes) must not have replicas vouch for what it no longer has.
         let found = found.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);

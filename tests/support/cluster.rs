@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::cli::TURNSTILE;
 use super::harness::eventually_ok_within;
-use super::redis_cluster::RedisCluster;
+use super::redis_cluster::{ClusterLayout, RedisCluster};
 use super::redis_server::RedisServer;
 
 /// How long a child may take to print its address and answer `/healthz`.
@@ -31,6 +31,8 @@ pub struct ClusterOptions {
     pub chunks: usize,
     /// `--request-timeout`, in seconds.
     pub request_timeout: f64,
+    /// Query parameters added to the store URL (`replicas=1&…`), if any.
+    pub store_query: String,
 }
 
 impl Default for ClusterOptions {
@@ -40,6 +42,7 @@ impl Default for ClusterOptions {
             latency_ms: 5,
             chunks: 2,
             request_timeout: 10.0,
+            store_query: String::new(),
         }
     }
 }
@@ -139,11 +142,44 @@ impl Cluster {
         Self::with_children(n, options, store_url, Backing::Server(redis)).await
     }
 
+    /// A private Redis and one child on each of `ports`, in order.
+    pub async fn start_on_ports(ports: &[u16], options: ClusterOptions) -> Cluster {
+        let redis = RedisServer::start();
+        let store_url = redis.url().to_owned();
+        let mut cluster = Self::with_children(0, options, store_url, Backing::Server(redis)).await;
+        for &port in ports {
+            let member = cluster.spawn_on(port).await;
+            cluster.members.push(member);
+        }
+        cluster
+    }
+
     /// A private Redis Cluster of three masters and `n` children on it.
     pub async fn start_on_redis_cluster(n: usize, options: ClusterOptions) -> Cluster {
-        let redis = RedisCluster::start();
-        let store_url = redis.url();
+        Self::start_on_redis_cluster_with(n, options, ClusterLayout::default()).await
+    }
+
+    /// A private Redis Cluster laid out as `layout` says (six nodes with replicas, say) and `n`
+    /// children on it.
+    pub async fn start_on_redis_cluster_with(
+        n: usize,
+        options: ClusterOptions,
+        layout: ClusterLayout,
+    ) -> Cluster {
+        let redis = RedisCluster::start_with(layout);
+        let mut store_url = redis.url();
+        if !options.store_query.is_empty() {
+            store_url = format!("{store_url}/?{}", options.store_query);
+        }
         Self::with_children(n, options, store_url, Backing::Cluster(redis)).await
+    }
+
+    /// The Redis Cluster the children store in, when they do.
+    pub fn redis_cluster(&mut self) -> Option<&mut RedisCluster> {
+        match &mut self._redis {
+            Backing::Cluster(cluster) => Some(cluster),
+            Backing::Server(_) => None,
+        }
     }
 
     async fn with_children(
@@ -167,23 +203,26 @@ impl Cluster {
 
     /// Starts one more child (not added to `members`).
     pub async fn spawn(&self) -> Member {
+        self.spawn_on(0).await
+    }
+
+    /// Starts one more child listening on `port` (0: any free one), not added to `members`.
+    pub async fn spawn_on(&self, port: u16) -> Member {
         let o = &self.options;
+        let addr = format!("127.0.0.1:{port}");
         let mut child = Command::new(TURNSTILE)
-            .args([
-                "serve",
-                "--cluster",
-                "--addr",
-                "127.0.0.1:0",
-                "--agent",
-                "mock",
-            ])
+            .args(["serve", "--cluster", "--addr", &addr, "--agent", "mock"])
             .args(["--store", &self.store_url])
             .args(["--lease-ttl", &o.lease_ttl.to_string()])
             .args(["--latency", &o.latency_ms.to_string()])
             .args(["--chunks", &o.chunks.to_string()])
             .args(["--request-timeout", &o.request_timeout.to_string()])
             .args(["--drain-timeout", "5"])
-            .env("RUST_LOG", "error")
+            // Quiet unless asked (`TURNSTILE_TEST_CHILD_LOG=warn` to watch a failing run).
+            .env(
+                "RUST_LOG",
+                std::env::var("TURNSTILE_TEST_CHILD_LOG").unwrap_or_else(|_| "error".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

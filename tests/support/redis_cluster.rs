@@ -42,6 +42,8 @@ pub struct RedisCluster {
     /// Each node's process, `None` once killed.
     children: Vec<Option<Child>>,
     ports: Vec<u16>,
+    /// Each node's cluster bus port.
+    buses: Vec<u16>,
     layout: ClusterLayout,
     /// Holds the nodes' cluster config files; removed on drop.
     _dir: tempfile::TempDir,
@@ -71,6 +73,7 @@ impl RedisCluster {
         let mut cluster = RedisCluster {
             children: Vec::new(),
             ports: Vec::new(),
+            buses: Vec::new(),
             layout: layout.clone(),
             _dir: dir,
         };
@@ -81,24 +84,33 @@ impl RedisCluster {
         };
         for i in 0..nodes {
             let (port, bus) = (free_port(), free_port());
-            let (bus, config) = (bus.to_string(), format!("nodes-{i}.conf"));
-            let mut args = vec![
-                "--cluster-enabled",
-                "yes",
-                "--cluster-port",
-                &bus,
-                "--cluster-config-file",
-                &config,
-                "--cluster-node-timeout",
-                NODE_TIMEOUT_MS,
-            ];
-            args.extend(layout.args.iter().map(String::as_str));
+            cluster.ports.push(port);
+            cluster.buses.push(bus);
+            let args = cluster.node_args(i);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let child = spawn_server(Some(cluster._dir.path()), port, &args);
             cluster.children.push(Some(child));
-            cluster.ports.push(port);
         }
         let deadline = Instant::now() + STARTUP;
         cluster.form(deadline).map(|()| cluster)
+    }
+
+    /// The `redis-server` arguments of node `i` (the same at every start of it).
+    fn node_args(&self, i: usize) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &self.buses[i].to_string(),
+            "--cluster-config-file",
+            &format!("nodes-{i}.conf"),
+            "--cluster-node-timeout",
+            NODE_TIMEOUT_MS,
+        ]
+        .map(String::from)
+        .into();
+        args.extend(self.layout.args.iter().cloned());
+        args
     }
 
     /// Waits for every node to answer, joins them into one cluster, and waits until every
@@ -199,6 +211,72 @@ impl RedisCluster {
             .collect()
     }
 
+    /// Starts the node on `port` again (after [`RedisCluster::kill`]) with its old cluster
+    /// config, as an operator restarting a crashed node would: it rejoins, as a replica of the
+    /// master that took its place when it was one. Waits until it answers.
+    pub fn restart(&mut self, port: u16) {
+        let i = self
+            .ports
+            .iter()
+            .position(|&p| p == port)
+            .expect("a node of this cluster");
+        assert!(self.children[i].is_none(), "node {port} is running");
+        let args = self.node_args(i);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let child = spawn_server(Some(self._dir.path()), port, &args);
+        self.children[i] = Some(child);
+        poll(Instant::now() + STARTUP, || {
+            query(port, &["PING"]).is_some_and(|r| r == "PONG")
+        })
+        .unwrap_or_else(|()| panic!("node {port} did not answer after its restart"));
+    }
+
+    /// Waits until the node on `port` is a replica whose link to its master is up.
+    pub fn until_replica_synced(&self, port: u16) {
+        poll(Instant::now() + STARTUP, || {
+            query(port, &["INFO", "replication"])
+                .is_some_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"))
+        })
+        .unwrap_or_else(|()| panic!("node {port} did not sync as a replica"));
+    }
+
+    /// The replica of the master on `port`, asked of the nodes.
+    pub fn replica_of(&self, master: u16) -> u16 {
+        let needle = format!("master_port:{master}");
+        self.live_ports()
+            .into_iter()
+            .find(|&port| {
+                query(port, &["INFO", "replication"])
+                    .is_some_and(|i| i.contains("role:slave") && i.contains(&needle))
+            })
+            .unwrap_or_else(|| panic!("no replica of master {master}"))
+    }
+
+    /// Stops the node on `port` (`SIGSTOP`) until [`RedisCluster::resume`]: it keeps its
+    /// connections but answers nothing, as a stalled host would.
+    pub fn pause(&self, port: u16) {
+        self.signal(port, "STOP");
+    }
+
+    /// Lets a paused node go on (`SIGCONT`).
+    pub fn resume(&self, port: u16) {
+        self.signal(port, "CONT");
+    }
+
+    fn signal(&self, port: u16, signal: &str) {
+        let i = self
+            .ports
+            .iter()
+            .position(|&p| p == port)
+            .expect("a node of this cluster");
+        let pid = self.children[i].as_ref().expect("a running node").id();
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
     /// Kills the node on `port` at once (`SIGKILL`), as a crash would.
     pub fn kill(&mut self, port: u16) {
         let i = self
@@ -279,6 +357,33 @@ pub fn session_tag(key: &SessionKey) -> String {
         .map(|b| format!("{b:02x}"))
         .collect();
     format!("{{{}}}", &hex[..16])
+}
+
+/// The name of one of a session's keys under `prefix` (`h` head, `l` log…), as
+/// `docs/stores.md` documents it: `P:s:{D[0..16]}D[16..]:suffix`.
+pub fn session_key_name(prefix: &str, key: &SessionKey, suffix: &str) -> String {
+    let tag = session_tag(key);
+    let mut canonical = vec![b's'];
+    for id in [key.user_id(), key.session_id()] {
+        canonical.extend_from_slice(&(id.len() as u64).to_be_bytes());
+        canonical.extend_from_slice(id.as_bytes());
+    }
+    let hex: String = Sha256::digest(&canonical)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{prefix}:s:{tag}{}:{suffix}", &hex[16..])
+}
+
+/// How many events the node on `port` holds in the log of `key` (under `prefix`), read there
+/// with `READONLY`, so that a replica answers for itself.
+pub fn log_length_on(port: u16, prefix: &str, key: &SessionKey) -> i64 {
+    let mut conn = sync_connection(port).expect("connect to the node");
+    let () = redis::cmd("READONLY").query(&mut conn).expect("READONLY");
+    redis::cmd("LLEN")
+        .arg(session_key_name(prefix, key, "l"))
+        .query(&mut conn)
+        .expect("LLEN")
 }
 
 fn sync_connection(port: u16) -> redis::RedisResult<redis::Connection> {

@@ -11,7 +11,7 @@ use super::leases::owner_from;
 use super::{RedisStore, CHECKPOINT_EVENTS};
 use crate::key::SessionKey;
 use crate::state::{Event, SessionRecord, SplitDelta};
-use crate::store::{check_continues, Lease, StoreError};
+use crate::store::{check_continues, Lease, Store, StoreError};
 
 /// Room in an append's command for everything but the events and the checkpoint: the script's
 /// hash, three key names and the numbers (about 400 bytes with a 64-byte prefix).
@@ -116,8 +116,26 @@ impl RedisStore {
             .arg(lease.map_or("", |l| l.token.as_str()))
             .arg(lease.map(|l| l.epoch.to_string()).unwrap_or_default())
             .arg(&lines);
-        let (reply, acked) = self.commit(key, call).await?;
-        let version = committed(key, base_version, lease, reply)?;
+        let (reply, mut acked) = self.commit(key, call).await?;
+        // With replicas, what a replica check found, when the count had to be asked again.
+        let mut rechecked = Ok(());
+        let version = match committed(key, base_version, lease, reply) {
+            // The script may have run twice: a cluster connection that broke after sending it
+            // sends it again on the next, and the second run meets the version the first one
+            // wrote. Events carry random ids, so finding this append's own is proof it
+            // committed; how many replicas hold it is then checked anew.
+            Err(StoreError::Conflict { found, .. })
+                if found == base_version + 1 && self.stored_already(key, events).await =>
+            {
+                tracing::info!(%key, "an append sent twice had committed the first time");
+                acked = None;
+                if self.replicated.is_some() {
+                    rechecked = Box::pin(self.confirm_replicated(key, found)).await;
+                }
+                found
+            }
+            other => other?,
+        };
         // Committed: what follows may fail without failing the turn.
         let mut to_send = {
             let mut unsent = self.unsent.lock();
@@ -140,6 +158,7 @@ impl RedisStore {
             }
         }
         self.remember(key, Some(head));
+        rechecked?;
         match (&self.replicated, acked) {
             (Some(replicated), Some(acked)) if acked < replicated.wanted => {
                 Err(StoreError::NotReplicated {
@@ -164,7 +183,8 @@ impl RedisStore {
         let script = &self.scripts.append;
         if let Some(replicated) = &self.replicated {
             // Boxed: the rarer path should not size every append's future.
-            let committed = Box::pin(replicated.commit(key, script, call)).await?;
+            let slot = self.keys.session_slot(key);
+            let committed = Box::pin(replicated.commit(key, slot, script, call)).await?;
             return Ok((committed.reply, Some(committed.acked)));
         }
         let mut conn = self.conn.for_session(key);
@@ -178,6 +198,20 @@ impl RedisStore {
             }
         };
         Ok((self.run(key, evaluation).await?, None))
+    }
+
+    /// Whether the log holds `events` themselves (same ids) where they would go.
+    async fn stored_already(&self, key: &SessionKey, events: &[Event]) -> bool {
+        let Some(first) = events.first() else {
+            return false;
+        };
+        match Store::read_events(self, key, first.seq, events.len()).await {
+            Ok(stored) => {
+                stored.len() == events.len()
+                    && stored.iter().zip(events).all(|(s, mine)| s.id == mine.id)
+            }
+            Err(_) => false,
+        }
     }
 
     /// The head an append on `base_version` folds onto: the cached one if it is at that

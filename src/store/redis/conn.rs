@@ -88,6 +88,14 @@ impl Connection {
 }
 
 impl Connection {
+    /// The cluster connection, on a Redis Cluster.
+    pub(crate) fn cluster(&self) -> Option<ClusterConnection> {
+        match self {
+            Self::Single(_) => None,
+            Self::Cluster(conn) => Some(conn.clone()),
+        }
+    }
+
     /// One `PING`: on a single server over one lane; on a Cluster to every master, answered
     /// as soon as one of them answers (the process can serve the sessions of the masters it
     /// reaches, so one master down does not make it unready).
@@ -159,6 +167,45 @@ pub(crate) fn cluster_nodes(url: &str) -> Option<Vec<String>> {
     })
 }
 
+/// A cluster client for `nodes` with the store's timeouts (`response_timeout` for each answer).
+/// Commands a node did not run — redirected (`MOVED`, `ASK`), refused while the cluster heals
+/// (`TRYAGAIN`, `CLUSTERDOWN`), or never sent (connection refused) — are retried by the client,
+/// with backoff, for about as long as a failover takes to be noticed and completed; the
+/// store's own deadline bounds the whole.
+pub(crate) fn cluster_client(
+    nodes: Vec<String>,
+    options: &RedisOptions,
+    response_timeout: Duration,
+) -> Result<redis::cluster::ClusterClient, StoreError> {
+    let invalid = |e: &dyn std::fmt::Display| StoreError::InvalidRequest(format!("redis url: {e}"));
+    if nodes
+        .iter()
+        .any(|n| n.ends_with("://") || n.contains("//,"))
+    {
+        return Err(invalid(&"a cluster URL names HOST:PORT[,HOST:PORT…]"));
+    }
+    ClusterClientBuilder::new(nodes)
+        .connection_timeout(options.connect_timeout)
+        .response_timeout(response_timeout)
+        .retries(CLUSTER_RETRIES)
+        .min_retry_wait(CLUSTER_MIN_RETRY_WAIT_MS)
+        .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+        .build()
+        .map_err(|e| invalid(&e))
+}
+
+/// Attempts of a command the cluster did not run (see [`cluster_client`]): with waits from
+/// [`CLUSTER_MIN_RETRY_WAIT_MS`] growing to [`CLUSTER_MAX_RETRY_WAIT_MS`], about three seconds
+/// in all — a failover with a node timeout of a second or two completes within them, and a
+/// redirection after it is followed rather than reported.
+const CLUSTER_RETRIES: u32 = 10;
+
+/// The first wait before retrying a command the cluster did not run, in milliseconds.
+const CLUSTER_MIN_RETRY_WAIT_MS: u64 = 20;
+
+/// The longest wait between two attempts, in milliseconds.
+const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 500;
+
 /// Connects to `url` within the options' timeouts.
 pub(crate) async fn connect(
     url: &str,
@@ -169,20 +216,7 @@ pub(crate) async fn connect(
     let connecting = async {
         match cluster_nodes(url) {
             Some(nodes) => {
-                if nodes
-                    .iter()
-                    .any(|n| n.ends_with("://") || n.contains("//,"))
-                {
-                    return Err(invalid(&"a cluster URL names HOST:PORT[,HOST:PORT…]"));
-                }
-                let client = ClusterClientBuilder::new(nodes)
-                    .connection_timeout(options.connect_timeout)
-                    .response_timeout(options.response_timeout)
-                    // Room for a MOVED or ASK redirection during resharding or a failover.
-                    .retries(3)
-                    .max_retry_wait(200)
-                    .build()
-                    .map_err(|e| invalid(&e))?;
+                let client = cluster_client(nodes, options, options.response_timeout)?;
                 let conn = client
                     .get_async_connection()
                     .await

@@ -102,6 +102,17 @@ impl Keys {
         }
     }
 
+    /// The Redis Cluster hash slot of every key of `key`'s session: that of its hash tag.
+    pub(super) fn session_slot(&self, key: &SessionKey) -> u16 {
+        let digest = Sha256::digest(canonical(key));
+        let mut tag = [0u8; TAG_HEX];
+        for (i, byte) in digest.iter().take(TAG_HEX / 2).enumerate() {
+            tag[2 * i] = HEX[usize::from(byte >> 4)];
+            tag[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
+        }
+        slot_of_tag(&tag)
+    }
+
     /// A user's sessions: a sorted set of raw session ids (all score 0, so ordered by id).
     /// Anonymous sessions (user `""`) have one of their own.
     pub(super) fn index(&self, user_id: &str) -> String {
@@ -155,9 +166,31 @@ fn user_canonical(user_id: &str) -> Vec<u8> {
     out
 }
 
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The hash slot Redis Cluster gives a key whose hash tag holds `tag`: CRC16 (the XMODEM
+/// variant the cluster specification names: polynomial 0x1021, initial value 0) modulo 16,384.
+/// Written out here rather than taken from a crate: it is a dozen lines, fixed by the
+/// specification, and checked against the cluster's own `CLUSTER KEYSLOT` in the tests.
+pub(super) fn slot_of_tag(tag: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in tag {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16_384
+}
+
 /// `{first 16 hex digits}rest`: the SHA-256 of `bytes` in hex with its head as the hash tag.
 fn tagged(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    const DIGITS: &[u8; 16] = HEX;
     let mut out = String::with_capacity(66);
     out.push('{');
     for (i, byte) in Sha256::digest(bytes).iter().enumerate() {
@@ -196,6 +229,24 @@ mod tests {
 
     fn tag_of(name: &str) -> &str {
         &name[name.find('{').unwrap()..=name.find('}').unwrap()]
+    }
+
+    #[test]
+    fn slots_are_the_cluster_specifications_crc16() {
+        // The examples of the Redis Cluster specification and of `CLUSTER KEYSLOT`'s manual.
+        // CRC16-XMODEM of "123456789" is 0x31C3, below 16,384.
+        assert_eq!(slot_of_tag(b"123456789"), 0x31C3);
+        assert_eq!(slot_of_tag(b"somekey"), 11_058);
+        assert_eq!(slot_of_tag(b"foo"), 12_182);
+        assert_eq!(slot_of_tag(b""), 0);
+        let keys = Keys::new("p").expect("prefix");
+        let key = SessionKey::new("alice", "s1").expect("key");
+        let names = keys.session(&key);
+        let tag = tag_of(&names.head);
+        assert_eq!(
+            keys.session_slot(&key),
+            slot_of_tag(tag.trim_matches(|c| c == '{' || c == '}').as_bytes())
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Appends that wait for replicas (`replicas=N`): each commits, and waits with `WAIT`, on a
-//! connection of its own.
+//! connection of its own — to the server, or on a Redis Cluster to the master of the session's
+//! slot (`masters`).
 //!
 //! `WAIT n ms` counts the replicas that have caught up with the last write *of the connection
 //! it is sent on*, and blocks that connection until they have or the time is up. On the store's
@@ -24,7 +25,17 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 
 use super::codec::{redis_error, unavailable};
+use super::conn;
 use super::options::RedisOptions;
+
+mod masters;
+
+use masters::{Masters, PoolSettings};
+
+/// Times an append or a replica check is sent again after a master redirected it (`MOVED`,
+/// `ASK`: nothing ran there) and the map of masters was asked anew: one for a failover, one
+/// more for a resharding under way.
+const REDIRECTS: usize = 2;
 use crate::key::SessionKey;
 use crate::store::StoreError;
 
@@ -43,8 +54,9 @@ pub(super) struct Committed {
 
 /// Dedicated connections for appends that wait for replicas, and what they wait for.
 pub(super) struct Replicated {
-    /// At most `replica_connections` connections; one append on each at a time.
-    pool: Pool<Manager>,
+    /// At most `replica_connections` connections (per master on a Cluster); one append on each
+    /// at a time.
+    connections: Connections,
     /// Replicas each append waits for (at least 1).
     pub(super) wanted: u32,
     /// How long it waits for them.
@@ -53,6 +65,14 @@ pub(super) struct Replicated {
     timeout_ms: u64,
     /// Bound on one exchange: the commit's answer plus the wait for replicas.
     exchange_deadline: Duration,
+}
+
+/// Where the dedicated connections lead.
+enum Connections {
+    /// One server: one pool.
+    Single(Pool<Manager>),
+    /// A Redis Cluster: one pool per master, found by the session's slot.
+    Cluster(Box<Masters>),
 }
 
 /// Opens the pooled connections (with `append.lua` loaded on each, so that the pipelined
@@ -89,38 +109,56 @@ impl managed::Manager for Manager {
 }
 
 impl Replicated {
-    /// The pool for `url` (a single server's), or `None` when `options` wait for no replica.
-    /// Connects nothing yet.
+    /// The dedicated connections for `url` (a single server's, or a cluster's, whose masters
+    /// are found through the store's own `topology` connection), or `None` when `options` wait
+    /// for no replica. Connects nothing yet.
     pub(super) fn new(
         url: &str,
         options: &RedisOptions,
         append: Script,
+        topology: Option<redis::cluster_async::ClusterConnection>,
     ) -> Result<Option<Self>, StoreError> {
         if options.replicas == 0 {
             return Ok(None);
         }
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::InvalidRequest(format!("redis url: {e}")))?;
         let timeout = options.replica_timeout;
         let exchange_deadline = options.response_timeout + timeout;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(Some(exchange_deadline));
-        let manager = Manager {
-            client,
-            config,
-            append,
+        let settings = PoolSettings {
+            max_size: options.replica_connections,
+            wait: options.response_timeout,
+            create: options.connect_timeout,
+            recycle: options.response_timeout,
         };
-        let pool = Pool::builder(manager)
-            .max_size(options.replica_connections)
-            .runtime(deadpool::Runtime::Tokio1)
-            .wait_timeout(Some(options.response_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.response_timeout))
-            .build()
-            .map_err(|e| StoreError::InvalidRequest(format!("redis replica pool: {e}")))?;
+        let connections = match (conn::cluster_nodes(url), topology) {
+            (Some(nodes), Some(topology)) => {
+                let first = nodes.into_iter().next().unwrap_or_default();
+                let masters = Masters::new(topology, first, config, append, settings);
+                Connections::Cluster(Box::new(masters))
+            }
+            _ => {
+                let client = redis::Client::open(url)
+                    .map_err(|e| StoreError::InvalidRequest(format!("redis url: {e}")))?;
+                let manager = Manager {
+                    client,
+                    config,
+                    append,
+                };
+                let pool = Pool::builder(manager)
+                    .max_size(settings.max_size)
+                    .runtime(deadpool::Runtime::Tokio1)
+                    .wait_timeout(Some(settings.wait))
+                    .create_timeout(Some(settings.create))
+                    .recycle_timeout(Some(settings.recycle))
+                    .build()
+                    .map_err(|e| StoreError::InvalidRequest(format!("redis replica pool: {e}")))?;
+                Connections::Single(pool)
+            }
+        };
         Ok(Some(Self {
-            pool,
+            connections,
             wanted: options.replicas,
             timeout,
             timeout_ms: options.replica_timeout_ms(),
@@ -128,57 +166,97 @@ impl Replicated {
         }))
     }
 
-    /// Connects once and reads how many replicas the primary has, warning when fewer than
-    /// wanted are connected (every append would then answer `NotReplicated`). A server that is
-    /// itself a replica is refused: it cannot take writes, and `WAIT` fails there.
+    /// Connects once and reads how many replicas the primary has (on a Cluster, each master),
+    /// warning when fewer than wanted are connected (every append would then answer
+    /// `NotReplicated`). A single server that is itself a replica is refused: it cannot take
+    /// writes, and `WAIT` fails there.
     pub(super) async fn check_primary(&self) -> Result<(), StoreError> {
-        let mut conn = self.connection().await?;
-        let info = tokio::time::timeout(
-            self.exchange_deadline,
-            redis::cmd("INFO")
-                .arg("replication")
-                .query_async::<String>(&mut *conn),
-        )
-        .await
-        .map_err(|_| unavailable("no answer to INFO replication"))?
-        .map_err(|e| redis_error("INFO replication", e))?;
-        let field = |name: &str| {
-            info.lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-                .map(str::trim)
+        let reports = match &self.connections {
+            Connections::Single(_) => {
+                let mut conn = self.connection(0).await?;
+                let mut info = redis::cmd("INFO");
+                info.arg("replication");
+                let info = info.query_async::<String>(&mut *conn);
+                let info = tokio::time::timeout(self.exchange_deadline, info)
+                    .await
+                    .map_err(|_| unavailable("no answer to INFO replication"))?
+                    .map_err(|e| redis_error("INFO replication", e))?;
+                vec![("the server".to_owned(), info)]
+            }
+            Connections::Cluster(masters) => {
+                tokio::time::timeout(self.exchange_deadline, masters.replication_info())
+                    .await
+                    .map_err(|_| unavailable("no answer to INFO replication"))??
+            }
         };
-        if field("role") == Some("slave") {
-            return Err(StoreError::InvalidRequest(
-                "redis replicas=N needs the primary's URL, and this server is a replica".into(),
-            ));
-        }
-        let connected: u32 = field("connected_slaves")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        if connected < self.wanted {
-            tracing::warn!(
-                connected,
-                wanted = self.wanted,
-                "redis store: fewer replicas are connected than each append waits for; appends \
-                 will answer not_replicated until they are"
-            );
+        for (node, info) in reports {
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                    .map(str::trim)
+            };
+            if field("role") == Some("slave") {
+                return Err(StoreError::InvalidRequest(
+                    "redis replicas=N needs the primary's URL, and this server is a replica".into(),
+                ));
+            }
+            let connected: u32 = field("connected_slaves")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            if connected < self.wanted {
+                tracing::warn!(
+                    node,
+                    connected,
+                    wanted = self.wanted,
+                    "redis store: fewer replicas are connected than each append waits for; \
+                     appends will answer not_replicated until they are"
+                );
+            }
         }
         Ok(())
     }
 
-    /// Commits `call` (an `EVALSHA` of `append.lua`) and waits for the replicas, in one round
-    /// trip on a dedicated connection. An error means the outcome is unknown (the script may
-    /// have committed), except that `NOSCRIPT` is retried once after loading the script.
+    /// Commits `call` (an `EVALSHA` of `append.lua`, whose keys are in `slot`) and waits for
+    /// the replicas, in one round trip on a dedicated connection. An error means the outcome is
+    /// unknown (the script may have committed), except that `NOSCRIPT` is retried once after
+    /// loading the script, and a redirection (nothing ran) after asking where the slot is.
     pub(super) async fn commit(
         &self,
         key: &SessionKey,
+        slot: u16,
         append: &Script,
         call: Cmd,
     ) -> Result<Committed, StoreError> {
-        let mut conn = self.connection().await?;
-        let exchange = self.exchange(&mut conn, append, call);
-        let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
-        self.settle(key, conn, answer, "an append and its WAIT")
+        let pipe = self.with_wait(call);
+        let mut redirects = 0;
+        loop {
+            let mut conn = self.connection(slot).await?;
+            let exchange = self.exchange(&mut conn, append, &pipe);
+            let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
+            if redirects < REDIRECTS && self.redirected(&answer).await? {
+                redirects += 1;
+                continue;
+            }
+            return self.settle(key, conn, answer, "an append and its WAIT");
+        }
+    }
+
+    /// Whether `answer` is a redirection (`MOVED`, `ASK`) on a Cluster, after which the map of
+    /// masters is asked again.
+    async fn redirected<T>(
+        &self,
+        answer: &Result<Result<T, RedisError>, tokio::time::error::Elapsed>,
+    ) -> Result<bool, StoreError> {
+        let Connections::Cluster(masters) = &self.connections else {
+            return Ok(false);
+        };
+        match answer {
+            Ok(Err(e)) if is_redirect(e) => {
+                masters.refresh().await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Reads the session's stored version (`HGET` of its head's `v`), then writes `marker` (a
@@ -190,10 +268,10 @@ impl Replicated {
     pub(super) async fn confirm(
         &self,
         key: &SessionKey,
+        slot: u16,
         version: Cmd,
         marker: Cmd,
     ) -> Result<(Option<String>, u32), StoreError> {
-        let mut conn = self.connection().await?;
         let mut pipe = redis::pipe();
         pipe.add_command(version)
             .add_command(marker)
@@ -201,9 +279,17 @@ impl Replicated {
             .cmd("WAIT")
             .arg(self.wanted)
             .arg(self.timeout_ms);
-        let exchange = pipe.query_async::<(Option<String>, u32)>(&mut *conn);
-        let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
-        self.settle(key, conn, answer, "a replica check")
+        let mut redirects = 0;
+        loop {
+            let mut conn = self.connection(slot).await?;
+            let exchange = pipe.query_async::<(Option<String>, u32)>(&mut *conn);
+            let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
+            if redirects < REDIRECTS && self.redirected(&answer).await? {
+                redirects += 1;
+                continue;
+            }
+            return self.settle(key, conn, answer, "a replica check");
+        }
     }
 
     /// The outcome of one exchange on `conn` (`what`, for the message), bounded by the exchange
@@ -228,8 +314,13 @@ impl Replicated {
         Err(failed)
     }
 
-    async fn connection(&self) -> Result<Object<Manager>, StoreError> {
-        self.pool.get().await.map_err(|e| match e {
+    /// A dedicated connection: to the server, or to the master of `slot`.
+    async fn connection(&self, slot: u16) -> Result<Object<Manager>, StoreError> {
+        let pool = match &self.connections {
+            Connections::Single(pool) => pool,
+            Connections::Cluster(masters) => return masters.connection(slot).await,
+        };
+        pool.get().await.map_err(|e| match e {
             PoolError::Backend(e) => unavailable(format!("connecting for a replicated write: {e}")),
             PoolError::Timeout(_) => unavailable(
                 "no dedicated connection for a replicated write came free in time (raise \
@@ -239,12 +330,8 @@ impl Replicated {
         })
     }
 
-    async fn exchange(
-        &self,
-        conn: &mut MultiplexedConnection,
-        append: &Script,
-        call: Cmd,
-    ) -> Result<Committed, RedisError> {
+    /// `call` followed by `WAIT`, as one pipeline.
+    fn with_wait(&self, call: Cmd) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         pipe.add_command(call)
             .cmd("WAIT")
@@ -252,7 +339,25 @@ impl Replicated {
             .arg(self.timeout_ms)
             // Each reply is judged below: an error of the script must not hide the count.
             .ignore_errors();
+        pipe
+    }
+
+    async fn exchange(
+        &self,
+        conn: &mut MultiplexedConnection,
+        append: &Script,
+        pipe: &redis::Pipeline,
+    ) -> Result<Committed, RedisError> {
         let mut replies: Vec<Value> = pipe.query_async(conn).await?;
+        if let Some(Value::ServerError(e)) = replies.first() {
+            if matches!(
+                e.kind(),
+                Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
+            ) {
+                // Another master serves the slot now; nothing ran here.
+                return Err(RedisError::from(e.clone()));
+            }
+        }
         if replies.first().is_some_and(is_noscript) {
             // The script cache was flushed since this connection loaded it; nothing was
             // written, so running the pair again is safe.
@@ -278,6 +383,13 @@ impl Replicated {
     }
 }
 
+fn is_redirect(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
+    )
+}
+
 fn is_noscript(value: &Value) -> bool {
     match value {
         Value::ServerError(e) => e.kind() == Some(ServerErrorKind::NoScript),
@@ -292,11 +404,18 @@ mod tests {
     #[test]
     fn no_pool_is_made_when_no_replica_is_wanted() {
         let options = RedisOptions::default();
-        let pool = Replicated::new("redis://127.0.0.1:1/", &options, Script::new("return 1"));
-        assert!(pool.unwrap().is_none());
+        let new = |url: &str, options: &RedisOptions| {
+            Replicated::new(url, options, Script::new("return 1"), None)
+        };
+        assert!(new("redis://127.0.0.1:1/", &options).unwrap().is_none());
         let options = options.with_replicas(1);
-        let pool = Replicated::new("redis://127.0.0.1:1/", &options, Script::new("return 1"));
-        assert_eq!(pool.unwrap().unwrap().wanted, 1);
-        assert!(Replicated::new("nonsense://", &options, Script::new("return 1")).is_err());
+        assert_eq!(
+            new("redis://127.0.0.1:1/", &options)
+                .unwrap()
+                .unwrap()
+                .wanted,
+            1
+        );
+        assert!(new("nonsense://", &options).is_err());
     }
 }
