@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod agent_arg;
 mod artifacts_arg;
 mod chat;
+mod limits_arg;
 mod load;
 #[cfg(feature = "http")]
 mod serve;
