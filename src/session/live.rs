@@ -265,6 +265,9 @@ impl Live {
         }
         if let Some(memory) = &self.deps.memory {
             builder = builder.memory(memory.store.clone(), memory.options.auto_recall);
+            if let Some(user) = &last.memory_user {
+                builder = builder.memory_user(user.clone());
+            }
         }
         for request in &mut requests {
             builder = builder.input(request.input.clone());

@@ -64,6 +64,8 @@ pub struct TurnContextBuilder {
     memory: Option<super::recall::Recall>,
     /// Largest reply; see [`TurnContextBuilder::max_reply_bytes`].
     max_reply_bytes: usize,
+    /// Whose memory recall searches, when not the session's.
+    memory_user: Option<String>,
 }
 
 impl TurnContext {
@@ -84,6 +86,7 @@ impl TurnContext {
             state_keys: None,
             memory: None,
             max_reply_bytes: crate::config::DEFAULT_MAX_REPLY_BYTES,
+            memory_user: None,
         }
     }
 }
@@ -162,6 +165,14 @@ impl TurnContextBuilder {
         self
     }
 
+    /// Recalls from `user`'s memory instead of the session's (see
+    /// [`CallOptions::memory_user`](crate::CallOptions::memory_user)); takes effect with
+    /// [`TurnContextBuilder::memory`].
+    pub fn memory_user(mut self, user: impl Into<String>) -> Self {
+        self.memory_user = Some(user.into());
+        self
+    }
+
     /// Shows the agent only the newest `visible` events of `history`: the runtime keeps more
     /// events than its window, and hides those the summary covers.
     pub(crate) fn visible(mut self, visible: usize) -> Self {
@@ -187,7 +198,7 @@ impl TurnContextBuilder {
             record: recording.record.clone(),
             artifacts: self.artifacts,
             state_keys: self.state_keys,
-            memory: self.memory,
+            memory: self.memory.map(|recall| recall.for_user(self.memory_user)),
             max_reply_bytes: self.max_reply_bytes,
         };
         (turn, recording)
