@@ -90,7 +90,7 @@ mod through_a_model {
     use super::support::http::{ADMIN, ALICE};
     use super::support::serve::{ModelServe, Serve};
 
-    /// The case: `turnstile serve` with a model that streams fast, interrupted while
+    /// As reported: `turnstile serve` with a model that streams fast, interrupted while
     /// it streams. The stored output is `interrupted`, with text.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn interrupting_a_fast_model_stream_stores_an_interrupted_reply() {
