@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 mod echo;
+mod failure;
 mod mock;
 #[cfg(feature = "openai")]
 pub(crate) mod openai;
@@ -14,10 +15,12 @@ mod turn_context;
 
 pub use crate::error::AgentError;
 pub use echo::EchoAgent;
+pub(crate) use failure::stored_reason;
+pub use failure::{AgentFailure, FailureKind};
 pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
-pub(crate) use turn_context::{ToolEntry, TurnRecord};
+pub(crate) use turn_context::{floor_char_boundary, ToolEntry, TurnRecord};
 pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
 
 /// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.
@@ -35,5 +38,8 @@ pub trait Agent: Send + Sync + 'static {
     ///
     /// When the reply is the concatenation of the chunks already emitted, return that text too:
     /// the returned string is what the history records as the agent's output.
+    ///
+    /// An error fails the turn (`Error::AgentFailed`); return an [`AgentFailure`] to say what
+    /// kind of failure it is (a model that timed out, refused, rate limited…).
     async fn run(&self, turn: TurnContext) -> Result<String, AgentError>;
 }

@@ -55,6 +55,11 @@ pub struct CallOptions {
     /// `docs/runtime-semantics.md`, "Retries"). At most
     /// [`MAX_REQUEST_ID_BYTES`](crate::config::MAX_REQUEST_ID_BYTES) bytes of visible ASCII.
     pub request_id: Option<String>,
+    /// Whose memory the turn recalls from (with a memory store): by default the session's
+    /// user — for a channel chat, the chat's own memory (see [`crate::memory::memory_key`]).
+    /// [`ChannelRouter`](crate::channel::ChannelRouter) sets it to a paired sender's canonical
+    /// user, so that a person's memory follows them and never reaches another person's chat.
+    pub memory_user: Option<String>,
 }
 
 use crate::config::MAX_REQUEST_ID_BYTES;
@@ -99,6 +104,12 @@ impl CallOptions {
     /// Options with this request id ([`CallOptions::request_id`]).
     pub fn with_request_id(mut self, id: impl Into<String>) -> Self {
         self.request_id = Some(id.into());
+        self
+    }
+
+    /// Options recalling from `user`'s memory ([`CallOptions::memory_user`]).
+    pub fn with_memory_user(mut self, user: impl Into<String>) -> Self {
+        self.memory_user = Some(user.into());
         self
     }
 }

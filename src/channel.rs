@@ -140,7 +140,9 @@ pub enum ChannelError {
 ///
 /// The agent sees who spoke through the turn's attributes: `channel`, `chat`, `thread` (null
 /// when none), `channel_user` and `user` (the canonical id), merged over any attributes the
-/// caller passed.
+/// caller passed. With a memory store, a paired sender's turn recalls that person's memory
+/// ([`CallOptions::memory_user`]) and anyone else's the chat's own: memory is per person or
+/// per chat, never per channel (see [`crate::memory::memory_key`]).
 #[derive(Clone)]
 pub struct ChannelRouter {
     runtime: Runtime,
@@ -296,6 +298,11 @@ impl ChannelRouter {
         attributes.insert("channel_user".into(), message.channel_user.clone().into());
         attributes.insert("user".into(), route.user.clone().into());
         options.attributes = Arc::new(attributes);
+        // A paired sender's turn recalls that person's memory; anyone else's, the chat's own
+        // (the session's default). Never the channel's: every chat of it shares one user id.
+        if route.paired && options.memory_user.is_none() {
+            options.memory_user = Some(route.user.clone());
+        }
         options
     }
 }

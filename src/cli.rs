@@ -7,7 +7,9 @@ use clap::{Parser, Subcommand};
 mod agent_arg;
 mod artifacts_arg;
 mod chat;
+mod limits_arg;
 mod load;
+mod logs;
 #[cfg(feature = "http")]
 mod serve;
 mod sessions;
@@ -27,6 +29,10 @@ pub struct Cli {
         value_parser = clap::value_parser!(u16).range(1..=1024)
     )]
     worker_threads: Option<u16>,
+    /// How log records are written to stderr: `plain` (one line each; coloured only on a
+    /// terminal) or `json` (one JSON object per line). `RUST_LOG` filters them.
+    #[arg(long, global = true, value_name = "FORMAT", default_value = "plain")]
+    log_format: logs::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,6 +41,11 @@ impl Cli {
     /// The number of worker threads asked for with `--worker-threads`, if any.
     pub fn worker_threads(&self) -> Option<usize> {
         self.worker_threads.map(usize::from)
+    }
+
+    /// How logs are written (`--log-format`).
+    pub fn log_format(&self) -> logs::LogFormat {
+        self.log_format
     }
 }
 
@@ -53,15 +64,7 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings, and ractor's own spans muted).
-pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,ractor=warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
+pub use logs::init_tracing;
 
 /// Runs the chosen command.
 pub async fn run(cli: Cli) -> ExitCode {

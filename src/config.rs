@@ -34,6 +34,18 @@ pub const DEFAULT_WINDOW: usize = 64;
 /// caller exhaust memory.
 pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 
+/// Default largest reply, in bytes: what a turn streams and returns. Past it the turn is cut
+/// short (`InterruptReason::ReplyLimit`) and its first this many bytes are kept. A model's
+/// longest answers (tens of thousands of tokens, a few hundred KB) fit; a model, or an agent,
+/// that streams without end is stopped before one reply grows the process and the stored event
+/// without bound. Twice the largest input: an answer may quote the question.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
+
+/// Longest reason a `turn_failed` event keeps, in bytes: a sentence or a short paragraph says
+/// what went wrong; an agent's error of megabytes (a server's HTML page, a dump) is cut rather
+/// than stored in every copy of the session's log.
+pub const MAX_FAILURE_REASON_BYTES: usize = 1024;
+
 /// Default limit on turns running at once across the runtime: unlimited, since agents mostly wait
 /// on I/O; set one to protect a rate-limited LLM backend.
 pub const DEFAULT_MAX_CONCURRENT_TURNS: Option<usize> = None;
@@ -77,6 +89,9 @@ pub struct RuntimeConfig {
     pub compact_after: Option<usize>,
     /// Largest accepted input, in bytes.
     pub max_input_bytes: usize,
+    /// Largest reply, in bytes: past it the turn is cut short with
+    /// `InterruptReason::ReplyLimit`, keeping its first `max_reply_bytes` bytes.
+    pub max_reply_bytes: usize,
     /// Longest wait for a session's load when it is activated. Past it the activation fails
     /// (`Error::Activation` with a store that did not answer), its callers are answered, its
     /// slot is freed, and the next call tries again.
@@ -139,6 +154,7 @@ impl Default for RuntimeConfig {
             window: DEFAULT_WINDOW,
             compact_after: None,
             max_input_bytes: MAX_MESSAGE_BYTES,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
             activation_timeout: DEFAULT_ACTIVATION_TIMEOUT,
             ownership: None,
             store_probe: DEFAULT_STORE_PROBE,

@@ -10,7 +10,9 @@ use crate::store::StoreError;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What an agent or a summarizer may fail with: any error. It fails only that turn
-/// (`Error::AgentFailed`) or that compaction (which is tried again later).
+/// (`Error::AgentFailed`) or that compaction (which is tried again later). An agent that returns
+/// an [`AgentFailure`](crate::AgentFailure) (or keeps one among its error's sources) fails the
+/// turn with that failure's [`FailureKind`](crate::FailureKind).
 ///
 /// It lives here, below both the agent and the context modules, so that neither imports the
 /// other for it.
@@ -60,14 +62,23 @@ pub enum Error {
     /// The runtime is draining or shut down and admits no new calls.
     #[error("the runtime is draining and admits no new calls")]
     Draining,
-    /// The agent returned an error or panicked; the turn left no trace and the session goes on
-    /// from its last state.
+    /// The agent returned an error or panicked. The turn is recorded as failed: its inputs and
+    /// a `turn_failed` event with `kind`'s code and `message` (none of its output, tool events
+    /// or state changes), and the session goes on from its state before the turn. A retry with
+    /// the same request id gets this same failure without running again; send it with a new
+    /// request id to try again.
     #[error("the agent failed on session {key}: {message}")]
     AgentFailed {
         /// The session.
         key: SessionKey,
-        /// What the agent reported (or the panic message).
+        /// What the agent reported (or the panic message), as the `turn_failed` event keeps it.
         message: String,
+        /// The class of the failure: [`FailureKind::Agent`](crate::FailureKind::Agent) unless
+        /// the agent returned an [`AgentFailure`](crate::AgentFailure) saying otherwise.
+        kind: crate::FailureKind,
+        /// How long the upstream asked the caller to wait before trying again, when it said
+        /// (a model's rate limit).
+        retry_after: Option<Duration>,
     },
     /// The store failed an operation on one session; its error says what it met. On a turn
     /// this means the turn is not acknowledged, and the session never shows it or builds on it:
@@ -183,7 +194,7 @@ impl Error {
             Self::AtCapacity { .. } => "at_capacity",
             Self::ConcurrencyLimitExceeded { .. } => "concurrency_limit_exceeded",
             Self::Draining => "draining",
-            Self::AgentFailed { .. } => "agent_failed",
+            Self::AgentFailed { kind, .. } => kind.code(),
             Self::Store { source, .. } => match source.as_ref() {
                 StoreError::NotOwner { .. } => "not_owner",
                 StoreError::Fenced { .. } => "fenced",

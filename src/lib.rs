@@ -74,8 +74,8 @@ pub mod store;
 mod stream;
 
 pub use agent::{
-    Agent, AgentError, Attributes, EchoAgent, MockLlmAgent, TurnContext, TurnContextBuilder,
-    TurnRecording,
+    Agent, AgentError, AgentFailure, Attributes, EchoAgent, FailureKind, MockLlmAgent, TurnContext,
+    TurnContextBuilder, TurnRecording,
 };
 #[cfg(feature = "openai")]
 pub use agent::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};

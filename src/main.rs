@@ -11,7 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
-    cli::init_tracing();
+    cli::init_tracing(args.log_format());
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(threads) = args.worker_threads() {
         builder.worker_threads(threads);

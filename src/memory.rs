@@ -14,6 +14,7 @@
 //! (`conformance`, with the `testing` feature).
 
 use async_trait::async_trait;
+use sha2::Digest;
 
 use crate::key::SessionKey;
 use crate::state::{Author, Event, EventKind, Seq};
@@ -102,6 +103,41 @@ pub trait MemoryStore: Send + Sync + 'static {
     async fn delete_user(&self, user_id: &str) -> Result<u64, MemoryError>;
 }
 
+/// The key a session's memory entries are filed under: whose memory they join, and the mark
+/// its ingestion resumes from.
+///
+/// A person's session is filed under itself (its user's memory). A channel chat's session —
+/// user `channel:<channel>`, id `<channel>|<chat>[|<thread>]` — is filed under its **chat**:
+/// the user `channel:<channel>|<chat>` (with the chat's digest in place of the chat when that
+/// would be longer than an id may be) and the session's own id. So what is said in one chat is
+/// recalled in that chat (and its threads) only, never in another chat of the channel: every
+/// chat of a channel shares its user id, and filing by it would make the channel one memory
+/// shared by everyone on it. A paired sender's turns recall that person's memory instead (see
+/// [`CallOptions::memory_user`](crate::CallOptions::memory_user)).
+pub fn memory_key(key: &SessionKey) -> SessionKey {
+    let Some(channel) = key
+        .user_id()
+        .strip_prefix(crate::channel::CHANNEL_USER_PREFIX)
+    else {
+        return key.clone();
+    };
+    let mut parts = key
+        .session_id()
+        .splitn(3, crate::channel::CHANNEL_SEPARATOR);
+    let chat = match (parts.next(), parts.next()) {
+        (Some(named), Some(chat)) if named == channel => chat,
+        // Not a session the router made: its own id is its chat.
+        _ => key.session_id(),
+    };
+    let mut user = format!("{}{channel}|{chat}", crate::channel::CHANNEL_USER_PREFIX);
+    if user.len() > crate::key::MAX_ID_BYTES {
+        let digest = sha2::Sha256::digest(chat.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        user = format!("{}{channel}|#{hex}", crate::channel::CHANNEL_USER_PREFIX);
+    }
+    SessionKey::new(user, key.session_id()).unwrap_or_else(|_| key.clone())
+}
+
 /// The memory entries of a session's events: its user inputs and agent outputs that carry text.
 /// Tool calls, notes and summaries are left out (a summary restates what its events said).
 pub fn entries_of(key: &SessionKey, events: &[Event]) -> Vec<MemoryEntry> {
@@ -160,5 +196,32 @@ fn truncate(text: &mut String, max: usize) {
             end -= 1;
         }
         text.truncate(end);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::channel_session_key;
+
+    #[test]
+    fn a_channel_chat_is_filed_under_itself_and_a_person_under_themselves() {
+        let person = SessionKey::new("alice", "s1").unwrap();
+        assert_eq!(memory_key(&person), person);
+        let dm1 = channel_session_key("web", "dm-u1", None).unwrap();
+        let dm2 = channel_session_key("web", "dm-u2", None).unwrap();
+        let thread = channel_session_key("web", "dm-u1", Some("t1")).unwrap();
+        assert_eq!(memory_key(&dm1).user_id(), "channel:web|dm-u1");
+        assert_eq!(memory_key(&dm1).session_id(), dm1.session_id());
+        assert_ne!(memory_key(&dm1).user_id(), memory_key(&dm2).user_id());
+        assert_eq!(
+            memory_key(&thread).user_id(),
+            memory_key(&dm1).user_id(),
+            "a chat's threads share the chat's memory"
+        );
+        let long = channel_session_key("web", &"c".repeat(250), None).unwrap();
+        let filed = memory_key(&long);
+        assert!(filed.user_id().starts_with("channel:web|#"), "{filed}");
+        assert!(filed.user_id().len() <= crate::key::MAX_ID_BYTES);
     }
 }

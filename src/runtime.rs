@@ -187,6 +187,7 @@ impl Runtime {
         let (reply, rx) = oneshot::channel();
         let request = TurnRequest {
             request_id: options.request_id.clone(),
+            memory_user: options.memory_user.clone(),
             input,
             policy: options.policy.unwrap_or(self.config().default_policy),
             attributes: options.attributes.clone(),
@@ -373,6 +374,7 @@ impl Runtime {
     /// state, with an artifact store every artifact of the user and its sessions, and the
     /// user's memory. Returns how many sessions were removed from the store.
     pub async fn delete_user(&self, user_id: &str) -> Result<u64> {
+        let chats = self.chat_memories(user_id).await?;
         let mut deleted = 0;
         for key in self.registry().live_keys_of(user_id) {
             if self.delete(&key).await? {
@@ -385,7 +387,7 @@ impl Runtime {
             .await
             .map_err(Error::storage)?;
         self.delete_user_artifacts(user_id).await?;
-        self.forget_user(user_id).await?;
+        self.forget_user(user_id, &chats).await?;
         Ok(deleted + rest)
     }
 

@@ -230,6 +230,8 @@ pub(crate) struct TurnRequest {
     pub admitted: Instant,
     /// The caller's request id (see `CallOptions::request_id`).
     pub request_id: Option<String>,
+    /// Whose memory the turn recalls from (see `CallOptions::memory_user`).
+    pub memory_user: Option<String>,
 }
 
 /// A turn's child task reporting back.

@@ -1,5 +1,6 @@
 //! Contract 8: a panic or error in one turn fails that turn only; the session goes on from its
-//! last persisted state and other sessions never notice.
+//! last persisted state and other sessions never notice. The failed turn is recorded as failed
+//! (its input and a `turn_failed` event with the reason), with none of its state writes.
 
 mod support;
 
@@ -8,7 +9,8 @@ use std::sync::Arc;
 use futures::future::join_all;
 use serde_json::json;
 use support::harness::*;
-use turnstile::{Error, MemoryStore, Runtime, Store};
+use turnstile::state::EventKind;
+use turnstile::{Error, FailureKind, MemoryStore, Runtime, Store};
 
 #[tokio::test]
 async fn a_panicking_turn_fails_alone_and_the_session_goes_on() {
@@ -26,9 +28,16 @@ async fn a_panicking_turn_fails_alone_and_the_session_goes_on() {
         join_all(others.iter().map(|o| rt.call(o, "fine")))
     );
     match panicked {
-        Err(Error::AgentFailed { key, message }) => {
+        Err(Error::AgentFailed {
+            key, message, kind, ..
+        }) => {
             assert_eq!(key, k);
             assert!(message.contains("on purpose"), "{message}");
+            assert_eq!(
+                kind,
+                FailureKind::Agent,
+                "an unclassified failure is the agent's"
+            );
         }
         other => panic!("expected AgentFailed, got {other:?}"),
     }
@@ -48,7 +57,32 @@ async fn a_panicking_turn_fails_alone_and_the_session_goes_on() {
         .into_iter()
         .map(|(t, _)| t)
         .collect();
-    assert_eq!(inputs, ["one", "two"], "failed turns leave no trace");
+    assert_eq!(
+        inputs,
+        ["one", "panic", "fail", "two"],
+        "failed turns keep their input"
+    );
+    let failures: Vec<(String, String)> = stored_events(store.as_ref(), &k)
+        .await
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::TurnFailed { code, reason, .. } => Some((code, reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(failures.iter().all(|(code, _)| code == "agent_failed"));
+    assert!(
+        failures[0].1.contains("panicked on purpose"),
+        "{failures:?}"
+    );
+    assert!(failures[1].1.contains("failed on purpose"), "{failures:?}");
+    let view = rt.state(&k).await.unwrap().unwrap();
+    assert_eq!(view.record.stats.failed, 2);
+    assert_eq!(
+        view.record.stats.turns, 2,
+        "failed turns are not answered turns"
+    );
     let view = rt.state(&k).await.unwrap().unwrap();
     assert_eq!(view.record.state["last"], json!("two"));
     assert_eq!(

@@ -1,6 +1,7 @@
 //! The file memory store reports a corrupt log as `Corrupt` — never as an empty memory — and
 //! leaves it in place; an append cut short by a crash (a last line without its newline) is cut
-//! off and the entries before it are kept. Hostile user ids stay under the folder.
+//! off and the entries before it are kept. Hostile user ids stay under the folder. A folder is
+//! open in one store at a time: each test lets go of it before opening it again.
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ async fn a_corrupt_line_is_reported_and_left_in_place() {
         entry("nia", "s", 2, "second fact"),
     ];
     memory.ingest(&entries).await.unwrap();
+    drop(memory);
     let path = FileMemory::open(dir.path()).unwrap().path_of("nia");
     let text = std::fs::read_to_string(&path).unwrap();
     let broken = text.replacen("\"op\"", "\"op", 1);
@@ -55,6 +57,7 @@ async fn a_torn_last_line_is_cut_and_the_rest_kept() {
         .ingest(&[entry("oz", "s", 1, "kept fact")])
         .await
         .unwrap();
+    drop(memory);
     let path = FileMemory::open(dir.path()).unwrap().path_of("oz");
     let whole = std::fs::read(&path).unwrap();
     let mut torn = whole.clone();
@@ -73,6 +76,7 @@ async fn a_torn_last_line_is_cut_and_the_rest_kept() {
         .ingest(&[entry("oz", "s", 2, "new fact")])
         .await
         .unwrap();
+    drop(reopened);
     assert_eq!(
         open(dir.path())
             .search("oz", "fact", 5)
@@ -107,6 +111,7 @@ async fn a_line_of_another_user_is_corrupt_and_hostile_ids_stay_inside() {
     );
     // A log copied over another user's is not read as theirs.
     std::fs::copy(files.path_of("a/b"), files.path_of("victim")).unwrap();
+    drop((memory, files));
     let err = open(&dir.path().join("mem"))
         .search("victim", "words", 5)
         .await

@@ -129,20 +129,24 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
         .iter()
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["c1", "c2"]);
+    assert_eq!(
+        ids,
+        ["call_t1", "call_t2"],
+        "the turn's own ids, not the model's"
+    );
     assert_eq!(
         (
             messages[2]["tool_call_id"].as_str(),
             messages[2]["content"].as_str()
         ),
-        (Some("c1"), Some("5.0"))
+        (Some("call_t1"), Some("5.0"))
     );
     assert_eq!(
         (
             messages[3]["tool_call_id"].as_str(),
             messages[3]["content"].as_str()
         ),
-        (Some("c2"), Some("9.0"))
+        (Some("call_t2"), Some("9.0"))
     );
 
     let view = rt.state(&k).await.unwrap().unwrap();

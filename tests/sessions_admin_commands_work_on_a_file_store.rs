@@ -100,8 +100,12 @@ fn show_prints_the_statistics_a_load_run_left_in_the_store() {
     for line in [
         format!("session       {key}"),
         format!(
-            "turns         {} (interrupted {}, superseded {}, merged {})",
-            stats["turns"], stats["interrupted"], stats["superseded"], stats["merged"]
+            "turns         {} (interrupted {}, superseded {}, merged {}); failed {}",
+            stats["turns"],
+            stats["interrupted"],
+            stats["superseded"],
+            stats["merged"],
+            stats["failed"]
         ),
         format!("compactions   {}", stats["compactions"]),
         format!(

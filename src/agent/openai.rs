@@ -23,12 +23,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::{Agent, AgentError, TurnContext};
+use super::{Agent, AgentError, AgentFailure, TurnContext};
 use crate::context::MissingKey;
 use crate::state::Usage;
 
 mod builder;
 mod error;
+mod secrets;
 mod sse;
 mod tool;
 mod transport;
@@ -39,6 +40,7 @@ pub use error::OpenAiError;
 pub use tool::{Tool, ToolError};
 
 use sse::{SseDecoder, SseError};
+use tokio::time::Instant;
 use transport::{transport_detail, Transport};
 use wire::{AskedCall, ChatRequest, Chunk, Message, Round, StreamOptions, WireToolCall};
 
@@ -71,12 +73,17 @@ pub struct OpenAiAgent {
     /// The tools' definitions, built once.
     definitions: Vec<Value>,
     max_tool_rounds: usize,
+    /// The longest a turn may take in the agent: requests, retries and their waits, streaming
+    /// and tools together.
+    turn_timeout: Duration,
+    /// Send the inputs of failed turns in the history to the model (left out by default).
+    failed_turns_in_context: bool,
 }
 
 impl std::fmt::Debug for OpenAiAgent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenAiAgent")
-            .field("url", &self.transport.url)
+            .field("url", &self.transport.shown)
             .field("model", &self.model)
             .field("tools", &self.tools.len())
             .finish_non_exhaustive()
@@ -100,25 +107,56 @@ enum Ended {
 
 #[async_trait]
 impl Agent for OpenAiAgent {
+    /// Answers the turn; a failure is an [`AgentFailure`] of the error's
+    /// [`kind`](OpenAiError::kind), its message scrubbed of secrets, with the [`OpenAiError`]
+    /// as its source.
     async fn run(&self, turn: TurnContext) -> Result<String, AgentError> {
-        Ok(self.answer(&turn).await?)
+        let deadline = Instant::now() + self.turn_timeout;
+        let answered = tokio::time::timeout_at(deadline, self.answer(&turn, deadline)).await;
+        let error = match answered {
+            Ok(Ok(reply)) => return Ok(reply),
+            Ok(Err(error)) => error,
+            Err(_) => {
+                let error = OpenAiError::TurnTimeout {
+                    url: self.transport.shown.clone(),
+                    budget: self.turn_timeout,
+                };
+                tracing::warn!(url = %self.transport.shown, %error, "a model turn timed out");
+                error
+            }
+        };
+        let message = self
+            .transport
+            .secrets
+            .scrub_within(&error.to_string(), usize::MAX);
+        let mut failure = AgentFailure::new(error.kind(), message);
+        if let Some(wait) = error.retry_after() {
+            failure = failure.with_retry_after(wait);
+        }
+        Err(Box::new(failure.with_source(error)))
     }
 }
 
 impl OpenAiAgent {
     /// The turn's loop: ask the model, run the tools it calls, until it answers in words.
-    async fn answer(&self, turn: &TurnContext) -> Result<String, OpenAiError> {
+    async fn answer(&self, turn: &TurnContext, deadline: Instant) -> Result<String, OpenAiError> {
         let system = match &self.system_prompt {
             Some(template) => Some(turn.render(template, MissingKey::Empty)?),
             None => None,
         };
-        let mut messages =
-            wire::conversation(system, turn.memory_context(), turn.history(), turn.inputs());
+        let mut messages = wire::conversation(
+            system,
+            turn.memory_context(),
+            turn.history(),
+            turn.inputs(),
+            self.failed_turns_in_context,
+        );
         let mut reply = String::new();
         let mut usage = Usage::default();
+        let mut calls_made = 0;
         for round_no in 1..=self.max_tool_rounds {
             let last = round_no == self.max_tool_rounds;
-            let round = match self.stream_round(turn, &messages, last).await? {
+            let round = match self.stream_round(turn, &messages, last, deadline).await? {
                 Ended::Done(round) => round,
                 Ended::Cancelled => return Ok(reply),
             };
@@ -136,7 +174,7 @@ impl OpenAiAgent {
                 break;
             }
             let text = (!round.text.is_empty()).then(|| round.text.clone());
-            match self.run_tools(turn, round.calls).await {
+            match self.run_tools(turn, round.calls, &mut calls_made).await {
                 Some((calls, results)) => {
                     messages.push(Message::tool_calls(text, calls));
                     messages.extend(results);
@@ -149,13 +187,34 @@ impl OpenAiAgent {
         })
     }
 
-    /// Sends one request and streams its deltas to the turn.
+    /// Sends one request and streams its deltas to the turn; a failure after the response
+    /// started is logged at WARN (those before are logged by the transport, per attempt).
     async fn stream_round(
         &self,
         turn: &TurnContext,
         messages: &[Message],
         last: bool,
+        deadline: Instant,
     ) -> Result<Ended, OpenAiError> {
+        let response = self.open_round(turn, messages, last, deadline).await?;
+        let Some(response) = response else {
+            return Ok(Ended::Cancelled);
+        };
+        let streamed = self.read_round(turn, response).await;
+        if let Err(error) = &streamed {
+            tracing::warn!(url = %self.transport.shown, %error, "a model response failed");
+        }
+        streamed
+    }
+
+    /// Sends the request for one round; `None` if the turn was interrupted meanwhile.
+    async fn open_round(
+        &self,
+        turn: &TurnContext,
+        messages: &[Message],
+        last: bool,
+        deadline: Instant,
+    ) -> Result<Option<reqwest::Response>, OpenAiError> {
         let request = ChatRequest {
             model: &self.model,
             messages,
@@ -169,15 +228,25 @@ impl OpenAiAgent {
             tool_choice: (last && !self.definitions.is_empty()).then_some("none"),
         };
         let cancel = turn.cancellation();
-        let response = tokio::select! {
+        tokio::select! {
             biased;
-            () = cancel.cancelled() => return Ok(Ended::Cancelled),
-            response = self.transport.open(&request) => response?,
-        };
-        let url = &self.transport.url;
+            () = cancel.cancelled() => Ok(None),
+            response = self.transport.open(&request, deadline) => response.map(Some),
+        }
+    }
+
+    /// Reads one response's stream, emitting its text as it comes.
+    async fn read_round(
+        &self,
+        turn: &TurnContext,
+        response: reqwest::Response,
+    ) -> Result<Ended, OpenAiError> {
+        let cancel = turn.cancellation();
+        let url = &self.transport.shown;
+        let secrets = &self.transport.secrets;
         let malformed = |detail: String| OpenAiError::Malformed {
             url: url.clone(),
-            detail,
+            detail: secrets.scrub(&detail),
         };
         let mut body = response.bytes_stream();
         let mut decoder = SseDecoder::default();
@@ -202,7 +271,7 @@ impl OpenAiAgent {
                 Ok(Some(Err(error))) => {
                     return Err(OpenAiError::Broken {
                         url: url.clone(),
-                        detail: transport_detail(&error),
+                        detail: secrets.scrub(&transport_detail(error)),
                     })
                 }
                 Ok(Some(Ok(ref bytes))) => decoder.push(bytes).map_err(|e| {
@@ -226,10 +295,14 @@ impl OpenAiAgent {
                     malformed(format!("a chunk that is not chat-completions JSON ({e})"))
                 })?;
                 if let Some(error) = &chunk.error {
-                    let detail = error::detail(&error.to_string(), None);
-                    return Err(malformed(format!("the server reported an error: {detail}")));
+                    // The server's own failure, told in the stream: not a malformed stream.
+                    return Err(OpenAiError::InStream {
+                        url: url.clone(),
+                        kind: error::in_stream_kind(error),
+                        detail: error::detail(&error.to_string(), secrets),
+                    });
                 }
-                let added = round.apply(chunk);
+                let added = round.apply(chunk).map_err(malformed)?;
                 if !added.is_empty() {
                     turn.emit(added).await;
                 }
@@ -246,18 +319,20 @@ impl OpenAiAgent {
 
     /// Records and runs the calls the model asked for, all at once; returns the assistant's
     /// calls and the tool messages answering them, or `None` if the turn was interrupted.
+    ///
+    /// Calls get ids of their own in the requests (`made` counts the turn's calls so far): the
+    /// model's may repeat, within a response or across the turn, or match a history call's.
     async fn run_tools(
         &self,
         turn: &TurnContext,
         asked: Vec<AskedCall>,
+        made: &mut usize,
     ) -> Option<(Vec<WireToolCall>, Vec<Message>)> {
         let mut calls = Vec::with_capacity(asked.len());
         let mut runs = Vec::with_capacity(asked.len());
-        for (index, call) in asked.into_iter().enumerate() {
-            let wire_id = match call.id.is_empty() {
-                true => format!("call_{index}"),
-                false => call.id.clone(),
-            };
+        for call in asked {
+            *made += 1;
+            let wire_id = wire::current_call_id(*made);
             let arguments = parse_arguments(&call.arguments);
             let recorded = turn.tool_call(
                 call.name.clone(),
@@ -286,7 +361,7 @@ impl OpenAiAgent {
                 turn.tool_result(&recorded, result.clone());
                 let text = match &result {
                     Ok(value) => wire::tool_text(value),
-                    Err(value) => format!("error: {}", wire::tool_text(value)),
+                    Err(value) => wire::error_text(value),
                 };
                 Message::tool_result(wire_id, text)
             });

@@ -49,6 +49,8 @@ pub struct TurnContext {
     state_keys: Option<Arc<crate::state_keys::StateKeys>>,
     /// The user's memory, when the runtime has one: what [`TurnContext::recall`] searches.
     memory: Option<recall::Recall>,
+    /// Largest reply, in bytes; see [`TurnContext::emit`].
+    max_reply_bytes: usize,
 }
 
 impl std::fmt::Debug for TurnContext {
@@ -74,6 +76,9 @@ pub(crate) struct TurnRecord {
     pub tools: Vec<ToolEntry>,
     /// Reported token usage.
     pub usage: Option<Usage>,
+    /// An emit went past the turn's largest reply: `partial` holds what fitted, and the turn
+    /// was cancelled.
+    pub reply_limited: bool,
     next_call: u32,
 }
 
@@ -96,6 +101,17 @@ pub(crate) enum ToolEntry {
         result: Value,
         ok: bool,
     },
+}
+
+/// The largest index at most `at` that is a character boundary of `text`.
+pub(crate) fn floor_char_boundary(text: &str, at: usize) -> usize {
+    if at >= text.len() {
+        return text.len();
+    }
+    (0..=at)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 impl TurnContext {
@@ -185,12 +201,33 @@ impl TurnContext {
     /// Streams a chunk of output to the caller (if it asked for a stream) and records it as
     /// partial output. Waits while a streaming caller is behind; a caller that went away does not
     /// slow the turn.
+    ///
+    /// The reply is bounded (the runtime's `max_reply_bytes`): a chunk that would take it past
+    /// the bound is cut there, the part that fits is streamed and recorded, the turn is
+    /// cancelled, and this call never returns — the runtime drops the turn and records it
+    /// interrupted (`InterruptReason::ReplyLimit`) with the text up to the bound.
     pub async fn emit(&self, chunk: impl Into<String>) {
-        let chunk = chunk.into();
-        self.record.lock().partial.push_str(&chunk);
-        for sink in &self.sinks {
-            // A dropped stream is fine: the turn goes on and its output is still recorded.
-            let _ = sink.send(chunk.clone()).await;
+        let mut chunk = chunk.into();
+        let over = {
+            let mut record = self.record.lock();
+            let room = self.max_reply_bytes.saturating_sub(record.partial.len());
+            let over = chunk.len() > room;
+            if over {
+                chunk.truncate(floor_char_boundary(&chunk, room));
+                record.reply_limited = true;
+            }
+            record.partial.push_str(&chunk);
+            over
+        };
+        if !chunk.is_empty() {
+            for sink in &self.sinks {
+                // A dropped stream is fine: the turn goes on and its output is still recorded.
+                let _ = sink.send(chunk.clone()).await;
+            }
+        }
+        if over {
+            self.cancel.cancel();
+            std::future::pending::<()>().await;
         }
     }
 

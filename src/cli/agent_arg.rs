@@ -85,6 +85,15 @@ pub struct ModelArgs {
     /// With `--agent openai`: the most tokens per model response.
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// With `--agent openai`: seconds one model request may wait for its response to start,
+    /// and then between two chunks, before it counts as failed (retried if nothing streamed
+    /// yet). Default 60.
+    #[arg(long, value_name = "SECS", value_parser = super::limits_arg::parse_seconds)]
+    model_timeout: Option<Duration>,
+    /// With `--agent openai`: seconds a turn may spend on the model in all — requests, retries
+    /// and their waits, streaming, tools — before it fails as `model_timeout`. Default 300.
+    #[arg(long, value_name = "SECS", value_parser = super::limits_arg::parse_seconds)]
+    model_turn_timeout: Option<Duration>,
 }
 
 /// Builds the chosen agent: the mock with `latency_ms` and `chunks`, echo, or the model.
@@ -124,6 +133,12 @@ fn model_agent(args: &ModelArgs) -> Result<Arc<dyn Agent>, String> {
     }
     if let Some(max_tokens) = args.max_tokens {
         builder = builder.with_max_tokens(max_tokens);
+    }
+    if let Some(timeout) = args.model_timeout {
+        builder = builder.with_timeout(timeout);
+    }
+    if let Some(timeout) = args.model_turn_timeout {
+        builder = builder.with_turn_timeout(timeout);
     }
     Ok(Arc::new(builder.build().map_err(|e| e.to_string())?))
 }

@@ -9,10 +9,12 @@ use std::process::ExitCode;
 use clap::Args;
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use turnstile::state::InterruptReason;
 use turnstile::store::{open_store, StoreUrl};
 use turnstile::{CallOptions, OutcomeKind, Runtime, SessionKey, StreamEvent};
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
+use super::limits_arg::TurnLimitArgs;
 
 /// Options of `turnstile chat`.
 #[derive(Debug, Args)]
@@ -34,6 +36,8 @@ pub struct ChatArgs {
     chunks: usize,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    limits: TurnLimitArgs,
 }
 
 /// Runs the conversation until Ctrl-D or `/quit`, then flushes the session.
@@ -41,9 +45,13 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
     let key = parse_key(&args.session)?;
     let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
     let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
-    let runtime = Runtime::builder()
-        .agent_arc(agent)
-        .store_arc(opened.store().clone())
+    let runtime = args
+        .limits
+        .apply(
+            Runtime::builder()
+                .agent_arc(agent)
+                .store_arc(opened.store().clone()),
+        )
         .build()
         .map_err(|e| e.to_string())?;
     let interrupts = interrupts()?;
@@ -135,6 +143,9 @@ async fn turn<W: Write>(
                 }
                 Some(StreamEvent::Outcome(Ok(outcome))) => {
                     return match outcome.kind {
+                        OutcomeKind::Interrupted(InterruptReason::ReplyLimit) => {
+                            writeln!(out, "\n[cut short: the reply reached --max-reply-bytes]")
+                        }
                         OutcomeKind::Interrupted(_) => writeln!(out, "\n[interrupted]"),
                         _ => writeln!(out),
                     };
@@ -180,7 +191,7 @@ mod tests {
     use async_trait::async_trait;
     use parking_lot::Mutex;
     use tokio::io::AsyncWriteExt;
-    use turnstile::state::{EventKind, InterruptReason, OutputStatus};
+    use turnstile::state::{EventKind, OutputStatus};
     use turnstile::{Agent, AgentError, MemoryStore, Store, TurnContext};
 
     use super::*;

@@ -50,6 +50,7 @@ use self::report::{Figures, Measured, Report};
 use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
 use self::verify::{verify, History};
+use super::limits_arg::TurnLimitArgs;
 
 /// Most runtimes `--cluster` starts in one process.
 const MAX_CLUSTER: usize = 64;
@@ -89,6 +90,8 @@ pub struct LoadArgs {
     /// Chunks the mock agent streams per reply.
     #[arg(long, default_value_t = 4)]
     chunks: usize,
+    #[command(flatten)]
+    limits: TurnLimitArgs,
     /// `file:tmp` (the default: the file store in a fresh temporary folder, removed at exit; the
     /// report names it), `file` (the data folder, as for `serve` and `sessions`: $TURNSTILE_HOME,
     /// else $XDG_DATA_HOME/turnstile, else ~/.local/share/turnstile), `file:PATH`, `memory`,
@@ -168,6 +171,7 @@ pub struct LoadArgs {
         value_name = "URL[,URL…]",
         conflicts_with_all = [
             "store", "cluster", "baseline", "capacity", "idle_ttl", "window", "compact_after",
+            "max_reply_bytes", "turn_timeout",
             "fault_drop_one_append", "fault_fail_every", "as_baseline",
         ]
     )]
@@ -451,7 +455,9 @@ fn build_runtime(
                 .with_seed(args.seed),
         ),
     };
-    let mut builder = Runtime::builder()
+    let mut builder = args
+        .limits
+        .apply(Runtime::builder())
         .agent_arc(agent)
         .store_arc(store)
         .with_policy(args.policy)

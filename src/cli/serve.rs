@@ -17,6 +17,7 @@ use turnstile::{
 };
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
+use super::limits_arg::TurnLimitArgs;
 use cluster::{cluster_ownership, shared_store};
 
 mod artifacts;
@@ -56,6 +57,8 @@ pub struct ServeArgs {
     chunks: usize,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    limits: TurnLimitArgs,
     /// Bearer tokens file: `<token> admin` or `<token> user:<id> [channels:<a>,<b>]` per line.
     #[arg(long, env = "TURNSTILE_TOKENS")]
     tokens: Option<PathBuf>,
@@ -240,10 +243,12 @@ async fn build_runtime(
     extras: Extras,
 ) -> Result<Runtime, String> {
     let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
-    let mut builder = Runtime::builder()
-        .agent_arc(agent)
-        .store_arc(store)
-        .with_policy(args.policy);
+    let mut builder = args.limits.apply(
+        Runtime::builder()
+            .agent_arc(agent)
+            .store_arc(store)
+            .with_policy(args.policy),
+    );
     if let Some(capacity) = args.capacity {
         builder = builder.with_capacity(capacity);
     }

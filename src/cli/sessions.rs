@@ -257,8 +257,8 @@ async fn show(
     println!("updated       {} UTC", utc(record.updated_ms));
     println!("events        {} (about {} bytes)", s.events, s.bytes);
     println!(
-        "turns         {} (interrupted {}, superseded {}, merged {})",
-        s.turns, s.interrupted, s.superseded, s.merged
+        "turns         {} (interrupted {}, superseded {}, merged {}); failed {}",
+        s.turns, s.interrupted, s.superseded, s.merged, s.failed
     );
     println!("compactions   {}", s.compactions);
     let mean = s.total_turn_ms.checked_div(s.turns).unwrap_or(0);

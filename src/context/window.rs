@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::state::{Event, EventKind, Seq};
+use crate::state::{Event, EventKind, InputDisposition, Seq};
 
 /// Who a [`ContextMessage`] speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -85,8 +85,34 @@ impl Window {
     }
 }
 
+/// Which of `history`'s events belong to failed turns: each `turn_failed` event and the inputs
+/// right before it (its turn's, answered or merged; superseded ones stand apart). The model's
+/// context leaves them out by default: a question that was never answered, followed by the
+/// same question sent again, reads to a model as a question asked twice.
+pub(crate) fn in_failed_turns(history: &[Event]) -> Vec<bool> {
+    let mut marked = vec![false; history.len()];
+    for (at, event) in history.iter().enumerate() {
+        if !matches!(event.kind, EventKind::TurnFailed { .. }) {
+            continue;
+        }
+        marked[at] = true;
+        for before in (0..at).rev() {
+            match &history[before].kind {
+                EventKind::UserInput { disposition, .. }
+                    if *disposition != InputDisposition::Superseded =>
+                {
+                    marked[before] = true
+                }
+                _ => break,
+            }
+        }
+    }
+    marked
+}
+
 /// The context as chat messages: the memory block first (pinned: it never slides out of the
-/// window), then the events that speak (inputs, outputs, tool calls and results).
+/// window), then the events that speak (inputs, outputs, tool calls and results), without the
+/// failed turns (see [`in_failed_turns`]).
 pub(crate) fn chat_messages(memory: Option<String>, history: &[Event]) -> Vec<ContextMessage> {
     let mut out = Vec::with_capacity(history.len() + 1);
     if let Some(block) = memory {
@@ -95,7 +121,11 @@ pub(crate) fn chat_messages(memory: Option<String>, history: &[Event]) -> Vec<Co
             content: block,
         });
     }
-    for event in history {
+    let failed = in_failed_turns(history);
+    for (event, failed) in history.iter().zip(failed) {
+        if failed {
+            continue;
+        }
         let (role, content) = match &event.kind {
             EventKind::UserInput { text, .. } => (Role::User, text.clone()),
             EventKind::AgentOutput { text, .. } => (Role::Assistant, text.clone()),
@@ -113,7 +143,7 @@ pub(crate) fn chat_messages(memory: Option<String>, history: &[Event]) -> Vec<Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Author, InputDisposition};
+    use crate::state::{Author, OutputStatus};
 
     fn input(seq: Seq) -> Event {
         Event::new(
@@ -125,6 +155,40 @@ mod tests {
                 disposition: InputDisposition::Answered,
             },
         )
+    }
+
+    #[test]
+    fn failed_turns_and_their_inputs_are_left_out_of_the_messages() {
+        let failed = Event::new(
+            3,
+            Author::System,
+            0,
+            EventKind::TurnFailed {
+                code: "model_timeout".into(),
+                reason: "silent".into(),
+                duration_ms: 0,
+            },
+        );
+        let output = Event::new(
+            5,
+            Author::Agent,
+            0,
+            EventKind::AgentOutput {
+                text: "answer".into(),
+                status: OutputStatus::Final,
+                duration_ms: 0,
+                usage: None,
+            },
+        );
+        let history = [input(1), input(2), failed, input(4), output];
+        assert_eq!(
+            in_failed_turns(&history),
+            [true, true, true, false, false],
+            "a merged failed turn's inputs are all its own"
+        );
+        let messages = chat_messages(None, &history);
+        let texts: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(texts, ["m4", "answer"]);
     }
 
     fn seqs(window: &Window) -> Vec<Seq> {

@@ -6,6 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use crate::agent::FailureKind;
 use crate::channel::{ChannelError, PairingError};
 use crate::error::Error;
 use crate::key::KeyError;
@@ -234,12 +235,35 @@ impl ApiError {
         }
     }
 
+    /// The failed turn's kind, when the error is one.
+    fn failure(&self) -> Option<FailureKind> {
+        match self {
+            Self::Runtime(Error::AgentFailed { kind, .. })
+            | Self::Turn(Error::AgentFailed { kind, .. })
+            | Self::Channel(ChannelError::Runtime(Error::AgentFailed { kind, .. })) => Some(*kind),
+            _ => None,
+        }
+    }
+
     /// How long a client should wait before trying again, when the refusal says.
     fn retry_after(&self) -> Option<Duration> {
         match self {
             Self::OwnerUnreachable { retry_after }
             | Self::OwnerFailed { retry_after }
             | Self::OwnerRestarted { retry_after } => Some(*retry_after),
+            // The model server's own `Retry-After`, when it gave one.
+            Self::Runtime(Error::AgentFailed {
+                retry_after: Some(after),
+                ..
+            })
+            | Self::Turn(Error::AgentFailed {
+                retry_after: Some(after),
+                ..
+            })
+            | Self::Channel(ChannelError::Runtime(Error::AgentFailed {
+                retry_after: Some(after),
+                ..
+            })) => Some(*after),
             _ => match self.status() {
                 StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
                     Some(Duration::from_secs(1))
@@ -274,6 +298,8 @@ impl ApiError {
                 _ => Kept::No,
             }),
             Error::Activation { .. } => Some(Kept::No),
+            // The turn ran and failed, and the history holds it as failed.
+            Error::AgentFailed { .. } => Some(Kept::Yes),
             _ => None,
         }
     }
@@ -285,6 +311,9 @@ impl ApiError {
         if shown {
             return self.to_string();
         }
+        if let Some(kind) = self.failure() {
+            return failure_message(kind).into();
+        }
         match (status, code) {
             (_, "not_replicated") => {
                 "the turn is stored on the primary and the session goes on from it, but fewer \
@@ -293,9 +322,6 @@ impl ApiError {
                  turn; a retry with the same Idempotency-Key returns its outcome once the \
                  replicas hold it, and this answer until then"
                     .into()
-            }
-            (StatusCode::BAD_GATEWAY, _) => {
-                "the agent failed on this turn; the session goes on from its last state".into()
             }
             (StatusCode::SERVICE_UNAVAILABLE, _) => match self.kept() {
                 Some(Kept::Unknown) => {
@@ -338,7 +364,7 @@ fn runtime_class(error: &Error) -> Class {
         Error::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists", true),
         Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", true),
         Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
-        Error::AgentFailed { .. } => (StatusCode::BAD_GATEWAY, "agent_failed", false),
+        Error::AgentFailed { kind, .. } => agent_class(*kind),
         Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
         Error::Artifacts(source) => super::artifacts::artifact_class(source),
         Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
@@ -347,6 +373,53 @@ fn runtime_class(error: &Error) -> Class {
             other => store_class(other),
         },
         _ => INTERNAL,
+    }
+}
+
+/// The status of each kind of failed turn. The message is always the generic one for its code
+/// (`failure_message`): an agent's or a model server's words may hold internal detail.
+fn agent_class(kind: FailureKind) -> Class {
+    let status = match kind {
+        // The upstream asks for patience: the service is there, just not for this client now.
+        FailureKind::ModelRateLimited => StatusCode::SERVICE_UNAVAILABLE,
+        FailureKind::ModelTimeout => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    (status, kind.code(), false)
+}
+
+/// What the caller of a failed turn is told, per kind: what happened and what to do, never the
+/// agent's own words (they are in the session's history and the server log).
+fn failure_message(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::ModelRateLimited => {
+            "the model server is rate limiting this service; the turn failed and is recorded \
+             in the session's history. Send the message again (with a new Idempotency-Key) \
+             after Retry-After"
+        }
+        FailureKind::ModelUnavailable => {
+            "the model server failed or could not be reached; the turn failed and is recorded \
+             in the session's history. Send the message again later, with a new \
+             Idempotency-Key"
+        }
+        FailureKind::ModelTimeout => {
+            "the model server did not answer in time; the turn failed and is recorded in the \
+             session's history. Send the message again later, with a new Idempotency-Key"
+        }
+        FailureKind::ModelRefused => {
+            "the model server refused the request (its key, the model's name or the request \
+             itself): the service's configuration needs fixing, and sending the message again \
+             will not help. The turn failed and is recorded in the session's history"
+        }
+        FailureKind::ModelMalformed => {
+            "the model server sent a reply this service cannot use (not a chat-completions \
+             stream, or past its bounds); the turn failed and is recorded in the session's \
+             history"
+        }
+        _ => {
+            "the agent failed on this turn; the turn is recorded as failed in the session's \
+             history and the session goes on from its last state"
+        }
     }
 }
 
@@ -421,7 +494,9 @@ pub(crate) struct ErrorBody {
 /// What went wrong, for a program (`code`) and a person (`message`).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub(crate) struct ErrorDetail {
-    /// A stable code (`docs/http-api.md`, "Errors").
+    /// A stable code (`docs/http-api.md`, "Errors"); a failed turn's says what failed:
+    /// `agent_failed`, `model_rate_limited`, `model_unavailable`, `model_timeout`,
+    /// `model_refused`, `model_malformed`.
     #[schema(value_type = String)]
     code: &'static str,
     /// What happened and what to do; never internal detail.
@@ -429,8 +504,8 @@ pub(crate) struct ErrorDetail {
     /// `owned_elsewhere`: the address of the process that owns the session.
     #[serde(skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
-    /// What became of the turn: `true` stored, `false` not stored, `null` not known yet (see
-    /// "Errors").
+    /// What became of the turn: `true` stored (a failed turn too: the history holds it as
+    /// failed), `false` not stored, `null` not known yet (see "Errors").
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<bool>)]
     kept: Option<Kept>,

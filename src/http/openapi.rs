@@ -40,12 +40,22 @@ const REFUSALS: &[(u16, &str)] = &[
         "A queue, turn or session limit is reached (`Retry-After`)",
     ),
     (500, "A bug (logged on the server)"),
-    (502, "The agent, or the owning process, failed"),
+    (
+        502,
+        "The agent failed (`agent_failed`), the model server failed, refused the request or \
+         sent an unusable stream (`model_unavailable`, `model_refused`, `model_malformed`), or \
+         the owning process failed",
+    ),
     (
         503,
-        "Draining, the store is unavailable, or the owner cannot be reached",
+        "Draining, the store is unavailable, the owner cannot be reached, or the model server \
+         is rate limiting (`model_rate_limited`, with its `Retry-After`)",
     ),
-    (504, "No answer within the request timeout"),
+    (
+        504,
+        "No answer within the request timeout (`timeout`), or the model server did not answer \
+         in time (`model_timeout`)",
+    ),
 ];
 
 impl utoipa::IntoResponses for Refusals {

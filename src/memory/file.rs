@@ -27,7 +27,9 @@ pub const MAX_LOADED_USERS: usize = 64;
 /// The file name is a digest, so no user id — however hostile — can name a path outside the
 /// folder or collide with another user's file; each line also carries its user id, and a line
 /// of another user makes the log corrupt rather than readable. One process at a time may use a
-/// folder: the indexes it holds are not refreshed from writes made by others.
+/// folder — the indexes it holds are not refreshed from writes made by others — so opening it
+/// takes a lock (`turnstile-memory.lock`), and a second opener is refused with
+/// [`MemoryError::Locked`] until the first store is dropped.
 #[derive(Debug, Clone)]
 pub struct FileMemory {
     inner: Arc<Inner>,
@@ -37,6 +39,37 @@ pub struct FileMemory {
 struct Inner {
     root: PathBuf,
     slots: Mutex<Slots>,
+    /// Held for as long as the store lives; dropping it releases the folder.
+    _lock: std::fs::File,
+}
+
+/// The file whose lock marks a memory folder in use.
+const LOCK_FILE: &str = "turnstile-memory.lock";
+
+/// Locks `root` against other openers.
+fn lock_root(root: &Path) -> Result<std::fs::File, MemoryError> {
+    let path = root.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| MemoryError::Io {
+            op: "open",
+            path: path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(MemoryError::Locked {
+            path: root.to_owned(),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(MemoryError::Io {
+            op: "lock",
+            path,
+            source,
+        }),
+    }
 }
 
 /// Per-user locks, and which users' indexes are loaded.
@@ -63,10 +96,12 @@ impl Slot {
 }
 
 impl FileMemory {
-    /// Opens (creating if needed) the memory folder at `root`.
+    /// Opens (creating if needed) the memory folder at `root` and locks it against other
+    /// openers ([`MemoryError::Locked`]).
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, MemoryError> {
         let root = root.into();
         log::create_root(&root)?;
+        let lock = lock_root(&root)?;
         let capacity = NonZeroUsize::new(MAX_LOADED_USERS).expect("MAX_LOADED_USERS is positive");
         Ok(Self {
             inner: Arc::new(Inner {
@@ -75,6 +110,7 @@ impl FileMemory {
                     map: HashMap::new(),
                     loaded: LruCache::new(capacity),
                 }),
+                _lock: lock,
             }),
         })
     }

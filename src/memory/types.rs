@@ -105,6 +105,17 @@ pub enum MemoryError {
         #[source]
         source: std::io::Error,
     },
+    /// The memory folder is in use by another open store (another process, or another
+    /// `FileMemory` in this one): its indexes would not see each other's writes.
+    #[error(
+        "memory folder {} is in use by another process (or another open memory store); stop \
+         it or choose another folder",
+        path.display()
+    )]
+    Locked {
+        /// The folder.
+        path: std::path::PathBuf,
+    },
     /// The backend could not be reached or did not answer in time; nothing was acknowledged.
     #[error("{backend} memory store is unavailable: {detail}")]
     Unavailable {

@@ -186,6 +186,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Largest reply ([`RuntimeConfig::max_reply_bytes`]): a turn that streams or returns more
+    /// is cut short with `InterruptReason::ReplyLimit`, keeping its first `max` bytes.
+    pub fn with_max_reply_bytes(mut self, max: usize) -> Self {
+        self.config.max_reply_bytes = max;
+        self
+    }
+
     /// Shares the store's sessions with other processes, one owner per session
     /// ([`RuntimeConfig::ownership`]). The store must keep leases ([`Store::leases`]).
     pub fn with_ownership(mut self, ownership: crate::config::Ownership) -> Self {
@@ -288,6 +295,11 @@ impl RuntimeBuilder {
         if config.compact_after.is_some() && self.summarizer.is_none() {
             return Err(BuildError::InvalidConfig(
                 "compact_after is set but no summarizer was given".into(),
+            ));
+        }
+        if config.max_reply_bytes == 0 {
+            return Err(BuildError::InvalidConfig(
+                "max_reply_bytes must be at least 1".into(),
             ));
         }
         if config.max_concurrent_turns == Some(0) {

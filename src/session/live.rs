@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::journal::Journal;
 use super::queue::{Admission, TurnQueue};
-use super::task::{self, Slots, TaskResult, TurnWrite};
+use super::task::{self, Slots, TurnEnd, TurnWrite};
 use super::{
     now_ms, SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind,
     TurnControl, TurnFinished, TurnRequest,
@@ -22,7 +22,7 @@ use crate::agent::{TurnContext, TurnRecording};
 use crate::call::{Outcome, OutcomeKind};
 use crate::error::Error;
 use crate::key::SessionKey;
-use crate::state::{Author, Event, EventKind, OutputStatus};
+use crate::state::{Author, Event, EventKind};
 use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
@@ -232,7 +232,8 @@ impl Live {
             .visible(window.visible(self.journal.covered_through()))
             .state(self.journal.state().clone())
             .attributes(last.attributes.clone())
-            .cancellation(control.token.clone());
+            .cancellation(control.token.clone())
+            .max_reply_bytes(self.deps.config.max_reply_bytes);
         if let Some(summary) = &self.journal.record().summary {
             builder = builder.summary(summary.text.as_str());
         }
@@ -244,6 +245,9 @@ impl Live {
         }
         if let Some(memory) = &self.deps.memory {
             builder = builder.memory(memory.store.clone(), memory.options.auto_recall);
+            if let Some(user) = &last.memory_user {
+                builder = builder.memory_user(user.clone());
+            }
         }
         for request in &mut requests {
             builder = builder.input(request.input.clone());
@@ -318,33 +322,21 @@ impl Live {
             return;
         }
         let record = running.record.take();
-        let result = self.check_state_keys(finished.result, &record);
-        let (output, failure) = match result {
-            TaskResult::Completed(text) => (Some((text, OutputStatus::Final)), None),
-            TaskResult::Interrupted => {
-                let status = OutputStatus::Interrupted(running.control.reason());
-                (Some((record.partial.clone(), status)), None)
-            }
-            TaskResult::Failed(message) => (
-                None,
-                Some(Error::AgentFailed {
-                    key: self.key.clone(),
-                    message,
-                }),
-            ),
-            TaskResult::NoSlot => (
-                None,
-                Some(Error::ConcurrencyLimitExceeded {
-                    limit: self.deps.config.max_concurrent_turns.unwrap_or(0),
-                }),
-            ),
-        };
+        let result = task::interrupt_wins(finished.result, &running.control);
+        let result = self.check_state_keys(result, &record);
+        let (end, failure) = task::settle(
+            result,
+            &record,
+            &running.control,
+            &self.key,
+            &self.deps.config,
+        );
         let superseded_inputs: Vec<String> = superseded.iter().map(|r| r.input.clone()).collect();
-        let ran = output.is_some();
+        let ran = !matches!(end, TurnEnd::Nothing);
         let write = TurnWrite {
             inputs: &running.inputs,
             record,
-            output,
+            end,
             duration_ms: u64::try_from(running.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             superseded: &superseded_inputs,
         };
@@ -367,7 +359,8 @@ impl Live {
         let saved = self.journal.commit(events).await;
         for (request, answer) in running.requests.into_iter().zip(answers) {
             let answer = match (&saved, answer) {
-                (Err(err), Ok(_)) => Err(err.clone()),
+                // A failure is recorded as the turn's outcome: unsaved, it is not acknowledged.
+                (Err(err), Ok(_) | Err(Error::AgentFailed { .. })) => Err(err.clone()),
                 (_, answer) => answer,
             };
             self.answer(request, answer);

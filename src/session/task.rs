@@ -12,7 +12,13 @@ use ractor::ActorRef;
 use tokio::sync::Semaphore;
 
 use super::{SessionMsg, TurnControl, TurnFinished};
-use crate::agent::{Agent, ToolEntry, TurnContext, TurnRecord};
+use crate::agent::{
+    floor_char_boundary, stored_reason, Agent, AgentFailure, FailureKind, ToolEntry, TurnContext,
+    TurnRecord,
+};
+use crate::config::RuntimeConfig;
+use crate::error::Error;
+use crate::key::SessionKey;
 use crate::state::{
     persistable, Author, Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq,
     ToolStatus,
@@ -22,10 +28,11 @@ use crate::state::{
 pub(crate) enum TaskResult {
     /// The agent returned its reply.
     Completed(String),
-    /// The turn was interrupted (the reason is in its [`TurnControl`]).
+    /// The turn was interrupted (the reason is in its [`TurnControl`], or its reply reached
+    /// the runtime's bound).
     Interrupted,
     /// The agent returned an error or panicked.
-    Failed(String),
+    Failed(AgentFailure),
     /// No runtime-wide turn slot became free in time.
     NoSlot,
 }
@@ -96,12 +103,16 @@ pub(crate) async fn execute(
                 TaskResult::Interrupted
             }
             Some(Ok(Ok(reply))) => TaskResult::Completed(reply),
-            Some(Ok(Err(err))) => TaskResult::Failed(err.to_string()),
-            Some(Err(panic)) => TaskResult::Failed(panic_message(panic.as_ref())),
+            Some(Ok(Err(err))) => TaskResult::Failed(AgentFailure::of(err.as_ref())),
+            Some(Err(panic)) => TaskResult::Failed(AgentFailure::new(
+                FailureKind::Agent,
+                panic_message(panic.as_ref()),
+            )),
         }
     };
+    // Cancellation wins a tie: an interrupt that arrived counts, even if the agent was done. An
+    // agent that saw it first and returned within the same poll is caught by `interrupt_wins`.
     tokio::select! {
-        // Cancellation wins a tie: an interrupt that arrived counts, even if the agent was done.
         biased;
         () = token.cancelled() => TaskResult::Interrupted,
         result = work => result,
@@ -131,22 +142,92 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// How a turn ends up in the log.
+pub(crate) enum TurnEnd {
+    /// The agent answered, or was cut short: its reply and how it ended.
+    Output(String, OutputStatus),
+    /// The agent failed: the failure's code and reason. The inputs and a `turn_failed` event
+    /// are written; nothing else of the turn.
+    Failed { code: &'static str, reason: String },
+    /// Nothing of the turn ran (no slot was free): it leaves no trace.
+    Nothing,
+}
+
+/// An interrupt that reached the turn before the session recorded it wins over what the agent
+/// returned: the caller who interrupted was told a turn was running, and the history says it
+/// was cut short, with what had been streamed. An agent busy with a fast stream sees the
+/// cancellation inside its own loop and returns (its text so far, or an error) within the
+/// poll in which the interrupt arrived, before `execute`'s own check runs again.
+pub(crate) fn interrupt_wins(result: TaskResult, control: &TurnControl) -> TaskResult {
+    match result {
+        TaskResult::Completed(_) | TaskResult::Failed(_) if control.token.is_cancelled() => {
+            TaskResult::Interrupted
+        }
+        other => other,
+    }
+}
+
+/// What a finished turn writes, and the error its callers get when it failed.
+pub(crate) fn settle(
+    result: TaskResult,
+    record: &TurnRecord,
+    control: &TurnControl,
+    key: &SessionKey,
+    config: &RuntimeConfig,
+) -> (TurnEnd, Option<Error>) {
+    match result {
+        TaskResult::Completed(mut text) => {
+            if text.len() <= config.max_reply_bytes {
+                return (TurnEnd::Output(text, OutputStatus::Final), None);
+            }
+            text.truncate(floor_char_boundary(&text, config.max_reply_bytes));
+            let status = OutputStatus::Interrupted(InterruptReason::ReplyLimit);
+            (TurnEnd::Output(text, status), None)
+        }
+        TaskResult::Interrupted => {
+            let reason = match record.reply_limited {
+                true => InterruptReason::ReplyLimit,
+                false => control.reason(),
+            };
+            let status = OutputStatus::Interrupted(reason);
+            (TurnEnd::Output(record.partial.clone(), status), None)
+        }
+        TaskResult::Failed(failure) => {
+            let reason = stored_reason(failure.message());
+            let error = Error::AgentFailed {
+                key: key.clone(),
+                message: reason.clone(),
+                kind: failure.kind(),
+                retry_after: failure.retry_after(),
+            };
+            let code = failure.kind().code();
+            (TurnEnd::Failed { code, reason }, Some(error))
+        }
+        TaskResult::NoSlot => (
+            TurnEnd::Nothing,
+            Some(Error::ConcurrencyLimitExceeded {
+                limit: config.max_concurrent_turns.unwrap_or(0),
+            }),
+        ),
+    }
+}
+
 /// What one turn adds to the log, before sequence numbers are given.
 pub(crate) struct TurnWrite<'a> {
     /// The messages the turn answered (several when merged).
     pub inputs: &'a [String],
     /// What the agent recorded.
     pub record: TurnRecord,
-    /// The reply and how the turn ended; `None` when the agent failed and the turn leaves no
-    /// trace.
-    pub output: Option<(String, OutputStatus)>,
+    /// How the turn ended.
+    pub end: TurnEnd,
     pub duration_ms: u64,
     /// Messages superseded while the turn ran; they follow it in the log.
     pub superseded: &'a [String],
 }
 
 /// The events of one turn, numbered from `next_seq`: inputs, tool calls and results (open calls
-/// closed as cancelled), the output carrying the state delta, then superseded inputs.
+/// closed as cancelled), the output carrying the state delta — or, for a failed turn, the
+/// inputs and a `turn_failed` event — then superseded inputs.
 pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> Vec<Event> {
     let mut seq = next_seq;
     let mut events = Vec::with_capacity(write.inputs.len() + write.superseded.len() + 2);
@@ -154,12 +235,12 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> V
         events.push(Event::new(seq, author, now_ms, kind));
         seq += 1;
     };
-    if let Some((text, status)) = write.output {
-        let disposition = if write.inputs.len() > 1 {
-            InputDisposition::Merged
-        } else {
-            InputDisposition::Answered
-        };
+    let disposition = if write.inputs.len() > 1 {
+        InputDisposition::Merged
+    } else {
+        InputDisposition::Answered
+    };
+    let inputs = |push: &mut dyn FnMut(Author, EventKind)| {
         for input in write.inputs {
             push(
                 Author::User,
@@ -169,28 +250,45 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> V
                 },
             );
         }
-        for kind in tool_events(write.record.tools) {
-            let author = match kind {
-                EventKind::ToolCall { .. } | EventKind::ArtifactSaved { .. } => Author::Agent,
-                _ => Author::Tool,
-            };
-            push(author, kind);
-        }
-        push(
-            Author::Agent,
-            EventKind::AgentOutput {
-                text,
-                status,
-                duration_ms: write.duration_ms,
-                usage: write.record.usage,
-            },
-        );
-        let delta = persistable(write.record.delta);
-        if !delta.is_empty() {
-            if let Some(output) = events.last_mut() {
-                output.state_delta = Some(delta);
+    };
+    match write.end {
+        TurnEnd::Output(text, status) => {
+            inputs(&mut push);
+            for kind in tool_events(write.record.tools) {
+                let author = match kind {
+                    EventKind::ToolCall { .. } | EventKind::ArtifactSaved { .. } => Author::Agent,
+                    _ => Author::Tool,
+                };
+                push(author, kind);
+            }
+            push(
+                Author::Agent,
+                EventKind::AgentOutput {
+                    text,
+                    status,
+                    duration_ms: write.duration_ms,
+                    usage: write.record.usage,
+                },
+            );
+            let delta = persistable(write.record.delta);
+            if !delta.is_empty() {
+                if let Some(output) = events.last_mut() {
+                    output.state_delta = Some(delta);
+                }
             }
         }
+        TurnEnd::Failed { code, reason } => {
+            inputs(&mut push);
+            push(
+                Author::System,
+                EventKind::TurnFailed {
+                    code: code.to_owned(),
+                    reason,
+                    duration_ms: write.duration_ms,
+                },
+            );
+        }
+        TurnEnd::Nothing => {}
     }
     for input in write.superseded {
         events.push(Event::new(
@@ -300,10 +398,10 @@ mod tests {
         let write = TurnWrite {
             inputs: &["hi".to_owned()],
             record: record_with_open_call(),
-            output: Some((
+            end: TurnEnd::Output(
                 "par".into(),
                 OutputStatus::Interrupted(InterruptReason::Requested),
-            )),
+            ),
             duration_ms: 3,
             superseded: &["later".to_owned()],
         };
@@ -330,11 +428,38 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_turn_leaves_only_superseded_inputs() {
+    fn a_failed_turn_keeps_its_input_and_reason_and_nothing_else() {
         let write = TurnWrite {
             inputs: &["boom".to_owned()],
+            record: record_with_open_call(),
+            end: TurnEnd::Failed {
+                code: "model_timeout",
+                reason: "silent".into(),
+            },
+            duration_ms: 7,
+            superseded: &["a".to_owned()],
+        };
+        let events = turn_events(write, 1, 0);
+        assert_eq!(events.len(), 3, "{events:?}");
+        assert_eq!(events[0].text(), Some("boom"));
+        assert!(matches!(
+            &events[1].kind,
+            EventKind::TurnFailed { code, reason, duration_ms: 7 }
+                if code == "model_timeout" && reason == "silent"
+        ));
+        assert!(
+            events[1].state_delta.is_none(),
+            "a failed turn writes no state"
+        );
+        assert_eq!(events[2].text(), Some("a"));
+    }
+
+    #[test]
+    fn a_turn_without_a_slot_leaves_only_superseded_inputs() {
+        let write = TurnWrite {
+            inputs: &["never ran".to_owned()],
             record: TurnRecord::default(),
-            output: None,
+            end: TurnEnd::Nothing,
             duration_ms: 0,
             superseded: &["a".to_owned()],
         };
@@ -343,12 +468,70 @@ mod tests {
         assert_eq!(events[0].text(), Some("a"));
     }
 
+    fn settled(result: TaskResult, record: &TurnRecord, control: &TurnControl) -> TurnEnd {
+        let key = SessionKey::new("u", "s").unwrap();
+        let config = RuntimeConfig {
+            max_reply_bytes: 4,
+            ..RuntimeConfig::default()
+        };
+        settle(result, record, control, &key, &config).0
+    }
+
+    #[test]
+    fn an_interrupt_wins_over_what_the_agent_returned() {
+        let control = TurnControl::with_token(Default::default());
+        let done = interrupt_wins(TaskResult::Completed(String::new()), &control);
+        assert!(
+            matches!(done, TaskResult::Completed(_)),
+            "not interrupted yet"
+        );
+        control.interrupt(InterruptReason::Requested);
+        for result in [
+            TaskResult::Completed(String::new()),
+            TaskResult::Failed(AgentFailure::new(FailureKind::Agent, "saw the cancel")),
+        ] {
+            assert!(matches!(
+                interrupt_wins(result, &control),
+                TaskResult::Interrupted
+            ));
+        }
+        let mut record = TurnRecord::default();
+        record.partial = "abc".into();
+        let end = settled(TaskResult::Interrupted, &record, &control);
+        assert!(matches!(
+            end,
+            TurnEnd::Output(text, OutputStatus::Interrupted(InterruptReason::Requested))
+                if text == "abc"
+        ));
+    }
+
+    #[test]
+    fn a_reply_past_the_limit_is_cut_and_marked() {
+        let control = TurnControl::with_token(Default::default());
+        let record = TurnRecord::default();
+        let end = settled(TaskResult::Completed("abcdef".into()), &record, &control);
+        assert!(matches!(
+            end,
+            TurnEnd::Output(text, OutputStatus::Interrupted(InterruptReason::ReplyLimit))
+                if text == "abcd"
+        ));
+        let mut record = TurnRecord::default();
+        record.reply_limited = true;
+        record.partial = "abcd".into();
+        control.token.cancel();
+        let end = settled(TaskResult::Interrupted, &record, &control);
+        assert!(matches!(
+            end,
+            TurnEnd::Output(_, OutputStatus::Interrupted(InterruptReason::ReplyLimit))
+        ));
+    }
+
     #[test]
     fn merged_inputs_are_marked() {
         let write = TurnWrite {
             inputs: &["a".to_owned(), "b".to_owned()],
             record: TurnRecord::default(),
-            output: Some(("ab".into(), OutputStatus::Final)),
+            end: TurnEnd::Output("ab".into(), OutputStatus::Final),
             duration_ms: 0,
             superseded: &[],
         };

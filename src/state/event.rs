@@ -61,6 +61,7 @@ impl Event {
             | EventKind::AgentOutput { text, .. }
             | EventKind::Summary { text, .. }
             | EventKind::Note { text } => Some(text),
+            EventKind::TurnFailed { reason, .. } => Some(reason),
             EventKind::ToolCall { .. }
             | EventKind::ToolResult { .. }
             | EventKind::ArtifactSaved { .. }
@@ -203,7 +204,8 @@ pub enum Author {
 ///
 /// A kind this version does not know makes the log unreadable by it; adding one is a
 /// `schema_version` change (see `docs/runtime-semantics.md`). `artifact_saved` came with
-/// schema version 2: a head that folded one says so (see [`super::SessionRecord::apply`]).
+/// schema version 2 and `turn_failed` with 3: a head that folded one says so (see
+/// [`super::SessionRecord::apply`]).
 #[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -266,6 +268,21 @@ pub enum EventKind {
     },
     /// `clear_context` was called: the agent's context window starts after this event.
     ContextCleared {},
+    /// The turn ended without an answer: its agent (or the model behind it) failed. The turn's
+    /// inputs come right before it; nothing else of the turn is kept (no output, tool events or
+    /// state changes). Agents leave it, and the inputs it answers, out of the model's context.
+    TurnFailed {
+        /// The stable code its caller was answered with (`agent_failed`, `model_timeout`…; see
+        /// [`crate::FailureKind::code`]).
+        code: String,
+        /// What happened, as the agent reported it, on one line and at most 1,024 bytes
+        /// ([`crate::config::MAX_FAILURE_REASON_BYTES`]). It is shown to whoever reads the
+        /// history: an agent keeps secrets out of it (`OpenAiAgent` scrubs its key).
+        reason: String,
+        /// Wall-clock duration of the turn in milliseconds.
+        #[serde(default)]
+        duration_ms: u64,
+    },
     /// The turn saved a version of an artifact (the bytes are in the artifact store, not here).
     /// A name starting with `user:` is in the user's scope, any other in the session's.
     ArtifactSaved {
@@ -318,6 +335,8 @@ pub enum InterruptReason {
     Deadline,
     /// The runtime was shutting down.
     Shutdown,
+    /// The reply reached the runtime's `max_reply_bytes`: the text is its first that many bytes.
+    ReplyLimit,
 }
 
 /// How a tool call ended.

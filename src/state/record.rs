@@ -13,16 +13,20 @@ use crate::key::SessionKey;
 /// Version 1 is the first. Version 2 adds the `artifact_saved` event kind: a head is raised to 2
 /// only when it folds such an event, so sessions without artifacts stay readable by builds that
 /// know only version 1, and one with artifacts is refused by them as newer instead of failing
-/// on an event kind they do not know. Readers refuse anything newer (see
+/// on an event kind they do not know. Version 3 adds, the same way, the `turn_failed` event kind
+/// and the interrupt reason `reply_limit`. Readers refuse anything newer (see
 /// [`SchemaError::Newer`]); fields they do not know in a record of their own version are kept
 /// and written back unchanged.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The version a new head starts at: the oldest that can hold it (see [`SCHEMA_VERSION`]).
 pub(crate) const FIRST_SCHEMA_VERSION: u32 = 1;
 
 /// The version that introduced `artifact_saved` events.
 const ARTIFACTS_SCHEMA_VERSION: u32 = 2;
+
+/// The version that introduced `turn_failed` events and the interrupt reason `reply_limit`.
+const FAILED_TURNS_SCHEMA_VERSION: u32 = 3;
 
 /// Why persisted data could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +104,8 @@ pub struct SessionStats {
     pub turns: u64,
     /// Turns cut short.
     pub interrupted: u64,
+    /// Turns that failed (`turn_failed` events): not counted in `turns`.
+    pub failed: u64,
     /// User messages superseded before they ran.
     pub superseded: u64,
     /// User messages merged into a shared turn.
@@ -173,6 +179,12 @@ impl SessionRecord {
                 if matches!(status, OutputStatus::Interrupted(_)) {
                     add(&mut stats.interrupted, 1);
                 }
+                if matches!(
+                    status,
+                    OutputStatus::Interrupted(InterruptReason::ReplyLimit)
+                ) {
+                    self.schema_version = self.schema_version.max(FAILED_TURNS_SCHEMA_VERSION);
+                }
                 self.shutdown_interrupted =
                     matches!(status, OutputStatus::Interrupted(InterruptReason::Shutdown));
                 add(&mut stats.total_turn_ms, *duration_ms);
@@ -195,6 +207,11 @@ impl SessionRecord {
             }
             EventKind::ArtifactSaved { .. } => {
                 self.schema_version = self.schema_version.max(ARTIFACTS_SCHEMA_VERSION);
+            }
+            EventKind::TurnFailed { .. } => {
+                add(&mut stats.failed, 1);
+                self.shutdown_interrupted = false;
+                self.schema_version = self.schema_version.max(FAILED_TURNS_SCHEMA_VERSION);
             }
             EventKind::ToolCall { .. } | EventKind::ToolResult { .. } | EventKind::Note { .. } => {}
         }

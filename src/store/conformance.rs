@@ -62,6 +62,7 @@ where
     read_events_pages_through_the_log(make().await).await;
     text_and_unknown_fields_round_trip_exactly(make().await).await;
     null_deletes_shared_keys(make().await).await;
+    failed_turns_round_trip_and_raise_only_their_heads_version(make().await).await;
 }
 
 /// Runs every check that needs two handles on one store's data, each against a fresh, empty
@@ -476,4 +477,45 @@ pub async fn text_and_unknown_fields_round_trip_exactly(store: Arc<dyn Store>) {
     let loaded = store.load(&k, 10).await.expect("load");
     assert_eq!(loaded.events, events);
     assert_eq!(store.read_events(&k, 1, 10).await.expect("read"), events);
+}
+
+/// A `turn_failed` event and an output cut at the reply limit (schema version 3) round-trip,
+/// and raise the head they are folded into to version 3 — only that head: a session without
+/// them stays at the version older builds read.
+pub async fn failed_turns_round_trip_and_raise_only_their_heads_version(store: Arc<dyn Store>) {
+    use crate::state::{InterruptReason, OutputStatus, FIRST_SCHEMA_VERSION, SCHEMA_VERSION};
+    let plain = key("versions", "plain");
+    store
+        .append(&plain, 0, &turn_events(1, "hello", None))
+        .await
+        .expect("append a plain turn");
+    let head = store.load(&plain, 10).await.expect("load").record;
+    assert_eq!(
+        head.expect("stored head").schema_version,
+        FIRST_SCHEMA_VERSION,
+        "a session without newer events keeps the oldest version that holds it"
+    );
+
+    let k = key("versions", "failed");
+    let mut events = turn_events(1, "question", None);
+    events[1].kind = EventKind::TurnFailed {
+        code: "model_timeout".into(),
+        reason: "the model server sent nothing for 60s".into(),
+        duration_ms: 60_000,
+    };
+    let mut cut = turn_events(3, "talk", None);
+    cut[1].kind = EventKind::AgentOutput {
+        text: "a long answer, cut".into(),
+        status: OutputStatus::Interrupted(InterruptReason::ReplyLimit),
+        duration_ms: 5,
+        usage: None,
+    };
+    events.extend(cut);
+    store.append(&k, 0, &events).await.expect("append");
+    let loaded = store.load(&k, 10).await.expect("load");
+    assert_eq!(loaded.events, events, "the new kinds round-trip exactly");
+    let record = loaded.record.expect("stored head");
+    assert_eq!(record.schema_version, SCHEMA_VERSION);
+    assert_eq!((record.stats.failed, record.stats.turns), (1, 1));
+    assert_eq!(record.stats.interrupted, 1);
 }

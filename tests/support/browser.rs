@@ -40,22 +40,28 @@ pub struct Server {
 impl Server {
     /// Starts `serve` whose mock agent takes `latency` per reply, streamed in `chunks`.
     pub async fn start(latency: Duration, chunks: usize) -> Self {
+        let latency = latency.as_millis().to_string();
+        let chunks = chunks.to_string();
+        Self::with_agent(&[
+            "--agent",
+            "mock",
+            "--latency",
+            &latency,
+            "--chunks",
+            &chunks,
+        ])
+        .await
+    }
+
+    /// Starts `serve` with the agent these arguments choose (`--agent openai --base-url …`).
+    pub async fn with_agent(agent: &[&str]) -> Self {
         let tokens = tempfile::tempdir().expect("a temporary folder");
         let file = tokens.path().join("tokens");
         std::fs::write(&file, format!("{ADMIN} admin\n{ALICE} user:alice\n"))
             .expect("write the tokens file");
         let mut child = Command::new(TURNSTILE)
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--store",
-                "memory",
-                "--agent",
-                "mock",
-            ])
-            .args(["--latency", &latency.as_millis().to_string()])
-            .args(["--chunks", &chunks.to_string()])
+            .args(["serve", "--addr", "127.0.0.1:0", "--store", "memory"])
+            .args(agent)
             .arg("--tokens")
             .arg(&file)
             .env("RUST_LOG", "warn")

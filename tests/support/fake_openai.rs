@@ -1,8 +1,10 @@
 //! A fake OpenAI-compatible chat-completions server on 127.0.0.1, scripted per request: it
 //! streams deltas with delays, asks for tool calls, reports usage, refuses with a status (and
-//! `Retry-After`), sends a malformed chunk, fails mid-stream, or stalls. It records every request
-//! and tells when each response body ended and whether it was sent whole, so that a test sees
-//! the client close a connection.
+//! `Retry-After`), sends a malformed chunk, fails mid-stream, or stalls — and misbehaves on
+//! command: raw events of the test's choosing (a huge tool-call index, an error object echoing
+//! the key), a body of any text with any status, a stream without end, no headers at all. It
+//! records every request and tells when each response body ended and whether it was sent
+//! whole, so that a test sees the client close a connection.
 
 #![cfg(feature = "openai")]
 #![allow(dead_code)]
@@ -51,6 +53,29 @@ pub enum Reply {
     Malformed,
     /// Streams `deltas`, then keeps the connection open sending only keep-alive comments.
     Stall { deltas: Vec<String> },
+    /// Sends these pieces of body as they are (each `data: …\n\n` or anything else), then
+    /// ends.
+    Raw(Vec<String>),
+    /// Refuses with `status`, `Retry-After` in seconds if given, and `body` as it is.
+    RawStatus {
+        status: u16,
+        retry_after: Option<u64>,
+        body: String,
+    },
+    /// Streams content deltas of `delta` without end, as fast as the client reads.
+    Endless { delta: String },
+    /// Never sends the response headers.
+    NoHeaders,
+}
+
+/// `data: {json}\n\n`, one server-sent event.
+pub fn data(value: &Value) -> String {
+    format!("data: {value}\n\n")
+}
+
+/// One content delta as a server-sent event.
+pub fn content(text: &str) -> String {
+    chunk(json!({"content": text}), None)
 }
 
 impl Reply {
@@ -119,8 +144,10 @@ impl FakeOpenAi {
             check_key,
             ends: tx,
         });
+        // Requests carry whole histories, a reply cut at its bound (megabytes) among them.
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
+            .layer(axum::extract::DefaultBodyLimit::max(64 << 20))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -214,8 +241,39 @@ async fn complete(
             retry_after,
             message,
         } => error_response(status, retry_after, &message),
+        Reply::RawStatus {
+            status,
+            retry_after,
+            body,
+        } => raw_response(status, retry_after, body),
+        Reply::NoHeaders => std::future::pending().await,
+        Reply::Endless { delta } => endless(content(&delta), guard),
         other => stream(events(other), guard),
     }
+}
+
+fn raw_response(status: u16, retry_after: Option<u64>, body: String) -> Response {
+    let status = StatusCode::from_u16(status).expect("a valid status");
+    let mut response = (status, body).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert("retry-after", seconds.to_string().parse().expect("digits"));
+    }
+    response
+}
+
+/// A body that repeats `event` for as long as the client reads.
+fn endless(event: String, guard: EndGuard) -> Response {
+    let event = Bytes::from(event);
+    let body = futures::stream::unfold(guard, move |guard| {
+        let event = event.clone();
+        async move { Some((Ok::<_, Infallible>(event), guard)) }
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(body))
+        .expect("a valid response")
 }
 
 fn error_response(status: u16, retry_after: Option<u64>, message: &str) -> Response {
@@ -312,7 +370,11 @@ fn events(reply: Reply) -> (Vec<Piece>, bool) {
                 .collect(),
             true,
         ),
-        Reply::Status { .. } => unreachable!("a refusal is answered without a stream"),
+        Reply::Raw(pieces) => (pieces.into_iter().map(now).collect(), false),
+        Reply::Status { .. }
+        | Reply::RawStatus { .. }
+        | Reply::Endless { .. }
+        | Reply::NoHeaders => unreachable!("answered without this stream"),
     }
 }
 

@@ -5,10 +5,12 @@
 #![cfg(feature = "http")]
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use super::cli::TURNSTILE;
 use super::http::{ADMIN, ALICE, BOB};
@@ -32,6 +34,20 @@ pub struct Serve {
     pub base: String,
     /// Holds the data folder and the tokens file until the child is gone.
     home: tempfile::TempDir,
+    /// Everything the child wrote to stderr so far, when it was captured.
+    stderr: Option<Arc<Mutex<Vec<u8>>>>,
+}
+
+/// How a [`Serve`] with a model runs: its agent's flags and how it logs.
+pub struct ModelServe<'a> {
+    /// `--base-url`: the fake model server's.
+    pub base_url: &'a str,
+    /// The API key, handed to the child in `TURNSTILE_TEST_KEY` (`--api-key-env`).
+    pub key: &'a str,
+    /// `RUST_LOG` of the child.
+    pub log: &'a str,
+    /// More arguments.
+    pub extra: &'a [&'a str],
 }
 
 impl Serve {
@@ -82,7 +98,97 @@ impl Serve {
             .expect("start turnstile serve");
         let stdout = child.stdout.take().expect("piped stdout");
         let base = listening_address(stdout);
-        Serve { child, base, home }
+        Serve {
+            child,
+            base,
+            home,
+            stderr: None,
+        }
+    }
+
+    /// Starts `turnstile serve --agent openai` over a memory store against the model server
+    /// `how` names, with the test tokens, capturing its stderr (read it with [`Serve::logs`]).
+    pub fn model(how: ModelServe<'_>) -> Serve {
+        let home = tempfile::tempdir().expect("a temporary folder");
+        let tokens = home.path().join("tokens");
+        std::fs::write(
+            &tokens,
+            format!("{ADMIN} admin\n{ALICE} user:alice\n{BOB} user:bob\n"),
+        )
+        .expect("write the tokens file");
+        let mut child = Command::new(TURNSTILE)
+            .args(["serve", "--addr", "127.0.0.1:0", "--store", "memory"])
+            .args([
+                "--agent",
+                "openai",
+                "--base-url",
+                how.base_url,
+                "--model",
+                "m",
+            ])
+            .args([
+                "--api-key-env",
+                "TURNSTILE_TEST_KEY",
+                "--drain-timeout",
+                "2",
+            ])
+            .arg("--tokens")
+            .arg(&tokens)
+            .args(how.extra)
+            .env("TURNSTILE_HOME", home.path())
+            .env("TURNSTILE_TEST_KEY", how.key)
+            .env("RUST_LOG", how.log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start turnstile serve");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut pipe = child.stderr.take().expect("piped stderr");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buffer) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().extend_from_slice(&buffer[..n]);
+            }
+        });
+        let stdout = child.stdout.take().expect("piped stdout");
+        let base = listening_address(stdout);
+        Serve {
+            child,
+            base,
+            home,
+            stderr: Some(stderr),
+        }
+    }
+
+    /// What the child wrote to stderr so far (its log), when it was captured.
+    pub fn logs(&self) -> String {
+        let captured = self.stderr.as_ref().expect("stderr is captured");
+        String::from_utf8_lossy(&captured.lock()).into_owned()
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's peak resident memory so far (`VmHWM`), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read the child's /proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmHWM line")
+    }
+
+    /// Whether the child is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// The full URL of `path`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use super::secrets::{shown_url, Secrets};
 use super::transport::{transport_detail, ApiKey, RetryPolicy, Transport};
 use super::{tool, OpenAiAgent, OpenAiError, Tool};
 use crate::context::{render, MissingKey};
@@ -26,6 +27,12 @@ const DEFAULT_MAX_RETRY_WAIT: Duration = Duration::from_secs(20);
 /// Model requests per turn at most, the first included: each round of tool calls costs one, and
 /// a model that loops on tools must not run up an unbounded bill.
 const DEFAULT_MAX_TOOL_ROUNDS: usize = 8;
+/// The longest a turn may take in the agent, all of it: requests, retries and their waits,
+/// streaming and tools. A long answer from a slow model (4,000 tokens at 20 a second is 200 s)
+/// after a few tool rounds fits; a model that drips tokens, or keeps a stream alive with empty
+/// chunks, frees the session's queue within minutes instead of never (the attempt timeout only
+/// bounds silence).
+const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Where the API key comes from.
 #[derive(Debug, Clone)]
@@ -54,7 +61,9 @@ pub struct OpenAiBuilder {
     tools: Vec<Arc<dyn Tool>>,
     max_tool_rounds: usize,
     timeout: Duration,
+    turn_timeout: Duration,
     retry: RetryPolicy,
+    failed_turns_in_context: bool,
 }
 
 impl std::fmt::Debug for dyn Tool {
@@ -78,6 +87,8 @@ impl OpenAiAgent {
             tools: Vec::new(),
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             timeout: DEFAULT_TIMEOUT,
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
+            failed_turns_in_context: false,
             retry: RetryPolicy {
                 max_retries: DEFAULT_MAX_RETRIES,
                 base: DEFAULT_RETRY_BACKOFF,
@@ -145,9 +156,26 @@ impl OpenAiBuilder {
         self
     }
 
-    /// The longest wait for a response to start and between two chunks (default 60 s).
+    /// The longest wait for one attempt's response to start, and then between two chunks
+    /// (default 60 s): the bound on a silent model.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// The longest a turn may take in the agent, everything included: requests, retries and
+    /// their waits, streaming and tools (default 300 s). Past it the
+    /// turn fails as a model timeout; a retry whose wait would pass it is not made.
+    pub fn with_turn_timeout(mut self, timeout: Duration) -> Self {
+        self.turn_timeout = timeout;
+        self
+    }
+
+    /// Sends the inputs of failed turns in the history to the model as user messages. By
+    /// default they are left out, with the `turn_failed` event: a question the model never
+    /// answered, followed by the same question sent again, reads as asked twice.
+    pub fn with_failed_turns_in_context(mut self, include: bool) -> Self {
+        self.failed_turns_in_context = include;
         self
     }
 
@@ -172,7 +200,15 @@ impl OpenAiBuilder {
                 self.base_url
             )));
         }
+        if self.timeout.is_zero() || self.turn_timeout.is_zero() {
+            return Err(OpenAiError::Config(
+                "the timeout and the turn timeout must be positive".into(),
+            ));
+        }
         let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        let shown = reqwest::Url::parse(&url)
+            .map(|u| shown_url(&u))
+            .map_err(|e| OpenAiError::Config(format!("endpoint {url:?}: {e}")))?;
         let api_key = match self.key {
             KeySource::Default => std::env::var(DEFAULT_API_KEY_ENV).ok().map(ApiKey),
             KeySource::Env(var) => match std::env::var(&var) {
@@ -183,18 +219,21 @@ impl OpenAiBuilder {
             KeySource::None => None,
         };
         let headers = header_map(&self.headers)?;
+        let secrets = Secrets::new(api_key.as_ref().map(|k| k.0.as_str()), &headers);
         if let Some(template) = &self.system_prompt {
             render(template, |_| None, MissingKey::Empty)?;
         }
         let definitions = tool_definitions(&self.tools)?;
         let client = reqwest::Client::builder()
             .build()
-            .map_err(|e| OpenAiError::Config(format!("HTTP client: {}", transport_detail(&e))))?;
+            .map_err(|e| OpenAiError::Config(format!("HTTP client: {}", transport_detail(e))))?;
         Ok(OpenAiAgent {
             transport: Transport {
                 client,
                 url,
+                shown,
                 api_key,
+                secrets,
                 headers,
                 timeout: self.timeout,
                 retry: self.retry,
@@ -206,6 +245,8 @@ impl OpenAiBuilder {
             tools: self.tools,
             definitions,
             max_tool_rounds: self.max_tool_rounds,
+            turn_timeout: self.turn_timeout,
+            failed_turns_in_context: self.failed_turns_in_context,
         })
     }
 }

@@ -7,11 +7,19 @@
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
+use futures::StreamExt;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Response, StatusCode};
+use tokio::time::Instant;
 
 use super::error::{detail, OpenAiError};
+use super::secrets::Secrets;
 use super::wire::ChatRequest;
+
+/// The most bytes of an error response's body read: an explanation is a sentence or a small
+/// JSON object, and a server that answers an error with megabytes (or without end) must not
+/// hold the turn's memory or time.
+pub(super) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// How a request is retried.
 #[derive(Debug, Clone, Copy)]
@@ -41,7 +49,11 @@ pub(super) struct Transport {
     pub client: reqwest::Client,
     /// `<base URL>/chat/completions`.
     pub url: String,
+    /// `url` as errors and logs show it: without user info or query.
+    pub shown: String,
     pub api_key: Option<ApiKey>,
+    /// What is scrubbed from everything the server sends back before it is shown or logged.
+    pub secrets: Secrets,
     /// Extra headers sent with every request (gateways' routing or billing headers).
     pub headers: HeaderMap,
     /// The longest wait for the response headers (and, in the agent, between two chunks).
@@ -51,8 +63,13 @@ pub(super) struct Transport {
 
 impl Transport {
     /// Sends `request` until a response with a success status arrives, retrying what may succeed
-    /// later; returns that response with its body unread.
-    pub(super) async fn open(&self, request: &ChatRequest<'_>) -> Result<Response, OpenAiError> {
+    /// later (but never past `deadline`, the turn's budget); returns that response with its body
+    /// unread. Every failed attempt is logged at WARN.
+    pub(super) async fn open(
+        &self,
+        request: &ChatRequest<'_>,
+        deadline: Instant,
+    ) -> Result<Response, OpenAiError> {
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -61,14 +78,27 @@ impl Transport {
                 Ok(response) => self.refusal(response, attempts, request.model).await,
                 Err(error) => (with_attempts(error, attempts), None),
             };
-            if !retryable(&error) || attempts > self.retry.max_retries {
-                return Err(error);
+            let delay = match retryable(&error) && attempts <= self.retry.max_retries {
+                true => retry_delay(attempts - 1, retry_after, self.retry, jitter())
+                    .filter(|delay| Instant::now() + *delay < deadline),
+                false => None,
+            };
+            match delay {
+                Some(delay) => {
+                    tracing::warn!(
+                        url = %self.shown, attempt = attempts, %error, retry_in = ?delay,
+                        "a model request failed; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+                None => {
+                    tracing::warn!(
+                        url = %self.shown, attempt = attempts, %error,
+                        "a model request failed; not retried"
+                    );
+                    return Err(with_wait(error, retry_after));
+                }
             }
-            match retry_delay(attempts - 1, retry_after, self.retry, jitter()) {
-                Some(delay) => tokio::time::sleep(delay).await,
-                None => return Err(error),
-            }
-            tracing::debug!(url = %self.url, attempts, "retrying the model request");
         }
     }
 
@@ -83,13 +113,13 @@ impl Transport {
         }
         match tokio::time::timeout(self.timeout, builder.send()).await {
             Err(_) => Err(OpenAiError::Timeout {
-                url: self.url.clone(),
+                url: self.shown.clone(),
                 after: self.timeout,
             }),
             Ok(Err(error)) => Err(OpenAiError::Connection {
-                url: self.url.clone(),
+                url: self.shown.clone(),
                 attempts: 1,
-                detail: transport_detail(&error),
+                detail: self.secrets.scrub(&transport_detail(error)),
             }),
             Ok(Ok(response)) => Ok(response),
         }
@@ -108,14 +138,13 @@ impl Transport {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let secret = self.api_key.as_ref().map(|k| k.0.as_str());
-        // A bounded read: an error body is a sentence, and a stalled one must not hang the turn.
-        let body = tokio::time::timeout(self.timeout, response.text())
+        // A bounded read: an error body is a sentence, and a stalled or endless one must not
+        // hang the turn or fill its memory.
+        let body = tokio::time::timeout(self.timeout, read_bounded(response))
             .await
-            .ok()
-            .and_then(Result::ok)
             .unwrap_or_default();
-        let url = self.url.clone();
+        let url = self.shown.clone();
+        let detail = detail(&body, &self.secrets);
         let error = match status {
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => OpenAiError::Unauthorized {
                 url,
@@ -123,18 +152,46 @@ impl Transport {
             },
             StatusCode::NOT_FOUND => OpenAiError::UnknownModel {
                 url,
-                model: model.to_owned(),
-                detail: detail(&body, secret),
+                model: self.secrets.scrub(model),
+                detail,
+            },
+            StatusCode::TOO_MANY_REQUESTS => OpenAiError::RateLimited {
+                url,
+                attempts,
+                retry_after,
+                detail,
             },
             _ => OpenAiError::Status {
                 url,
                 status: status.as_u16(),
                 attempts,
-                detail: detail(&body, secret),
+                detail,
             },
         };
         (error, retry_after)
     }
+}
+
+/// At most [`MAX_ERROR_BODY_BYTES`] of a response's body, as text (lossily: it is only shown).
+async fn read_bounded(response: Response) -> String {
+    let mut body = response.bytes_stream();
+    let mut bytes = Vec::new();
+    while let Some(Ok(chunk)) = body.next().await {
+        let room = MAX_ERROR_BODY_BYTES - bytes.len();
+        bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if bytes.len() >= MAX_ERROR_BODY_BYTES {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `error` with the wait the server asked for, when it is a rate limit.
+fn with_wait(mut error: OpenAiError, asked: Option<Duration>) -> OpenAiError {
+    if let OpenAiError::RateLimited { retry_after, .. } = &mut error {
+        *retry_after = retry_after.or(asked);
+    }
+    error
 }
 
 /// `error` with the number of attempts made, where it counts them.
@@ -149,10 +206,10 @@ fn with_attempts(mut error: OpenAiError, made: u32) -> OpenAiError {
 /// timeouts and connection failures.
 fn retryable(error: &OpenAiError) -> bool {
     match error {
-        OpenAiError::Status { status, .. } => {
-            *status == 408 || *status == 429 || (500..=599).contains(status)
-        }
-        OpenAiError::Connection { .. } | OpenAiError::Timeout { .. } => true,
+        OpenAiError::Status { status, .. } => *status == 408 || (500..=599).contains(status),
+        OpenAiError::RateLimited { .. }
+        | OpenAiError::Connection { .. }
+        | OpenAiError::Timeout { .. } => true,
         _ => false,
     }
 }
@@ -192,10 +249,12 @@ fn jitter() -> f64 {
     (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// A transport error with its causes, which is where reqwest says what actually failed.
-pub(super) fn transport_detail(error: &reqwest::Error) -> String {
+/// A transport error with its causes, which is where reqwest says what actually failed; without
+/// the URL (it is named elsewhere, without its credentials).
+pub(super) fn transport_detail(error: reqwest::Error) -> String {
+    let error = error.without_url();
     let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
+    let mut source = std::error::Error::source(&error);
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());
@@ -250,7 +309,13 @@ mod tests {
             attempts: 1,
             detail: String::new(),
         };
-        assert!(retryable(&status(429)) && retryable(&status(503)));
+        let limited = OpenAiError::RateLimited {
+            url: String::new(),
+            attempts: 1,
+            retry_after: None,
+            detail: String::new(),
+        };
+        assert!(retryable(&limited) && retryable(&status(503)));
         assert!(!retryable(&status(400)));
         assert!(!retryable(&OpenAiError::Unauthorized {
             url: String::new(),

@@ -6,7 +6,19 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::state::{Event, EventKind, Usage};
+use crate::context::in_failed_turns;
+use crate::state::{Event, EventKind, ToolStatus, Usage};
+
+/// Tool calls one model response may ask for at most. Models ask for a handful at once
+/// (parallel tool calls); sixty-four is far past any real answer, and bounds what one response
+/// can make the agent run and record. A call's `index` must be below it.
+pub(super) const MAX_TOOL_CALLS_PER_ROUND: usize = 64;
+
+/// Bytes of tool-call names, ids and arguments one response may stream at most, all calls
+/// together. Arguments are a JSON object of a few fields, at most a document handed to a tool;
+/// a megabyte holds that many times over, and bounds what a response that never stops adding
+/// to its arguments costs.
+pub(super) const MAX_TOOL_CALL_BYTES: usize = 1 << 20;
 
 /// One message of a chat-completions request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -185,11 +197,14 @@ pub(super) struct Round {
     pub calls: Vec<AskedCall>,
     pub usage: Option<Usage>,
     pub finished: bool,
+    /// Bytes of tool-call names, ids and arguments received (see [`MAX_TOOL_CALL_BYTES`]).
+    call_bytes: usize,
 }
 
 impl Round {
-    /// Folds one chunk in; returns the text it added (to stream at once).
-    pub(super) fn apply(&mut self, chunk: Chunk) -> String {
+    /// Folds one chunk in; returns the text it added (to stream at once), or why the chunk
+    /// breaks a bound (the stream is then refused as malformed).
+    pub(super) fn apply(&mut self, chunk: Chunk) -> Result<String, String> {
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into());
         }
@@ -200,26 +215,49 @@ impl Round {
                 added.push_str(&text);
             }
             for part in choice.delta.tool_calls {
-                if self.calls.len() <= part.index {
-                    self.calls.resize_with(part.index + 1, AskedCall::default);
-                }
-                let call = &mut self.calls[part.index];
-                if let Some(id) = part.id {
-                    call.id = id;
-                }
-                if let Some(function) = part.function {
-                    if let Some(name) = function.name {
-                        call.name.push_str(&name);
-                    }
-                    if let Some(arguments) = function.arguments {
-                        call.arguments.push_str(&arguments);
-                    }
-                }
+                self.add_call_part(part)?;
             }
             self.finished |= choice.finish_reason.is_some();
         }
         self.text.push_str(&added);
-        added
+        Ok(added)
+    }
+
+    /// Adds a fragment of a tool call, within the bounds on calls and their bytes.
+    fn add_call_part(&mut self, part: ToolCallDelta) -> Result<(), String> {
+        if part.index >= MAX_TOOL_CALLS_PER_ROUND {
+            return Err(format!(
+                "a tool call with index {}, past the limit of {MAX_TOOL_CALLS_PER_ROUND} calls \
+                 per response",
+                part.index
+            ));
+        }
+        let (name, arguments) = part
+            .function
+            .map_or((None, None), |f| (f.name, f.arguments));
+        let bytes = [&part.id, &name, &arguments]
+            .into_iter()
+            .flatten()
+            .map(String::len)
+            .sum::<usize>();
+        self.call_bytes = self.call_bytes.saturating_add(bytes);
+        if self.call_bytes > MAX_TOOL_CALL_BYTES {
+            return Err(format!(
+                "tool calls of more than {MAX_TOOL_CALL_BYTES} bytes (names, ids and arguments) \
+                 in one response"
+            ));
+        }
+        if self.calls.len() <= part.index {
+            self.calls.resize_with(part.index + 1, AskedCall::default);
+        }
+        let call = &mut self.calls[part.index];
+        if let Some(id) = part.id {
+            call.id = id;
+        }
+        call.name.push_str(name.as_deref().unwrap_or_default());
+        call.arguments
+            .push_str(arguments.as_deref().unwrap_or_default());
+        Ok(())
     }
 }
 
@@ -227,14 +265,18 @@ impl Round {
 /// events, then the turn's input(s), one user message each.
 ///
 /// Tool calls become an assistant message with `tool_calls` followed by one `tool` message per
-/// result. Ids are renamed to be unique in the request (a session numbers calls per turn), and a
-/// call or result whose partner slid out of the window is left out: chat APIs refuse either
-/// alone.
+/// result. Ids are renamed to be unique in the request: history calls are `call_<seq>` (a
+/// session numbers calls per turn), the calls of the turn being answered `call_t<n>` (see
+/// [`current_call_id`]), never the model's own ids. A call or result whose partner slid out of
+/// the window is left out (chat APIs refuse either alone); a failed call's result reads
+/// `error: …`, as it did when the model first saw it. Failed turns (a `turn_failed` event and
+/// the inputs it answers) are left out unless `failed_turns` says to keep their inputs.
 pub(super) fn conversation(
     system: Option<String>,
     memory: Option<String>,
     history: &[Event],
     inputs: &[String],
+    failed_turns: bool,
 ) -> Vec<Message> {
     let mut out: Vec<Message> = system
         .into_iter()
@@ -250,7 +292,12 @@ pub(super) fn conversation(
         .collect();
     // Session call id → id in this request, for calls whose assistant message was sent.
     let mut sent: HashMap<&str, String> = HashMap::new();
-    for event in history {
+    let failed = in_failed_turns(history);
+    for (event, failed) in history.iter().zip(failed) {
+        let is_input = matches!(event.kind, EventKind::UserInput { .. });
+        if failed && !(failed_turns && is_input) {
+            continue;
+        }
         match &event.kind {
             EventKind::UserInput { text, .. } => out.push(Message::text("user", text.clone())),
             EventKind::AgentOutput { text, .. } if !text.is_empty() => {
@@ -283,10 +330,11 @@ pub(super) fn conversation(
             } => {
                 if let Some(wire_id) = sent.remove(call_id.as_str()) {
                     let content = match status {
-                        crate::state::ToolStatus::Cancelled => {
+                        ToolStatus::Cancelled => {
                             "cancelled: the turn was interrupted before the tool finished".into()
                         }
-                        _ => tool_text(result),
+                        ToolStatus::Error => error_text(result),
+                        ToolStatus::Ok => tool_text(result),
                     };
                     out.push(Message::tool_result(wire_id, content));
                 }
@@ -308,6 +356,18 @@ pub(super) fn tool_text(result: &Value) -> String {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     }
+}
+
+/// A failed tool call's result as message text: marked, so that the model tells it from a
+/// result.
+pub(super) fn error_text(result: &Value) -> String {
+    format!("error: {}", tool_text(result))
+}
+
+/// The id of the `n`th tool call (from 1) of the turn being answered, in its requests: apart
+/// from every history call's `call_<seq>`, whatever ids the model gave.
+pub(super) fn current_call_id(n: usize) -> String {
+    format!("call_t{n}")
 }
 
 #[cfg(test)]
@@ -337,6 +397,17 @@ mod tests {
                 call_id: id.into(),
                 name: "clock".into(),
                 arguments: Box::new(json!({"tz": "UTC"})),
+            },
+        )
+    }
+
+    fn failed(seq: u64) -> Event {
+        event(
+            seq,
+            EventKind::TurnFailed {
+                code: "model_timeout".into(),
+                reason: "silent".into(),
+                duration_ms: 0,
             },
         )
     }
@@ -372,7 +443,13 @@ mod tests {
     fn system_then_memory_then_history_then_every_merged_input() {
         let history = [input(1, "hi"), output(2, "hello")];
         let inputs = ["a".to_owned(), "b".to_owned()];
-        let messages = conversation(Some("sys".into()), Some("mem".into()), &history, &inputs);
+        let messages = conversation(
+            Some("sys".into()),
+            Some("mem".into()),
+            &history,
+            &inputs,
+            false,
+        );
         assert_eq!(
             roles(&messages),
             ["system", "system", "user", "assistant", "user", "user"]
@@ -397,7 +474,7 @@ mod tests {
             result(9, "call-1", ToolStatus::Ok),
             output(10, "still noon"),
         ];
-        let messages = conversation(None, None, &history, &[]);
+        let messages = conversation(None, None, &history, &[], false);
         assert_eq!(
             roles(&messages),
             [
@@ -439,7 +516,7 @@ mod tests {
             call(2, "call-2"),
             input(3, "x"),
         ];
-        let messages = conversation(None, None, &history, &[]);
+        let messages = conversation(None, None, &history, &[], false);
         assert_eq!(roles(&messages), ["user"]);
     }
 
@@ -457,7 +534,7 @@ mod tests {
         ];
         let added: Vec<String> = chunks
             .into_iter()
-            .map(|c| round.apply(serde_json::from_value(c).unwrap()))
+            .map(|c| round.apply(serde_json::from_value(c).unwrap()).unwrap())
             .collect();
         assert_eq!(added[0], "Let me ");
         assert_eq!(round.text, "Let me ");
@@ -466,6 +543,75 @@ mod tests {
         assert_eq!(round.calls[1].name, "calc");
         assert!(round.finished);
         assert_eq!(round.usage.map(|u| u.input_tokens), Some(11));
+    }
+
+    #[test]
+    fn a_failed_result_keeps_its_error_marking() {
+        let history = [
+            input(1, "time?"),
+            call(2, "call-1"),
+            result(3, "call-1", ToolStatus::Error),
+            output(4, "sorry"),
+        ];
+        let messages = conversation(None, None, &history, &[], false);
+        assert_eq!(messages[2].content.as_deref(), Some("error: 12:00"));
+    }
+
+    #[test]
+    fn failed_turns_are_left_out_unless_asked_for() {
+        let history = [
+            input(1, "hi"),
+            output(2, "hello"),
+            input(3, "lost"),
+            failed(4),
+            input(5, "again"),
+            output(6, "there"),
+        ];
+        let texts = |messages: Vec<Message>| -> Vec<String> {
+            messages.into_iter().filter_map(|m| m.content).collect()
+        };
+        let left_out = conversation(None, None, &history, &[], false);
+        assert_eq!(texts(left_out), ["hi", "hello", "again", "there"]);
+        let kept = conversation(None, None, &history, &[], true);
+        assert_eq!(texts(kept), ["hi", "hello", "lost", "again", "there"]);
+    }
+
+    #[test]
+    fn a_huge_tool_call_index_is_refused_before_anything_is_allocated() {
+        for index in [MAX_TOOL_CALLS_PER_ROUND as u64, 999_999_999_999] {
+            let mut round = Round::default();
+            let chunk = json!({"choices":[{"delta":{"tool_calls":[
+                {"index": index, "id": "x", "function": {"name": "f", "arguments": "{}"}}]}}]});
+            let err = round
+                .apply(serde_json::from_value(chunk).unwrap())
+                .unwrap_err();
+            assert!(err.contains("past the limit of 64 calls"), "{err}");
+            assert!(round.calls.is_empty());
+        }
+        let mut round = Round::default();
+        let last = json!({"choices":[{"delta":{"tool_calls":[
+            {"index": MAX_TOOL_CALLS_PER_ROUND - 1, "function": {"name": "f"}}]}}]});
+        round.apply(serde_json::from_value(last).unwrap()).unwrap();
+        assert_eq!(round.calls.len(), MAX_TOOL_CALLS_PER_ROUND);
+    }
+
+    #[test]
+    fn tool_call_arguments_past_their_bound_are_refused() {
+        let mut round = Round::default();
+        let piece = "x".repeat(MAX_TOOL_CALL_BYTES / 4 + 1);
+        let chunk = || {
+            json!({"choices":[{"delta":{"tool_calls":[
+                {"index": 0, "function": {"arguments": piece}}]}}]})
+        };
+        for _ in 0..3 {
+            round
+                .apply(serde_json::from_value(chunk()).unwrap())
+                .unwrap();
+        }
+        let err = round
+            .apply(serde_json::from_value(chunk()).unwrap())
+            .unwrap_err();
+        assert!(err.contains("tool calls of more than"), "{err}");
     }
 
     #[test]

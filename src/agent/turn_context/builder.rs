@@ -62,6 +62,10 @@ pub struct TurnContextBuilder {
     state_keys: Option<Arc<StateKeys>>,
     /// The user's memory and how many entries to recall before the turn.
     memory: Option<super::recall::Recall>,
+    /// Largest reply; see [`TurnContextBuilder::max_reply_bytes`].
+    max_reply_bytes: usize,
+    /// Whose memory recall searches, when not the session's.
+    memory_user: Option<String>,
 }
 
 impl TurnContext {
@@ -81,6 +85,8 @@ impl TurnContext {
             artifacts: None,
             state_keys: None,
             memory: None,
+            max_reply_bytes: crate::config::DEFAULT_MAX_REPLY_BYTES,
+            memory_user: None,
         }
     }
 }
@@ -150,6 +156,23 @@ impl TurnContextBuilder {
         self
     }
 
+    /// The largest reply the turn may emit (default
+    /// [`DEFAULT_MAX_REPLY_BYTES`](crate::config::DEFAULT_MAX_REPLY_BYTES)): an emit past it
+    /// keeps the bytes up to it, cancels the turn and never returns (see
+    /// [`TurnContext::emit`]).
+    pub fn max_reply_bytes(mut self, max: usize) -> Self {
+        self.max_reply_bytes = max;
+        self
+    }
+
+    /// Recalls from `user`'s memory instead of the session's (see
+    /// [`CallOptions::memory_user`](crate::CallOptions::memory_user)); takes effect with
+    /// [`TurnContextBuilder::memory`].
+    pub fn memory_user(mut self, user: impl Into<String>) -> Self {
+        self.memory_user = Some(user.into());
+        self
+    }
+
     /// Shows the agent only the newest `visible` events of `history`: the runtime keeps more
     /// events than its window, and hides those the summary covers.
     pub(crate) fn visible(mut self, visible: usize) -> Self {
@@ -175,7 +198,8 @@ impl TurnContextBuilder {
             record: recording.record.clone(),
             artifacts: self.artifacts,
             state_keys: self.state_keys,
-            memory: self.memory,
+            memory: self.memory.map(|recall| recall.for_user(self.memory_user)),
+            max_reply_bytes: self.max_reply_bytes,
         };
         (turn, recording)
     }
@@ -210,6 +234,11 @@ impl TurnRecording {
     /// The token usage the agent reported, if it did.
     pub fn usage(&self) -> Option<Usage> {
         self.record.lock().usage
+    }
+
+    /// Whether the turn's reply reached its largest size and the turn was cut short there.
+    pub fn reply_limited(&self) -> bool {
+        self.record.lock().reply_limited
     }
 
     /// Takes what the turn recorded, leaving it empty (the runtime, once the turn ended).
@@ -294,5 +323,19 @@ mod tests {
         assert_eq!(persisted.get("user:name"), Some(&json!("Ada")));
         assert!(!persisted.contains_key("temp:scratch"));
         assert_eq!(recording.usage().map(|u| u.output_tokens), Some(2));
+    }
+
+    #[tokio::test]
+    async fn an_emit_past_the_reply_limit_keeps_what_fits_and_cancels_the_turn() {
+        let (turn, recording) = TurnContext::builder(key()).max_reply_bytes(5).build();
+        turn.emit("abc").await;
+        assert!(!recording.reply_limited());
+        let cut =
+            tokio::time::timeout(std::time::Duration::from_millis(50), turn.emit("déf")).await;
+        assert!(cut.is_err(), "an emit past the limit never returns");
+        assert!(turn.cancellation().is_cancelled());
+        assert!(recording.reply_limited());
+        // "abc" + "d" fits in 5 bytes; "é" (2 bytes) does not.
+        assert_eq!(recording.output(), "abcd");
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::TurnContext;
-use crate::memory::{check_search, MemoryError, MemoryHit, MemoryStore};
+use crate::memory::{check_search, memory_key, MemoryError, MemoryHit, MemoryStore};
 
 /// Longest an automatic recall may hold a turn back: memory is background, and a slow store
 /// should cost the turn its recalled context, not its answer.
@@ -20,6 +20,8 @@ pub(crate) struct Recall {
     auto: Option<usize>,
     /// Everything recalled in this turn so far, without repeats, in the order found.
     found: Mutex<Vec<MemoryHit>>,
+    /// Whose memory is searched, when not the session's own (see [`memory_key`]).
+    user: Option<String>,
 }
 
 impl std::fmt::Debug for Recall {
@@ -38,7 +40,14 @@ impl Recall {
             store,
             auto,
             found: Mutex::new(Vec::new()),
+            user: None,
         }
+    }
+
+    /// The same, searching `user`'s memory when given.
+    pub(crate) fn for_user(mut self, user: Option<String>) -> Self {
+        self.user = user;
+        self
     }
 }
 
@@ -46,6 +55,10 @@ impl TurnContext {
     /// Searches the user's memory — every session of this user, this one included, and never
     /// another user's — for the `k` entries that best match `query`, best first. What is found
     /// is also added to this turn's `<memory-context>` block (see [`TurnContext::messages`]).
+    ///
+    /// The memory searched is the session's user's; for a channel chat, the chat's own (what
+    /// was said in it), or the paired sender's when the call named one (see
+    /// [`CallOptions::memory_user`](crate::CallOptions::memory_user)): never the whole channel's.
     ///
     /// An empty query or `k` outside `1..=`[`MAX_K`](crate::memory::MAX_K) is an error. Without
     /// a memory store, and in anonymous sessions (which have no memory), nothing is found.
@@ -57,7 +70,9 @@ impl TurnContext {
         if self.key.is_anonymous() {
             return Ok(Vec::new());
         }
-        let hits = recall.store.search(self.key.user_id(), query, k).await?;
+        let filed = memory_key(&self.key);
+        let user = recall.user.as_deref().unwrap_or(filed.user_id());
+        let hits = recall.store.search(user, query, k).await?;
         let mut found = recall.found.lock();
         for hit in &hits {
             let known = found

@@ -146,6 +146,10 @@
       label += " · interrupted (" + kind.status.reason + ")";
     } else if (kind.type === "user_input" && kind.disposition && kind.disposition !== "answered") {
       label += " · " + kind.disposition;
+    } else if (kind.type === "turn_failed") {
+      cls = "msg system failed";
+      label = "turn failed (" + kind.code + ")";
+      text = kind.reason;
     } else if (kind.type === "context_cleared") {
       cls = "msg system";
       text = "— context cleared —";

@@ -64,9 +64,61 @@ fn server_errors_never_show_their_detail() {
     let agent = ApiError::from(Error::AgentFailed {
         key: key(),
         message: "OPENAI_KEY=sk-123 rejected".into(),
+        kind: FailureKind::Agent,
+        retry_after: None,
     });
     assert_eq!(agent.status(), StatusCode::BAD_GATEWAY);
     assert!(!agent.public_message().contains("sk-123"));
+}
+
+#[test]
+fn each_kind_of_failed_turn_has_its_documented_status_code_and_wait() {
+    let failed = |kind, retry_after| {
+        ApiError::Turn(Error::AgentFailed {
+            key: key(),
+            message: "upstream said sk-123 at http://10.0.0.9/v1".into(),
+            kind,
+            retry_after,
+        })
+    };
+    let cases = [
+        (FailureKind::Agent, 502, "agent_failed"),
+        (FailureKind::ModelRateLimited, 503, "model_rate_limited"),
+        (FailureKind::ModelUnavailable, 502, "model_unavailable"),
+        (FailureKind::ModelTimeout, 504, "model_timeout"),
+        (FailureKind::ModelRefused, 502, "model_refused"),
+        (FailureKind::ModelMalformed, 502, "model_malformed"),
+    ];
+    assert_eq!(cases.len(), FailureKind::ALL.len(), "every kind is mapped");
+    for (kind, status, code) in cases {
+        let api = failed(kind, None);
+        assert_eq!((api.status().as_u16(), api.code()), (status, code));
+        let body = api.body();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            !message.contains("sk-123") && !message.contains("10.0.0.9"),
+            "no upstream detail reaches the client: {message}"
+        );
+        assert_eq!(
+            body["error"]["kept"], true,
+            "the history holds the failed turn"
+        );
+    }
+    let limited = failed(
+        FailureKind::ModelRateLimited,
+        Some(Duration::from_millis(7_200)),
+    )
+    .into_response();
+    assert_eq!(limited.status(), 503);
+    assert_eq!(
+        limited.headers()["retry-after"],
+        "8",
+        "the upstream's wait, rounded up"
+    );
+    let unknown_wait = failed(FailureKind::ModelRateLimited, None).into_response();
+    assert_eq!(unknown_wait.headers()["retry-after"], "1");
+    let timeout = failed(FailureKind::ModelTimeout, None).into_response();
+    assert!(timeout.headers().get("retry-after").is_none());
 }
 
 #[test]

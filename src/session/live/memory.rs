@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::Live;
 use crate::error::Error;
 use crate::key::SessionKey;
-use crate::memory::{entries_of, Ingest, MemoryStore};
+use crate::memory::{entries_of, memory_key, Ingest, MemoryStore};
 use crate::state::{Event, Seq};
 use crate::store::Store;
 
@@ -42,7 +42,7 @@ pub(super) async fn ingest_compacted(memory: &dyn MemoryStore, key: &SessionKey,
     if key.is_anonymous() {
         return;
     }
-    let entries = entries_of(key, span);
+    let entries = entries_of(&memory_key(key), span);
     if entries.is_empty() {
         return;
     }
@@ -54,8 +54,9 @@ pub(super) async fn ingest_compacted(memory: &dyn MemoryStore, key: &SessionKey,
 /// Events read per store call while ingesting: a page of a long log, not the whole of it.
 const INGEST_PAGE: usize = 500;
 
-/// Ingests what `store` holds of the session after its memory mark, page by page. Anonymous
-/// sessions have no memory: nothing is read. Returns how many entries were new.
+/// Ingests what `store` holds of the session after its memory mark, page by page, filed under
+/// [`memory_key`] (a channel chat under itself, not under its channel). Anonymous sessions have
+/// no memory: nothing is read. Returns how many entries were new.
 pub(crate) async fn ingest_stored(
     store: &dyn Store,
     memory: &dyn MemoryStore,
@@ -64,7 +65,12 @@ pub(crate) async fn ingest_stored(
     if key.is_anonymous() {
         return Ok(0);
     }
-    let mut from: Seq = memory.ingested_through(key).await.map_err(Error::memory)? + 1;
+    let filed = memory_key(key);
+    let mut from: Seq = memory
+        .ingested_through(&filed)
+        .await
+        .map_err(Error::memory)?
+        + 1;
     let mut added = 0;
     loop {
         let events = store
@@ -74,7 +80,7 @@ pub(crate) async fn ingest_stored(
         let Some(last) = events.last().map(|e| e.seq) else {
             break;
         };
-        let entries = entries_of(key, &events);
+        let entries = entries_of(&filed, &events);
         if !entries.is_empty() {
             added += memory.ingest(&entries).await.map_err(Error::memory)?;
         }

@@ -12,8 +12,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Live;
+use crate::agent::FailureKind;
 use crate::call::{Outcome, OutcomeKind};
 use crate::error::Error;
+use crate::key::SessionKey;
 use crate::session::TurnRequest;
 use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq};
 
@@ -44,24 +46,24 @@ impl Live {
             return None;
         }
         // The window holds only what the store acknowledged (the journal settled before this).
-        let Some((_, outcome)) = find_answer(self.journal.window().events(), &id) else {
+        let Some((_, found)) = find_answer(self.journal.window().events(), &id) else {
             requests.ids.insert(id);
             return Some(request);
         };
         // The first answer may have been `NotReplicated` (or lost): a stored turn is acknowledged
         // only once the replicas the store waits for hold it. One this session saw acknowledged
         // in full needs no check.
-        let answer = if self.journal.acknowledged_in_full(outcome.seq) {
-            Ok(outcome)
+        let answer = if self.journal.acknowledged_in_full(found.seq()) {
+            found.into_answer(&self.key)
         } else {
             let store = self.deps.store.clone();
             let version = self.journal.record().version;
             match store.confirm_replicated(&self.key, version).await {
-                Ok(()) => Ok(outcome),
+                Ok(()) => found.into_answer(&self.key),
                 Err(error) => Err(Error::store(&self.key, error)),
             }
         };
-        if answer.is_ok() {
+        if !matches!(answer, Err(Error::Store { .. })) {
             metrics::counter!("turnstile_replayed_total").increment(1);
         }
         self.answer(request, answer);
@@ -86,9 +88,46 @@ impl Live {
     }
 }
 
+/// What the log says a message was answered: an outcome, or the failure of its turn.
+#[derive(Debug)]
+pub(super) enum Found {
+    Outcome(Outcome),
+    /// The turn failed (a `turn_failed` event at `seq`): a retry gets the same failure.
+    Failed {
+        seq: Seq,
+        kind: FailureKind,
+        reason: String,
+    },
+}
+
+impl Found {
+    /// The seq of the event that answers the message.
+    pub(super) fn seq(&self) -> Seq {
+        match self {
+            Found::Outcome(outcome) => outcome.seq,
+            Found::Failed { seq, .. } => *seq,
+        }
+    }
+
+    /// The answer a retry gets: the outcome, or `AgentFailed` as the first caller got it (but
+    /// for the upstream's `Retry-After`, which is not stored: the same request id would only
+    /// get this answer again).
+    pub(super) fn into_answer(self, key: &SessionKey) -> Result<Outcome, Error> {
+        match self {
+            Found::Outcome(outcome) => Ok(outcome),
+            Found::Failed { kind, reason, .. } => Err(Error::AgentFailed {
+                key: key.clone(),
+                message: reason,
+                kind,
+                retry_after: None,
+            }),
+        }
+    }
+}
+
 /// The outcome of the message with request id `id` among `events`: its input's seq, and the
 /// answer its caller got (or would have got).
-pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Outcome)> {
+pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Found)> {
     let pos = events.iter().rposition(|e| {
         e.request_id.as_deref() == Some(id) && matches!(e.kind, EventKind::UserInput { .. })
     })?;
@@ -102,12 +141,23 @@ pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Outcome)> 
             output: String::new(),
             seq: input.seq,
         };
-        return Some((input.seq, outcome));
+        return Some((input.seq, Found::Outcome(outcome)));
     }
     let rest = &events[pos + 1..];
-    let at = rest
-        .iter()
-        .position(|e| matches!(e.kind, EventKind::AgentOutput { .. }))?;
+    let at = rest.iter().position(|e| {
+        matches!(
+            e.kind,
+            EventKind::AgentOutput { .. } | EventKind::TurnFailed { .. }
+        )
+    })?;
+    if let EventKind::TurnFailed { code, reason, .. } = &rest[at].kind {
+        let failed = Found::Failed {
+            seq: rest[at].seq,
+            kind: FailureKind::from_code(code),
+            reason: reason.clone(),
+        };
+        return Some((input.seq, failed));
+    }
     let EventKind::AgentOutput { text, status, .. } = &rest[at].kind else {
         return None;
     };
@@ -125,7 +175,7 @@ pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Outcome)> 
         output: text.clone(),
         seq: rest[at].seq,
     };
-    Some((input.seq, outcome))
+    Some((input.seq, Found::Outcome(outcome)))
 }
 
 /// The answer for each message of a turn: the last message gets the turn's outcome, earlier
@@ -208,7 +258,12 @@ mod tests {
             output(5, OutputStatus::Interrupted(InterruptReason::Requested)),
             input(6, "s", InputDisposition::Superseded),
         ];
-        let answer = |id| find_answer(&events, id).map(|(seq, o)| (seq, o.kind, o.seq));
+        let answer = |id| {
+            find_answer(&events, id).map(|(seq, found)| match found {
+                Found::Outcome(o) => (seq, o.kind, o.seq),
+                Found::Failed { .. } => panic!("no turn failed here"),
+            })
+        };
         assert_eq!(answer("a"), Some((1, OutcomeKind::Completed, 2)));
         assert_eq!(answer("m1"), Some((3, OutcomeKind::Merged, 5)));
         assert_eq!(
@@ -217,9 +272,35 @@ mod tests {
         );
         assert_eq!(answer("s"), Some((6, OutcomeKind::Superseded, 6)));
         assert_eq!(answer("unknown"), None);
-        assert_eq!(
-            find_answer(&events, "a").map(|(_, o)| o.output),
-            Some("out 2".into())
+        let output = match find_answer(&events, "a") {
+            Some((_, Found::Outcome(o))) => o.output,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(output, "out 2");
+    }
+
+    #[test]
+    fn a_failed_turn_is_answered_with_its_failure() {
+        let failed = Event::new(
+            2,
+            Author::System,
+            0,
+            EventKind::TurnFailed {
+                code: "model_rate_limited".into(),
+                reason: "slow down".into(),
+                duration_ms: 1,
+            },
         );
+        let events = vec![input(1, "f", InputDisposition::Answered), failed];
+        let (seq, found) = find_answer(&events, "f").expect("found");
+        assert_eq!((seq, found.seq()), (1, 2));
+        let key = SessionKey::new("u", "s").unwrap();
+        match found.into_answer(&key) {
+            Err(Error::AgentFailed { kind, message, .. }) => {
+                assert_eq!(kind, FailureKind::ModelRateLimited);
+                assert_eq!(message, "slow down");
+            }
+            other => panic!("expected the stored failure, got {other:?}"),
+        }
     }
 }

@@ -71,7 +71,9 @@ pub(super) fn failure_of(status: Option<StatusCode>, code: &str) -> Failure {
         "store_unavailable" | "conflict" | "not_owner" | "fenced" | "not_replicated" => {
             Failure::Store
         }
-        "agent_failed" => Failure::Agent,
+        // A failed turn, by what failed: the agent or the model behind it.
+        "agent_failed" | "model_rate_limited" | "model_unavailable" | "model_timeout"
+        | "model_refused" | "model_malformed" => Failure::Agent,
         _ => match status.map(|s| s.as_u16()) {
             Some(429) => Failure::Overloaded,
             _ => Failure::Other,
@@ -144,6 +146,9 @@ mod tests {
             assert_eq!(failure_of(status(s), code), failure, "{code} {s}");
         }
         assert_eq!(failure_of(None, "agent_failed"), Failure::Agent);
+        for code in ["model_rate_limited", "model_timeout", "model_malformed"] {
+            assert_eq!(failure_of(None, code), Failure::Agent, "{code}");
+        }
     }
 
     #[test]

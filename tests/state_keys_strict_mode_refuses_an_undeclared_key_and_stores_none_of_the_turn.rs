@@ -1,12 +1,13 @@
 //! In `strict` mode a turn whose delta writes an undeclared key, or a declared key with a value
-//! of the wrong type, fails with `AgentFailed` naming the key, and nothing of that turn is
-//! stored: no events, none of its other (valid) writes. A turn of declared, well-typed writes
-//! goes through.
+//! of the wrong type, fails with `AgentFailed` naming the key, and none of that turn is stored
+//! but its input and the failure: no output, none of its other (valid) writes. A turn of
+//! declared, well-typed writes goes through.
 
 mod support;
 
 use std::sync::Arc;
 
+use turnstile::state::EventKind;
 use turnstile::state_keys::{KeyType, Mode, StateKey, StateKeys};
 use turnstile::{Error, MemoryStore, Runtime, Store};
 
@@ -22,7 +23,7 @@ fn registry() -> StateKeys {
 }
 
 #[tokio::test]
-async fn an_undeclared_or_mistyped_write_fails_the_turn_and_stores_nothing() {
+async fn an_undeclared_or_mistyped_write_fails_the_turn_and_stores_none_of_it() {
     let store = Arc::new(MemoryStore::new());
     let rt = Runtime::builder()
         .agent(StateAgent)
@@ -42,14 +43,27 @@ async fn an_undeclared_or_mistyped_write_fails_the_turn_and_stores_nothing() {
         match rt.call(&k, input).await {
             Err(Error::AgentFailed { message, .. }) => {
                 assert!(message.contains(named), "{message}");
-                assert!(message.contains("nothing of it was stored"), "{message}");
+                assert!(
+                    message.contains("none of its output or state writes were stored"),
+                    "{message}"
+                );
             }
             other => panic!("expected AgentFailed naming {named}, got {other:?}"),
         }
     }
-    assert!(
-        stored_events(store.as_ref(), &k).await.is_empty(),
-        "no events stored"
+    let stored = stored_events(store.as_ref(), &k).await;
+    let kinds: Vec<&str> = stored
+        .iter()
+        .map(|e| match &e.kind {
+            EventKind::UserInput { .. } => "input",
+            EventKind::TurnFailed { .. } => "failed",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["input", "failed", "input", "failed"],
+        "only the inputs and the failures are stored"
     );
     let view = rt.state(&k).await.expect("state");
     assert!(
@@ -67,5 +81,5 @@ async fn an_undeclared_or_mistyped_write_fails_the_turn_and_stores_nothing() {
     assert_eq!(view.record.state["topic"], "rust");
     assert_eq!(view.user_state["visits"], 3);
     assert_eq!(rt.state_keys().expect("registry").violations(), 2);
-    assert_eq!(store.load(&k, 10).await.unwrap().events.len(), 2);
+    assert_eq!(store.load(&k, 10).await.unwrap().events.len(), 6);
 }

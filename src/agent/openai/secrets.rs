@@ -1,0 +1,151 @@
+//! Keeping secrets out of what the agent says: the API key and the extra headers' values (a
+//! gateway's key often travels in one) never reach an error, a log line or a stored reason, even
+//! when a server echoes them back whole or in part; and the endpoint is shown without its user
+//! info or query (where some deployments put a key).
+
+use reqwest::header::HeaderMap;
+
+/// The longest piece of a server's text kept in a message: enough for its explanation, not a
+/// page of HTML.
+pub(super) const MAX_DETAIL_CHARS: usize = 300;
+
+/// Characters in a row of a secret that are taken out wherever they appear. Servers echo part
+/// of a key (`sk-proj-…abcd`): a fragment this long may narrow a key down, a shorter one (the
+/// last four characters a dashboard shows) does not. Secrets shorter than this are not scrubbed
+/// (a header value such as `1`); an API key is far longer.
+pub(super) const MIN_SECRET_FRAGMENT: usize = 8;
+
+/// What replaces a secret.
+const REDACTED: &str = "[redacted]";
+
+/// The secrets of one agent.
+#[derive(Clone, Default)]
+pub(super) struct Secrets {
+    /// Each secret's characters.
+    values: Vec<Vec<char>>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} kept out)", self.values.len())
+    }
+}
+
+impl Secrets {
+    /// The API key and the values of the extra headers.
+    pub(super) fn new(key: Option<&str>, headers: &HeaderMap) -> Self {
+        let header_values = headers.values().filter_map(|v| v.to_str().ok());
+        let values = key
+            .into_iter()
+            .chain(header_values)
+            .map(|value| value.trim().chars().collect::<Vec<char>>())
+            .filter(|chars| chars.len() >= MIN_SECRET_FRAGMENT)
+            .collect();
+        Self { values }
+    }
+
+    /// `text` fit to show and log: every run of [`MIN_SECRET_FRAGMENT`] or more characters of a
+    /// secret replaced by `[redacted]`, control characters (line breaks, escape sequences)
+    /// turned into spaces so that it stays on one line, and at most [`MAX_DETAIL_CHARS`]
+    /// characters.
+    pub(super) fn scrub(&self, text: &str) -> String {
+        self.scrub_within(text, MAX_DETAIL_CHARS)
+    }
+
+    /// [`Secrets::scrub`], keeping up to `max_chars` characters.
+    pub(super) fn scrub_within(&self, text: &str, max_chars: usize) -> String {
+        let chars: Vec<char> = text.chars().take(max_chars.saturating_mul(2)).collect();
+        let mut out = String::with_capacity(chars.len());
+        let mut shown = 0;
+        let mut at = 0;
+        while at < chars.len() && shown < max_chars {
+            let secret = self.longest_secret_at(&chars[at..]);
+            if secret >= MIN_SECRET_FRAGMENT {
+                out.push_str(REDACTED);
+                shown += REDACTED.len();
+                at += secret;
+                continue;
+            }
+            let c = chars[at];
+            out.push(if c.is_control() { ' ' } else { c });
+            shown += 1;
+            at += 1;
+        }
+        out
+    }
+
+    /// The length of the longest run at the start of `text` that is part of a secret.
+    fn longest_secret_at(&self, text: &[char]) -> usize {
+        let mut longest = 0;
+        for secret in &self.values {
+            for start in 0..secret.len() {
+                let run = secret[start..]
+                    .iter()
+                    .zip(text)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                longest = longest.max(run);
+            }
+        }
+        longest
+    }
+}
+
+/// `url` as messages show it: without user info and query, where deployments sometimes put
+/// credentials.
+pub(super) fn shown_url(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    const KEY: &str = "sk-live-0123456789abcdef";
+
+    #[test]
+    fn a_key_echoed_whole_or_in_part_is_taken_out() {
+        let secrets = Secrets::new(Some(KEY), &HeaderMap::new());
+        assert_eq!(
+            secrets.scrub(&format!("bad key {KEY}!")),
+            "bad key [redacted]!"
+        );
+        // The first twelve characters and the last four, as some servers echo a key.
+        let partial = format!("key {}****{}", &KEY[..12], &KEY[KEY.len() - 4..]);
+        assert_eq!(secrets.scrub(&partial), "key [redacted]****cdef");
+        assert_eq!(
+            secrets.scrub("sk-live"),
+            "sk-live",
+            "shorter runs say nothing"
+        );
+    }
+
+    #[test]
+    fn header_values_are_secrets_and_text_stays_on_one_bounded_line() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-gateway-key",
+            HeaderValue::from_static("gw-secret-value-42"),
+        );
+        headers.insert("x-team", HeaderValue::from_static("7"));
+        let secrets = Secrets::new(None, &headers);
+        assert_eq!(
+            secrets.scrub("team 7 used gw-secret-value-42\nnext line\u{1b}[31m"),
+            "team 7 used [redacted] next line [31m"
+        );
+        assert_eq!(secrets.scrub(&"y".repeat(1000)).len(), MAX_DETAIL_CHARS);
+    }
+
+    #[test]
+    fn the_shown_url_has_no_credentials() {
+        let url =
+            reqwest::Url::parse("https://me:pw@host:8443/v1/chat/completions?api-key=s").unwrap();
+        assert_eq!(shown_url(&url), "https://host:8443/v1/chat/completions");
+    }
+}
