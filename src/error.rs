@@ -184,6 +184,12 @@ impl Error {
         Self::Memory(Arc::new(source))
     }
 
+    /// Whether the store refused a write because another writer changed the session
+    /// (`StoreError::Conflict`).
+    pub(crate) fn is_conflict(&self) -> bool {
+        matches!(self, Self::Store { source, .. } if matches!(**source, StoreError::Conflict { .. }))
+    }
+
     /// A short, stable code for logs, metrics and the HTTP API.
     pub fn code(&self) -> &'static str {
         match self {

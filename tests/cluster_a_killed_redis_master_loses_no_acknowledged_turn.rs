@@ -9,10 +9,12 @@
 //! it was acknowledged, nothing else is stored, and no two different turns were acknowledged
 //! with one sequence number.
 //!
-//! What it catches: a turn acknowledged from a window that held events the store never took (a
-//! session that lost its lease), a retry forwarded without its key (stored twice), a failover
-//! that loses acknowledged turns (`WAIT` not sent to the session's master), one node's failure
-//! stopping the sessions of the others, and redirections reaching clients as errors.
+//! What it checks is the end-to-end promise: whatever happens on the way — refusals,
+//! redirections, leases lost and taken, retries through other processes — no acknowledged turn
+//! is lost, duplicated or reordered, and no two turns are acknowledged with one seq. The
+//! individual causes it guards against have tests of their own (a session answering from
+//! events it never stored, a retry forwarded without its key, `WAIT` not reaching the session's
+//! master, one node's renewals stopping another's sessions).
 #![cfg(all(feature = "http", feature = "redis"))]
 
 mod support;

@@ -106,9 +106,11 @@ pub(crate) async fn serve(
     // answer each, until the last of the old ones is gone (or `force`).
     connections.close();
     let late = TaskTracker::new();
+    // Cut when the server returns: nothing of it outlives `serve`.
+    let late_force = force.child_token();
     let one_request = Ends {
         stop: CancellationToken::new(),
-        force: force.clone(),
+        force: late_force.clone(),
         one_request: true,
     };
     let old_ones_done = async {
@@ -121,7 +123,10 @@ pub(crate) async fn serve(
     // New clients are refused from now on rather than queued for a server that has stopped.
     drop(accept);
     late.close();
-    let _ = tokio::time::timeout(LATE_GRACE, late.wait()).await;
+    if tokio::time::timeout(LATE_GRACE, late.wait()).await.is_err() {
+        late_force.cancel();
+        late.wait().await;
+    }
 }
 
 /// What accepting a connection needs.

@@ -167,6 +167,43 @@ mod tests {
         }
     }
 
+    /// A store whose probe never answers (a partition, a stalled node).
+    struct Silent {
+        inner: Arc<dyn Store>,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::store::ForwardingStore for Silent {
+        fn forward_to(&self) -> &dyn Store {
+            self.inner.as_ref()
+        }
+
+        async fn ping(&self) -> Result<(), crate::store::StoreError> {
+            std::future::pending().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_never_answers_a_probe_is_not_ready() {
+        let silent = Arc::new(Silent {
+            inner: Arc::new(MemoryStore::new()),
+        });
+        let health = Arc::new(StoreHealth::new(INTERVAL));
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(prober(silent, health.clone(), shutdown.clone()));
+        tokio::time::sleep(INTERVAL * 2).await;
+        assert_eq!(health.readiness(), Readiness::Ready, "within three probes");
+        tokio::time::sleep(INTERVAL * 3).await;
+        match health.readiness() {
+            Readiness::StoreUnanswered { error, .. } => {
+                assert!(error.contains("no answer within"), "{error}");
+            }
+            other => panic!("a store that never answers is not ready: {other:?}"),
+        }
+        shutdown.cancel();
+        task.await.expect("the prober ends on shutdown");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_store_silent_for_three_probes_is_not_ready_and_ready_again_once_it_answers() {
         let switch = Arc::new(Switch {

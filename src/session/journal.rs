@@ -26,7 +26,7 @@ use crate::context::Window;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Event, EventKind, ScopedState, Seq, SessionRecord};
-use crate::store::{LoadedSession, Store, StoreError};
+use crate::store::{Lease, LoadedSession, Store, StoreError};
 
 /// The session's acknowledged view and its writer.
 pub(crate) struct Journal {
@@ -138,6 +138,7 @@ impl Journal {
     }
 
     /// Whether a write found this process no longer the session's owner.
+    #[cfg(test)]
     pub(crate) fn lease_lost(&self) -> bool {
         self.lease_lost
     }
@@ -180,7 +181,7 @@ impl Journal {
             .unsaved
             .store(events.len(), Ordering::Relaxed);
         self.shared.dirty.store(true, Ordering::Release);
-        let written = self.write(base, &events).await;
+        let (fence, written) = self.write(base, &events).await;
         self.shared.dirty.store(false, Ordering::Release);
         let last = events.last().map_or(0, |e| e.seq);
         match written {
@@ -196,7 +197,7 @@ impl Journal {
                 Err(self.failed(err, "stored, not replicated in time"))
             }
             Err(err @ (StoreError::NotOwner { .. } | StoreError::Fenced { .. })) => {
-                self.lose_lease();
+                self.lose_lease(fence.as_ref());
                 Err(self.failed(err, "not stored: this process lost the session's lease"))
             }
             Err(err @ StoreError::Conflict { .. }) => {
@@ -231,17 +232,39 @@ impl Journal {
         error
     }
 
-    /// One append, fenced by the session's lease when the runtime keeps leases.
-    async fn write(&self, base: u64, events: &[Event]) -> Result<u64, StoreError> {
-        match &self.keeper {
-            None => self.store.append(&self.key, base, events).await,
-            Some(keeper) => {
-                let lease = keeper.fence(&self.key)?;
-                self.store
+    /// One append, fenced by the session's lease when the runtime keeps leases; with the
+    /// lease it carried (none when the lease had already lapsed here).
+    async fn write(&self, base: u64, events: &[Event]) -> (Option<Lease>, Result<u64, StoreError>) {
+        let Some(keeper) = &self.keeper else {
+            return (None, self.store.append(&self.key, base, events).await);
+        };
+        match keeper.fence(&self.key) {
+            Ok(lease) => {
+                let written = self
+                    .store
                     .append_fenced(&self.key, base, events, &lease)
-                    .await
+                    .await;
+                (Some(lease), written)
             }
+            Err(lapsed) => (None, Err(lapsed)),
         }
+    }
+
+    /// Whether this process may still write the session: with leases, whether the lease is
+    /// held and inside its local deadline. A lease found lapsed is lost as a refused write
+    /// would lose it, so that no turn runs its agent only to be refused.
+    pub(crate) fn may_write(&mut self) -> bool {
+        if self.lease_lost {
+            return false;
+        }
+        let Some(keeper) = &self.keeper else {
+            return true;
+        };
+        if keeper.fence(&self.key).is_ok() {
+            return true;
+        }
+        self.lose_lease(None);
+        false
     }
 
     /// Folds acknowledged events into the head, the state and the window, as `version`.
@@ -347,10 +370,10 @@ impl Journal {
 
     /// This process no longer owns the session: nothing more is written, and the keeper is told
     /// (it has the registry stop the session).
-    fn lose_lease(&mut self) {
+    fn lose_lease(&mut self, fence: Option<&Lease>) {
         self.lease_lost = true;
         if let Some(keeper) = &self.keeper {
-            keeper.report_lost(&self.key);
+            keeper.report_lost(&self.key, fence);
         }
     }
 

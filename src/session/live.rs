@@ -156,7 +156,9 @@ impl Live {
         match self.journal.settle().await {
             Ok(()) => Some(request),
             Err(error) => {
-                self.answer(request, Err(error));
+                // Not `answer`: this message was never taken in, and its request id (should a
+                // message with that id be in flight) is that one's to answer.
+                self.send_answer(request, Err(error));
                 None
             }
         }
@@ -170,7 +172,7 @@ impl Live {
             self.answer(request, Err(Error::Draining));
             return;
         }
-        if self.journal.lease_lost() {
+        if !self.journal.may_write() {
             let refused = self.journal.not_owner();
             self.answer(request, Err(refused));
             return;
@@ -357,7 +359,19 @@ impl Live {
         // Answers go out only after the store's: a turn it did not acknowledge left nothing
         // behind (or is held apart until read back), so it is never answered as done.
         let saved = self.journal.commit(events).await;
+        let conflict = saved.as_ref().err().is_some_and(Error::is_conflict);
         for (request, answer) in running.requests.into_iter().zip(answers) {
+            // After a conflict the session reloaded what the store holds: a retry that raced
+            // its original there (the original's write landed late) finds it stored, and is
+            // answered with its outcome rather than told nothing was kept.
+            let stored = match (&request.request_id, conflict) {
+                (Some(id), true) => self.stored_answer(id).await,
+                _ => None,
+            };
+            if let Some(answer) = stored {
+                self.answer(request, answer);
+                continue;
+            }
             let answer = match (&saved, answer) {
                 // A failure is recorded as the turn's outcome: unsaved, it is not acknowledged.
                 (Err(err), Ok(_) | Err(Error::AgentFailed { .. })) => Err(err.clone()),

@@ -3,8 +3,8 @@
 //!
 //! A session takes its lease before it loads, fences every write with it, and gives it back
 //! after its last write. One renewer per runtime (`registry::lifecycle::renewer`) extends all of
-//! them in one batch; a lease whose renewal fails, or whose local deadline passes, stops its
-//! session without another write.
+//! them in one batch; a lease the store refuses to renew, or whose local deadline passes (its
+//! renewals unanswered that long), stops its session without another write.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,10 +66,24 @@ impl LeaseKeeper {
         }
     }
 
-    /// A session found its lease lost (a write was refused as not the owner's, or its local
-    /// deadline passed): forgets the lease and has the renewer stop the session.
-    pub(crate) fn report_lost(&self, key: &SessionKey) {
-        self.held.lock().remove(key);
+    /// A session found its lease lost: a write fenced with `fence` was refused as not the
+    /// owner's, or (`None`) its lease had lapsed here. Forgets that lease and has the renewer
+    /// stop the session — unless the lease held now is another one (a later activation's) or
+    /// none (the renewer found it lost already): a stale report never stops a session that
+    /// holds its lease.
+    pub(crate) fn report_lost(&self, key: &SessionKey, fence: Option<&Lease>) {
+        {
+            let mut held = self.held.lock();
+            let ours = match (held.get(key), fence) {
+                (Some(held), Some(lease)) => held.lease == *lease,
+                (Some(held), None) => Instant::now() >= held.valid_until,
+                (None, _) => false,
+            };
+            if !ours {
+                return;
+            }
+            held.remove(key);
+        }
         metrics::counter!("turnstile_leases_lost_total", "reason" => "write").increment(1);
         self.lost.lock().push(key.clone());
         self.lost_wake.notify_one();
@@ -287,11 +301,20 @@ impl LeaseKeeper {
 
     /// Applies a batch's answers (in the batch's order) to the leases still held as they were.
     fn record_renewals(&self, batch: Vec<(SessionKey, Lease)>, answers: &[Renewal], sent: Instant) {
+        // Counted before the lock is taken: every write's fence takes it too.
+        let mut counts = [0u64; 3];
+        for renewal in answers {
+            counts[renewal_index(*renewal)] += 1;
+        }
+        for (i, outcome) in ["renewed", "lost", "unanswered"].into_iter().enumerate() {
+            if counts[i] > 0 {
+                metrics::counter!("turnstile_lease_renewals_total", "outcome" => outcome)
+                    .increment(counts[i]);
+            }
+        }
         let mut held = self.held.lock();
         let mut refused = Vec::new();
         for ((key, lease), renewal) in batch.into_iter().zip(answers) {
-            metrics::counter!("turnstile_lease_renewals_total", "outcome" => renewal_label(*renewal))
-                .increment(1);
             let Some(entry) = held.get_mut(&key).filter(|h| h.lease == lease) else {
                 continue; // released or taken over meanwhile
             };
@@ -357,191 +380,14 @@ impl LeaseKeeper {
     }
 }
 
-/// The `outcome` label of a renewal in metrics.
-fn renewal_label(renewal: Renewal) -> &'static str {
+/// The index of a renewal's `outcome` label in metrics: renewed, lost, unanswered.
+fn renewal_index(renewal: Renewal) -> usize {
     match renewal {
-        Renewal::Renewed => "renewed",
-        Renewal::Lost => "lost",
-        _ => "unanswered",
+        Renewal::Renewed => 0,
+        Renewal::Lost => 1,
+        _ => 2,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{Claimant, MemoryStore, Store};
-
-    const TTL: Duration = Duration::from_secs(10);
-
-    fn keeper(store: &MemoryStore, address: &str) -> LeaseKeeper {
-        let ownership = Ownership::new(address).with_lease_ttl(TTL);
-        LeaseKeeper::new(store.leases().expect("memory leases"), ownership, "memory")
-    }
-
-    fn key(s: &str) -> SessionKey {
-        SessionKey::new("u", s).expect("key")
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_lease_fences_writes_until_four_fifths_of_its_ttl_without_renewal() {
-        let store = MemoryStore::new();
-        let keeper = keeper(&store, "http://a");
-        let k = key("s");
-        keeper.acquire(&k).await.expect("granted");
-        assert!(keeper.fence(&k).is_ok());
-        tokio::time::advance(TTL * 4 / 5 - Duration::from_millis(1)).await;
-        assert!(keeper.fence(&k).is_ok(), "still inside the margin");
-        tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(
-            matches!(
-                keeper.fence(&k),
-                Err(StoreError::NotOwner { owner: None, .. })
-            ),
-            "past the local deadline nothing is written, though the store's lease still lasts"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn renewal_extends_the_local_deadline_from_before_the_request() {
-        let store = MemoryStore::new();
-        let keeper = keeper(&store, "http://a");
-        let k = key("s");
-        keeper.acquire(&k).await.expect("granted");
-        tokio::time::advance(TTL / 2).await;
-        keeper.renew_all().await;
-        assert!(keeper.take_lost().is_empty());
-        tokio::time::advance(TTL * 4 / 5 - Duration::from_millis(1)).await;
-        assert!(keeper.fence(&k).is_ok(), "renewed at TTL/2");
-    }
-
-    /// Leases whose renewals of some sessions (or of all) are not answered, as when the store
-    /// node that keeps them is down.
-    struct Unanswered {
-        inner: Arc<dyn Leases>,
-        /// Sessions whose renewals go unanswered; `None`: the whole batch fails.
-        only: Option<Vec<SessionKey>>,
-    }
-
-    #[async_trait::async_trait]
-    impl crate::store::ForwardingLeases for Unanswered {
-        fn forward_to(&self) -> &dyn Leases {
-            self.inner.as_ref()
-        }
-
-        async fn renew(
-            &self,
-            leases: &[(SessionKey, Lease)],
-            ttl: Duration,
-        ) -> Result<Vec<Renewal>, StoreError> {
-            let Some(only) = &self.only else {
-                return Err(StoreError::Unavailable {
-                    backend: "test",
-                    detail: "partitioned".into(),
-                });
-            };
-            let answers = self.inner.renew(leases, ttl).await?;
-            Ok(leases
-                .iter()
-                .zip(answers)
-                .map(|((key, _), answer)| {
-                    if only.contains(key) {
-                        Renewal::Unanswered
-                    } else {
-                        answer
-                    }
-                })
-                .collect())
-        }
-    }
-
-    fn keeper_over(leases: Unanswered) -> LeaseKeeper {
-        let ownership = Ownership::new("http://a").with_lease_ttl(TTL);
-        LeaseKeeper::new(Arc::new(leases), ownership, "memory")
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_lease_whose_renewals_fail_is_reported_lost_at_its_local_deadline() {
-        let store = MemoryStore::new();
-        let inner = store.leases().expect("memory leases");
-        let keeper = keeper_over(Unanswered { inner, only: None });
-        let k = key("idle");
-        keeper.acquire(&k).await.expect("granted");
-        tokio::time::advance(TTL / 3).await;
-        keeper.renew_all().await;
-        assert!(keeper.take_lost().is_empty(), "still inside its deadline");
-        tokio::time::advance(TTL * 4 / 5 - TTL / 3).await;
-        keeper.renew_all().await;
-        assert_eq!(
-            keeper.take_lost(),
-            std::slice::from_ref(&k),
-            "no write needed: the renewer stops it"
-        );
-        assert_eq!(keeper.held(), 0);
-        assert!(keeper.fence(&k).is_err());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_unanswered_renewal_stops_only_its_own_session() {
-        let store = MemoryStore::new();
-        let inner = store.leases().expect("memory leases");
-        let (down, up) = (key("on-a-node-that-is-down"), key("elsewhere"));
-        let keeper = keeper_over(Unanswered {
-            inner,
-            only: Some(vec![down.clone()]),
-        });
-        keeper.acquire(&down).await.expect("granted");
-        keeper.acquire(&up).await.expect("granted");
-        for _ in 0..3 {
-            tokio::time::advance(TTL / 3).await;
-            keeper.renew_all().await;
-        }
-        assert_eq!(
-            keeper.take_lost(),
-            std::slice::from_ref(&down),
-            "only the unanswered one"
-        );
-        assert!(keeper.fence(&up).is_ok(), "its renewals were answered");
-        assert!(keeper.fence(&down).is_err());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_lease_taken_by_another_process_is_reported_lost_and_forgotten() {
-        let store = MemoryStore::new();
-        let a = keeper(&store, "http://a");
-        let k = key("s");
-        a.acquire(&k).await.expect("granted");
-        // a's process stalls past the store's expiry; b takes the session.
-        tokio::time::advance(TTL + Duration::from_millis(1)).await;
-        let b = keeper(&store, "http://b");
-        b.acquire(&k).await.expect("b takes the expired lease");
-        a.renew_all().await;
-        assert_eq!(a.take_lost(), std::slice::from_ref(&k));
-        assert_eq!(a.held(), 0);
-        assert!(a.fence(&k).is_err());
-        match a.acquire(&k).await {
-            Err(StoreError::NotOwner {
-                owner: Some(owner), ..
-            }) => assert_eq!(owner.address, "http://b"),
-            other => panic!("expected the owner to be named, got {other:?}"),
-        }
-        assert!(b.fence(&k).is_ok());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_release_forgets_the_lease_and_frees_the_session() {
-        let store = MemoryStore::new();
-        let a = keeper(&store, "http://a");
-        let k = key("s");
-        a.acquire(&k).await.expect("granted");
-        a.release(&k).await;
-        assert_eq!(a.held(), 0);
-        let other = Claimant::new("http://b");
-        let claim = store
-            .leases()
-            .expect("leases")
-            .acquire(&k, &other, TTL)
-            .await
-            .expect("acquire");
-        assert!(matches!(claim, Claim::Granted(_)), "{claim:?}");
-    }
-}
+mod tests;

@@ -77,6 +77,9 @@ struct Inner {
     app_state_lock: parking_lot::Mutex<()>,
     /// Each recently used session's state, so that an append reads no file; see `cache.rs`.
     cache: HeadCache,
+    /// A readiness probe's `stat` is on the blocking pool: set while one runs, so that a folder
+    /// that hangs (a stuck network mount) costs one blocked thread, not one per probe.
+    probing: std::sync::atomic::AtomicBool,
 }
 
 /// What a session operation holds: its user's gate (shared) and its own lock.
@@ -106,6 +109,7 @@ impl FileStore {
                     .collect(),
                 app_state_lock: parking_lot::Mutex::new(()),
                 cache: HeadCache::new(),
+                probing: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -292,16 +296,28 @@ impl Store for FileStore {
         "file"
     }
 
-    /// The root folder is still there and a folder: one `stat`, on the blocking pool.
+    /// The root folder is still there and a folder: one `stat`, on the blocking pool, and never
+    /// two at once (one still running answers `Unavailable`).
     async fn ping(&self) -> Result<(), StoreError> {
-        let root = self.inner.root.clone();
-        blocking(move || match std::fs::metadata(&root) {
-            Ok(meta) if meta.is_dir() => Ok(()),
-            Ok(_) => Err(StoreError::Unavailable {
+        use std::sync::atomic::Ordering;
+        if self.inner.probing.swap(true, Ordering::AcqRel) {
+            return Err(StoreError::Unavailable {
                 backend: "file",
-                detail: format!("{} is no longer a folder", root.display()),
-            }),
-            Err(error) => Err(fsio::io_error("read", &root)(error)),
+                detail: "the last look at the store's folder has not finished".into(),
+            });
+        }
+        let inner = self.inner.clone();
+        blocking(move || {
+            let seen = match std::fs::metadata(&inner.root) {
+                Ok(meta) if meta.is_dir() => Ok(()),
+                Ok(_) => Err(StoreError::Unavailable {
+                    backend: "file",
+                    detail: format!("{} is no longer a folder", inner.root.display()),
+                }),
+                Err(error) => Err(fsio::io_error("read", &inner.root)(error)),
+            };
+            inner.probing.store(false, Ordering::Release);
+            seen
         })
         .await
     }

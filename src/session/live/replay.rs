@@ -34,10 +34,11 @@ impl Live {
         let Some(id) = request.request_id.clone() else {
             return Some(request);
         };
-        if self.journal.lease_lost() {
-            // Another process may own the session now: nothing here is vouched for.
+        if !self.journal.may_write() {
+            // Another process may own the session now: nothing here is vouched for. Not
+            // `answer`: a message in flight with this id is that one's to answer.
             let refused = self.journal.not_owner();
-            self.answer(request, Err(refused));
+            self.send_answer(request, Err(refused));
             return None;
         }
         let requests = self.requests.get_or_insert_with(Box::default);
@@ -45,11 +46,19 @@ impl Live {
             requests.retries.entry(id).or_default().push(request);
             return None;
         }
-        // The window holds only what the store acknowledged (the journal settled before this).
-        let Some((_, found)) = find_answer(self.journal.window().events(), &id) else {
+        if find_answer(self.journal.window().events(), &id).is_none() {
             requests.ids.insert(id);
             return Some(request);
-        };
+        }
+        let answer = self.stored_answer(&id).await;
+        self.answer(request, answer.expect("found in the window just now"));
+        None
+    }
+
+    /// The answer of the message with request id `id` from the stored log (the window holds
+    /// only what the store acknowledged), or `None` when it is not there.
+    pub(super) async fn stored_answer(&mut self, id: &str) -> Option<Result<Outcome, Error>> {
+        let (_, found) = find_answer(self.journal.window().events(), id)?;
         // The first answer may have been `NotReplicated` (or lost): a stored turn is acknowledged
         // only once the replicas the store waits for hold it. One this session saw acknowledged
         // in full needs no check.
@@ -66,8 +75,7 @@ impl Live {
         if !matches!(answer, Err(Error::Store { .. })) {
             metrics::counter!("turnstile_replayed_total").increment(1);
         }
-        self.answer(request, answer);
-        None
+        Some(answer)
     }
 
     /// A message with `request_id` is being answered: it is no longer in flight, and the

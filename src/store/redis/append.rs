@@ -125,7 +125,7 @@ impl RedisStore {
             // wrote. Events carry random ids, so finding this append's own is proof it
             // committed; how many replicas hold it is then checked anew.
             Err(StoreError::Conflict { found, .. })
-                if found == base_version + 1 && self.stored_already(key, events).await =>
+                if found == base_version + 1 && self.stored_already(key, events).await? =>
             {
                 tracing::info!(%key, "an append sent twice had committed the first time");
                 acked = None;
@@ -200,17 +200,20 @@ impl RedisStore {
         Ok((self.run(key, evaluation).await?, None))
     }
 
-    /// Whether the log holds `events` themselves (same ids) where they would go.
-    async fn stored_already(&self, key: &SessionKey, events: &[Event]) -> bool {
+    /// Whether the log holds `events` themselves (same ids) where they would go. A read that
+    /// fails leaves the append's outcome unknown: `Unavailable`, never a `Conflict` that would
+    /// say it was not stored.
+    async fn stored_already(&self, key: &SessionKey, events: &[Event]) -> Result<bool, StoreError> {
         let Some(first) = events.first() else {
-            return false;
+            return Ok(false);
         };
         match Store::read_events(self, key, first.seq, events.len()).await {
-            Ok(stored) => {
-                stored.len() == events.len()
-                    && stored.iter().zip(events).all(|(s, mine)| s.id == mine.id)
-            }
-            Err(_) => false,
+            Ok(stored) => Ok(stored.len() == events.len()
+                && stored.iter().zip(events).all(|(s, mine)| s.id == mine.id)),
+            Err(error) => Err(super::codec::unavailable(format!(
+                "the append met a newer version and reading back whether it was its own failed \
+                 ({error}): its outcome is unknown"
+            ))),
         }
     }
 

@@ -194,10 +194,11 @@ pub(crate) fn cluster_client(
         .map_err(|e| invalid(&e))
 }
 
-/// Attempts of a command the cluster did not run (see [`cluster_client`]): with waits from
-/// [`CLUSTER_MIN_RETRY_WAIT_MS`] growing to [`CLUSTER_MAX_RETRY_WAIT_MS`], about three seconds
-/// in all — a failover with a node timeout of a second or two completes within them, and a
-/// redirection after it is followed rather than reported.
+/// Attempts of a command the cluster did not run (see [`cluster_client`]): with jittered waits
+/// from [`CLUSTER_MIN_RETRY_WAIT_MS`] growing to [`CLUSTER_MAX_RETRY_WAIT_MS`], about 1.5 s in
+/// all (2.5 s at most) — a failover with a node timeout of a second or two completes within
+/// them, and a redirection after it is followed rather than reported. (With Redis's default
+/// node timeout of 15 s, the dead master's commands fail meanwhile.)
 const CLUSTER_RETRIES: u32 = 10;
 
 /// The first wait before retrying a command the cluster did not run, in milliseconds.

@@ -15,10 +15,12 @@ use super::{read_back, ReadSession, RedisStore};
 use crate::key::SessionKey;
 use crate::store::{Claim, Claimant, Lease, Leases, LoadedSession, Owner, Renewal, StoreError};
 
-/// A renewal is waited for at most this share of the TTL: renewals run every third of it and a
-/// lease lapses locally at four fifths, so an unanswered node never holds the deadlines of the
-/// others' renewals back past a fifth.
-const RENEWAL_WAIT_DIVISOR: u32 = 5;
+/// A renewal is waited for at most two fifths of the TTL. A lease's local deadline is four
+/// fifths of the TTL after the request that last renewed it, and renewals run every third of
+/// it, so when a batch starts every held lease has at least 4/5 − 1/3 ≈ 0.47 of the TTL left:
+/// an unanswered node holding the batch for 2/5 never makes another node's renewed lease
+/// lapse, while a large batch (a hundred thousand leases pipelined) has time to be answered.
+const RENEWAL_WAIT: (u32, u32) = (2, 5);
 
 /// A TTL in whole milliseconds, at least 1 (Redis refuses `PEXPIRE 0` as "expire now").
 fn ttl_ms(ttl: Duration) -> u64 {
@@ -197,7 +199,7 @@ impl Leases for RedisStore {
         // that is down leaves its leases unanswered, never those of the other nodes, and is
         // waited for at most a share of the TTL, so that a late batch does not hold up the
         // deadlines of the leases that were renewed.
-        let wait = ttl / RENEWAL_WAIT_DIVISOR;
+        let wait = ttl * RENEWAL_WAIT.0 / RENEWAL_WAIT.1;
         let ttl = ttl_ms(ttl);
         let answers = join_all(leases.iter().map(|(key, lease)| async move {
             let mut call = self.scripts.renew.prepare_invoke();

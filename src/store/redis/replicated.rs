@@ -131,6 +131,7 @@ impl Replicated {
             wait: options.response_timeout,
             create: options.connect_timeout,
             recycle: options.response_timeout,
+            refresh: options.response_timeout,
         };
         let connections = match (conn::cluster_nodes(url), topology) {
             (Some(nodes), Some(topology)) => {
@@ -230,10 +231,11 @@ impl Replicated {
         let pipe = self.with_wait(call);
         let mut redirects = 0;
         loop {
+            let seen = self.generation().await;
             let mut conn = self.connection(slot).await?;
             let exchange = self.exchange(&mut conn, append, &pipe);
             let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
-            if redirects < REDIRECTS && self.redirected(&answer).await? {
+            if redirects < REDIRECTS && self.redirected(&answer, seen).await? {
                 redirects += 1;
                 continue;
             }
@@ -246,16 +248,25 @@ impl Replicated {
     async fn redirected<T>(
         &self,
         answer: &Result<Result<T, RedisError>, tokio::time::error::Elapsed>,
+        seen: u64,
     ) -> Result<bool, StoreError> {
         let Connections::Cluster(masters) = &self.connections else {
             return Ok(false);
         };
         match answer {
             Ok(Err(e)) if is_redirect(e) => {
-                masters.refresh().await?;
+                masters.refresh(seen).await?;
                 Ok(true)
             }
             _ => Ok(false),
+        }
+    }
+
+    /// How many maps of masters were read so far (0 on a single server).
+    async fn generation(&self) -> u64 {
+        match &self.connections {
+            Connections::Cluster(masters) => masters.generation().await,
+            Connections::Single(_) => 0,
         }
     }
 
@@ -281,10 +292,11 @@ impl Replicated {
             .arg(self.timeout_ms);
         let mut redirects = 0;
         loop {
+            let seen = self.generation().await;
             let mut conn = self.connection(slot).await?;
             let exchange = pipe.query_async::<(Option<String>, u32)>(&mut *conn);
             let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
-            if redirects < REDIRECTS && self.redirected(&answer).await? {
+            if redirects < REDIRECTS && self.redirected(&answer, seen).await? {
                 redirects += 1;
                 continue;
             }
@@ -383,11 +395,10 @@ impl Replicated {
     }
 }
 
+/// A `MOVED`: the slot is another master's now, and nothing ran. (An `ASK`, met only while a
+/// slot migrates, is not followed: the append fails as unavailable and is sent again later.)
 fn is_redirect(error: &RedisError) -> bool {
-    matches!(
-        error.kind(),
-        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
-    )
+    matches!(error.kind(), ErrorKind::Server(ServerErrorKind::Moved))
 }
 
 fn is_noscript(value: &Value) -> bool {

@@ -24,14 +24,24 @@ use super::Manager;
 use crate::store::redis::codec::{redis_error, unavailable};
 use crate::store::StoreError;
 
-/// How a pool of one master is built.
+/// How a pool of one master is built, and how long the map of masters may take to read.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct PoolSettings {
+    /// Dedicated connections per master at most (`replica_connections`).
     pub max_size: usize,
+    /// How long an append waits for one of them to come free.
     pub wait: Duration,
+    /// How long making one may take.
     pub create: Duration,
+    /// How long checking an idle one may take.
     pub recycle: Duration,
+    /// How long asking for the map of masters may take, all attempts together.
+    pub refresh: Duration,
 }
+
+/// Nodes asked for the map of masters before giving up: a node picked at random may be the one
+/// that is down.
+const REFRESH_ATTEMPTS: usize = 3;
 
 /// A contiguous range of slots and the address (`host:port`) of the master serving it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,12 +57,18 @@ pub(super) struct Masters {
     topology: ClusterConnection,
     /// One node's URL from the store's URL: scheme, credentials and database for the others.
     node_url: String,
+    /// How each dedicated connection is made (its timeouts).
     config: AsyncConnectionConfig,
+    /// `append.lua`, loaded on each dedicated connection.
     append: Script,
     settings: PoolSettings,
     /// Sorted by `start`; empty until first asked.
     slots: RwLock<Vec<SlotRange>>,
+    /// One pool per master address; pools of addresses no longer in the map are dropped.
     pools: Mutex<HashMap<String, Pool<Manager>>>,
+    /// Held while the map is asked for, so that many appends that find it stale ask once; the
+    /// count of maps read so far tells a waiter whether another read one meanwhile.
+    refreshing: tokio::sync::Mutex<u64>,
 }
 
 impl Masters {
@@ -71,6 +87,7 @@ impl Masters {
             settings,
             slots: RwLock::new(Vec::new()),
             pools: Mutex::new(HashMap::new()),
+            refreshing: tokio::sync::Mutex::new(0),
         }
     }
 
@@ -80,7 +97,8 @@ impl Masters {
         let master = match self.master_of(slot) {
             Some(master) => master,
             None => {
-                self.refresh().await?;
+                let seen = *self.refreshing.lock().await;
+                self.refresh(seen).await?;
                 self.master_of(slot)
                     .ok_or_else(|| unavailable(format!("no master serves slot {slot}")))?
             }
@@ -89,26 +107,59 @@ impl Masters {
         match pool.get().await {
             Ok(conn) => Ok(conn),
             Err(error) => {
-                // A master that cannot be reached may have failed over: look again next time.
-                self.slots.write().clear();
+                // A master that cannot be reached may have failed over: its slots are looked up
+                // again next time; other masters' are left as they are.
+                self.slots.write().retain(|range| range.master != master);
                 Err(pool_error(&master, error))
             }
         }
     }
 
-    /// Asks the cluster which master serves which slots.
-    pub(super) async fn refresh(&self) -> Result<(), StoreError> {
-        let mut topology = self.topology.clone();
-        let mut slots = redis::cmd("CLUSTER");
-        slots.arg("SLOTS");
-        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
-        let reply = topology
-            .route_command(slots, routing)
+    /// The number of maps read so far; pass it to [`Masters::refresh`].
+    pub(super) async fn generation(&self) -> u64 {
+        *self.refreshing.lock().await
+    }
+
+    /// Asks the cluster which master serves which slots — unless another caller did since
+    /// `seen` (a [`Masters::generation`]), whose map stands. Bounded by the settings' `refresh`
+    /// time in all; a node that does not answer is passed over for another.
+    pub(super) async fn refresh(&self, seen: u64) -> Result<(), StoreError> {
+        let mut generation = self.refreshing.lock().await;
+        if *generation != seen {
+            return Ok(());
+        }
+        let asking = async {
+            let mut last = None;
+            for _ in 0..REFRESH_ATTEMPTS {
+                let mut topology = self.topology.clone();
+                let mut slots = redis::cmd("CLUSTER");
+                slots.arg("SLOTS");
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+                match topology.route_command(slots, routing).await {
+                    Ok(reply) => return Ok(reply),
+                    Err(error) => last = Some(error),
+                }
+            }
+            Err(last.map_or_else(
+                || unavailable("CLUSTER SLOTS was not asked"),
+                |e| redis_error("CLUSTER SLOTS", e),
+            ))
+        };
+        let reply = tokio::time::timeout(self.settings.refresh, asking)
             .await
-            .map_err(|e| redis_error("CLUSTER SLOTS", e))?;
+            .map_err(|_| {
+                unavailable(format!(
+                    "no node answered CLUSTER SLOTS within {:?}",
+                    self.settings.refresh
+                ))
+            })??;
         let map = parse_slots(&reply)
             .ok_or_else(|| unavailable("CLUSTER SLOTS answered something else than a slot map"))?;
+        self.pools
+            .lock()
+            .retain(|address, _| map.iter().any(|range| &range.master == address));
         *self.slots.write() = map;
+        *generation += 1;
         Ok(())
     }
 
@@ -235,12 +286,25 @@ fn parse_slots(reply: &Value) -> Option<Vec<SlotRange>> {
             return None;
         };
         match host.filter(|h| !h.is_empty()) {
+            // An IPv6 address needs its brackets in a URL.
+            Some(host) if host.contains(':') => map.push(SlotRange {
+                start,
+                end,
+                master: format!("[{host}]:{port}"),
+            }),
             Some(host) => map.push(SlotRange {
                 start,
                 end,
                 master: format!("{host}:{port}"),
             }),
-            None => continue,
+            None => {
+                tracing::warn!(
+                    start,
+                    end,
+                    "redis store: CLUSTER SLOTS names a master without an address for these \
+                     slots; their replicated appends fail until it does"
+                );
+            }
         }
     }
     map.sort_by_key(|range| range.start);
@@ -272,6 +336,11 @@ mod tests {
                 node("10.0.0.1", 7000),
             ]),
             Value::Array(vec![Value::Int(10923), Value::Int(16383), node("", 7002)]),
+            Value::Array(vec![
+                Value::Int(16000),
+                Value::Int(16383),
+                node("fd00::5", 7005),
+            ]),
         ]);
         let map = parse_slots(&reply).expect("a map");
         assert_eq!(
@@ -287,8 +356,13 @@ mod tests {
                     end: 10922,
                     master: "10.0.0.2:7001".into()
                 },
+                SlotRange {
+                    start: 16000,
+                    end: 16383,
+                    master: "[fd00::5]:7005".into()
+                },
             ],
-            "sorted, and a master without a host left out"
+            "sorted, IPv6 bracketed, and a master without a host left out"
         );
         assert!(parse_slots(&text("nonsense")).is_none());
     }
