@@ -22,5 +22,5 @@ mod window;
 pub use memory::{memory_block, memory_context, MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN};
 pub use summarizer::{ExtractiveSummarizer, Summarizer, DEFAULT_ITEMS_PER_SECTION};
 pub use template::{render, MissingKey, TemplateError};
-pub(crate) use window::{chat_messages, in_failed_turns, Window};
+pub(crate) use window::{chat_messages, Window};
 pub use window::{ContextMessage, Role};

@@ -139,11 +139,16 @@ pub fn memory_key(key: &SessionKey) -> SessionKey {
 }
 
 /// The memory entries of a session's events: its user inputs and agent outputs that carry text.
-/// Tool calls, notes and summaries are left out (a summary restates what its events said).
+/// Tool calls, notes and summaries are left out (a summary restates what its events said), and
+/// so are failed turns' inputs (never answered; left out of the model's context too).
 pub fn entries_of(key: &SessionKey, events: &[Event]) -> Vec<MemoryEntry> {
+    // A failed turn's input was never answered: left out, as it is of the model's context.
+    let failed = crate::state::in_failed_turns(events);
     events
         .iter()
-        .filter_map(|event| {
+        .zip(failed)
+        .filter(|(_, failed)| !failed)
+        .filter_map(|(event, _)| {
             let (speaker, text) = match (&event.kind, event.author) {
                 (EventKind::UserInput { text, .. }, _) => (Speaker::User, text),
                 (EventKind::AgentOutput { text, .. }, Author::Agent) => (Speaker::Agent, text),

@@ -5,6 +5,7 @@ mod event;
 mod record;
 mod scope;
 
+pub(crate) use event::in_failed_turns;
 pub use event::{
     Author, Event, EventKind, Extra, InputDisposition, InterruptReason, OutputStatus, Seq,
     ToolStatus, Usage,

@@ -26,7 +26,8 @@ pub enum Mode {
     /// The write is stored, logged and counted ([`StateKeys::violations`] and the
     /// `turnstile_state_key_violations_total` metric).
     Warn,
-    /// The turn fails with `AgentFailed` naming the key, and nothing of it is stored.
+    /// The turn fails with `AgentFailed` naming the key: its input and a `turn_failed` event
+    /// are stored, none of its output or state writes.
     Strict,
 }
 

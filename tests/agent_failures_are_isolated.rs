@@ -72,11 +72,14 @@ async fn a_panicking_turn_fails_alone_and_the_session_goes_on() {
         .collect();
     assert_eq!(failures.len(), 2, "{failures:?}");
     assert!(failures.iter().all(|(code, _)| code == "agent_failed"));
+    // The history says what kind of failure it was; the agent's own words (a panic's message,
+    // an error's text) are for operators and the embedder, not for whoever reads the history.
     assert!(
-        failures[0].1.contains("panicked on purpose"),
+        failures
+            .iter()
+            .all(|(_, reason)| reason == "the agent failed"),
         "{failures:?}"
     );
-    assert!(failures[1].1.contains("failed on purpose"), "{failures:?}");
     let view = rt.state(&k).await.unwrap().unwrap();
     assert_eq!(view.record.stats.failed, 2);
     assert_eq!(

@@ -106,6 +106,11 @@ async fn an_echoed_key_is_scrubbed_from_every_path() {
         assert_no_key(&format!("the answer to turn {turn}"), &body);
         answers.push((status, body));
     }
+    // The child writes its log from its own thread: wait for the last record to arrive.
+    eventually("the upstream's words in the log", || {
+        serve.logs().contains("fell over")
+    })
+    .await;
     let logs = serve.logs();
     assert!(
         logs.contains("TRACE") || logs.contains("trace"),

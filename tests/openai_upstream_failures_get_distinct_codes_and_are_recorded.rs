@@ -121,10 +121,28 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn gateway(fake: &FakeOpenAi, store: Arc<dyn Store>, request_timeout: Duration) -> TestGateway {
+/// The agent's attempt timeout for cases whose server stalls: short, so that four attempts fit
+/// a test.
+const STALL_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// The agent's attempt timeout for every other case: long enough that a loaded machine never
+/// turns a late answer into a retry (which would take the next scripted reply).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether the case's server stalls (its attempts must time out).
+fn stalls(name: &str) -> bool {
+    name.contains("stall") || name.contains("no response headers")
+}
+
+fn gateway(
+    fake: &FakeOpenAi,
+    store: Arc<dyn Store>,
+    request_timeout: Duration,
+    attempt_timeout: Duration,
+) -> TestGateway {
     let agent = OpenAiAgent::builder(&fake.base_url, "m")
         .with_api_key(KEY)
-        .with_timeout(Duration::from_millis(300))
+        .with_timeout(attempt_timeout)
         .with_retries(3, Duration::from_millis(1), Duration::from_secs(5))
         .build()
         .unwrap();
@@ -149,7 +167,12 @@ async fn each_upstream_failure_has_its_own_code_and_is_recorded_as_failed() {
     for case in cases() {
         let fake = FakeOpenAi::start_with(case.script, case.check_key).await;
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let gw = gateway(&fake, store.clone(), Duration::from_secs(20));
+        let attempt = if stalls(case.name) {
+            STALL_TIMEOUT
+        } else {
+            ANSWER_TIMEOUT
+        };
+        let gw = gateway(&fake, store.clone(), Duration::from_secs(20), attempt);
         let (status, headers, body) = within(gw.send_raw(post(
             "/v1/sessions/alice/s/turns",
             ALICE,
@@ -202,7 +225,12 @@ async fn a_turn_answered_504_ends_up_in_the_history_as_failed() {
     // 300 ms timeout, four attempts).
     let fake = FakeOpenAi::start((0..4).map(|_| Reply::NoHeaders).collect()).await;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let gw = gateway(&fake, store.clone(), Duration::from_millis(200));
+    let gw = gateway(
+        &fake,
+        store.clone(),
+        Duration::from_millis(200),
+        STALL_TIMEOUT,
+    );
     let (status, body) = within(gw.send(post(
         "/v1/sessions/alice/s/turns",
         ALICE,

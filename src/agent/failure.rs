@@ -60,6 +60,20 @@ impl FailureKind {
         }
     }
 
+    /// What a session's history says of a failure of this kind when the agent gave no words
+    /// of its own: short, and nothing of the agent's or the upstream's own text (which may name
+    /// hosts or hold what a user should not read).
+    pub fn public_reason(self) -> &'static str {
+        match self {
+            Self::Agent => "the agent failed",
+            Self::ModelRateLimited => "the model server was rate limiting this service",
+            Self::ModelUnavailable => "the model server failed or could not be reached",
+            Self::ModelTimeout => "the model server did not answer in time",
+            Self::ModelRefused => "the model server refused the request",
+            Self::ModelMalformed => "the model server sent a reply this service cannot use",
+        }
+    }
+
     /// The kind whose [`code`](Self::code) this is; an unknown code (written by a newer build)
     /// is [`FailureKind::Agent`].
     pub fn from_code(code: &str) -> Self {
@@ -76,12 +90,15 @@ impl FailureKind {
 /// clients its own code and status, and the session's history a `turn_failed` event with its
 /// code and message.
 ///
-/// The message is stored and shown to whoever reads the session's history: keep secrets out
-/// of it.
+/// The **message** is stored and shown to whoever reads the session's history (the session's
+/// own user included): write it for them, and keep hosts and secrets out of it. The
+/// **detail** ([`AgentFailure::with_detail`]; for any other error, its text) is for operators:
+/// it is logged and handed to the embedder in `Error::AgentFailed`, never stored.
 #[derive(Debug, Clone)]
 pub struct AgentFailure {
     kind: FailureKind,
     message: String,
+    detail: Option<String>,
     retry_after: Option<Duration>,
     source: Option<Arc<dyn StdError + Send + Sync>>,
 }
@@ -92,9 +109,17 @@ impl AgentFailure {
         Self {
             kind,
             message: message.into(),
+            detail: None,
             retry_after: None,
             source: None,
         }
+    }
+
+    /// What operators should know beyond the message (an upstream's answer, an endpoint):
+    /// logged and returned to the embedder, never stored in the session's history.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 
     /// The wait the upstream asked for before trying again (a rate limit's `Retry-After`).
@@ -114,9 +139,14 @@ impl AgentFailure {
         self.kind
     }
 
-    /// What happened.
+    /// What happened, for the session's history.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// What operators should know: the detail, else the message.
+    pub fn detail(&self) -> &str {
+        self.detail.as_deref().unwrap_or(&self.message)
     }
 
     /// The wait the upstream asked for, if it said.
@@ -125,24 +155,36 @@ impl AgentFailure {
     }
 
     /// The failure an agent's error stands for: the first `AgentFailure` in `error` or its
-    /// sources gives the kind and the wait, and `error`'s own text the message; an error with
-    /// none is [`FailureKind::Agent`].
+    /// sources gives the kind, the wait and the message; `error`'s own text is the detail. An
+    /// error with none is [`FailureKind::Agent`], with that kind's
+    /// [`public_reason`](FailureKind::public_reason) as its message: an error's text may say
+    /// what a user must not read.
     pub fn of(error: &(dyn StdError + 'static)) -> Self {
         let mut found = None;
         let mut next = Some(error);
         while let Some(current) = next {
             if let Some(failure) = current.downcast_ref::<AgentFailure>() {
-                found = Some((failure.kind, failure.retry_after));
+                found = Some(failure);
                 break;
             }
             next = current.source();
         }
-        let (kind, retry_after) = found.unwrap_or((FailureKind::Agent, None));
-        Self {
-            kind,
-            message: error.to_string(),
-            retry_after,
-            source: None,
+        let text = error.to_string();
+        match found {
+            Some(failure) => Self {
+                kind: failure.kind,
+                message: failure.message.clone(),
+                detail: Some(failure.detail.clone().unwrap_or(text)),
+                retry_after: failure.retry_after,
+                source: None,
+            },
+            None => Self {
+                kind: FailureKind::Agent,
+                message: FailureKind::Agent.public_reason().to_owned(),
+                detail: Some(text),
+                retry_after: None,
+                source: None,
+            },
         }
     }
 }
@@ -198,16 +240,32 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_is_found_in_the_sources_and_the_outer_text_is_kept() {
+    fn a_failure_is_found_in_the_sources_and_the_outer_text_is_its_detail() {
         let inner = AgentFailure::new(FailureKind::ModelRateLimited, "slow down")
             .with_retry_after(Duration::from_secs(7));
         let outer = Wrapper(inner);
         let found = AgentFailure::of(&outer);
         assert_eq!(found.kind(), FailureKind::ModelRateLimited);
         assert_eq!(found.retry_after(), Some(Duration::from_secs(7)));
-        assert_eq!(found.message(), "wrapped: slow down");
-        let plain = std::io::Error::other("disk");
-        assert_eq!(AgentFailure::of(&plain).kind(), FailureKind::Agent);
+        assert_eq!(
+            found.message(),
+            "slow down",
+            "the agent's words for the history"
+        );
+        assert_eq!(
+            found.detail(),
+            "wrapped: slow down",
+            "the whole text for operators"
+        );
+    }
+
+    #[test]
+    fn a_plain_errors_text_is_only_its_detail() {
+        let plain = std::io::Error::other("GET http://10.0.0.9:4000 failed: key sk-123");
+        let failure = AgentFailure::of(&plain);
+        assert_eq!(failure.kind(), FailureKind::Agent);
+        assert_eq!(failure.message(), FailureKind::Agent.public_reason());
+        assert!(failure.detail().contains("10.0.0.9"));
     }
 
     #[test]

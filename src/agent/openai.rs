@@ -125,11 +125,14 @@ impl Agent for OpenAiAgent {
                 error
             }
         };
-        let message = self
+        let detail = self
             .transport
             .secrets
             .scrub_within(&error.to_string(), usize::MAX);
-        let mut failure = AgentFailure::new(error.kind(), message);
+        // The history keeps the kind's sentence: the error names the endpoint and quotes the
+        // server, which is for operators (logged) and the embedder, not the session's user.
+        let mut failure =
+            AgentFailure::new(error.kind(), error.kind().public_reason()).with_detail(detail);
         if let Some(wait) = error.retry_after() {
             failure = failure.with_retry_after(wait);
         }
@@ -163,8 +166,9 @@ impl OpenAiAgent {
             reply.push_str(&round.text);
             if let Some(used) = round.usage {
                 count_tokens(used);
-                usage.input_tokens += used.input_tokens;
-                usage.output_tokens += used.output_tokens;
+                // Counts come from the server: saturate rather than overflow.
+                usage.input_tokens = usage.input_tokens.saturating_add(used.input_tokens);
+                usage.output_tokens = usage.output_tokens.saturating_add(used.output_tokens);
                 turn.report_usage(usage);
             }
             if round.calls.is_empty() {

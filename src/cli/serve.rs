@@ -129,7 +129,8 @@ pub struct ServeArgs {
     #[arg(long)]
     state_keys: Option<PathBuf>,
     /// What a turn that writes an undeclared or mistyped state key gets: off, warn or strict
-    /// (the turn fails and nothing of it is stored). Default: the registry file's `mode`.
+    /// (the turn fails: its input and the failure are stored, none of its output or state
+    /// writes). Default: the registry file's `mode`.
     #[arg(long)]
     state_keys_mode: Option<turnstile::state_keys::Mode>,
     #[command(flatten)]

@@ -87,7 +87,9 @@ impl Summarizer for ExtractiveSummarizer {
         span: &[Event],
     ) -> Result<String, AgentError> {
         let mut sections = previous.map(parse).unwrap_or_default();
-        for event in span {
+        // A failed turn's input was never answered: left out, as it is of the model's context.
+        let failed = crate::state::in_failed_turns(span);
+        for (event, _) in span.iter().zip(failed).filter(|(_, failed)| !failed) {
             extract(event, &mut sections);
         }
         for items in &mut sections {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::state::{Event, EventKind, InputDisposition, Seq};
+use crate::state::{in_failed_turns, Event, EventKind, Seq};
 
 /// Who a [`ContextMessage`] speaks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -85,31 +85,6 @@ impl Window {
     }
 }
 
-/// Which of `history`'s events belong to failed turns: each `turn_failed` event and the inputs
-/// right before it (its turn's, answered or merged; superseded ones stand apart). The model's
-/// context leaves them out by default: a question that was never answered, followed by the
-/// same question sent again, reads to a model as a question asked twice.
-pub(crate) fn in_failed_turns(history: &[Event]) -> Vec<bool> {
-    let mut marked = vec![false; history.len()];
-    for (at, event) in history.iter().enumerate() {
-        if !matches!(event.kind, EventKind::TurnFailed { .. }) {
-            continue;
-        }
-        marked[at] = true;
-        for before in (0..at).rev() {
-            match &history[before].kind {
-                EventKind::UserInput { disposition, .. }
-                    if *disposition != InputDisposition::Superseded =>
-                {
-                    marked[before] = true
-                }
-                _ => break,
-            }
-        }
-    }
-    marked
-}
-
 /// The context as chat messages: the memory block first (pinned: it never slides out of the
 /// window), then the events that speak (inputs, outputs, tool calls and results), without the
 /// failed turns (see [`in_failed_turns`]).
@@ -143,7 +118,7 @@ pub(crate) fn chat_messages(memory: Option<String>, history: &[Event]) -> Vec<Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Author, OutputStatus};
+    use crate::state::{Author, InputDisposition, OutputStatus};
 
     fn input(seq: Seq) -> Event {
         Event::new(

@@ -324,8 +324,7 @@ impl Live {
             return;
         }
         let record = running.record.take();
-        let result = task::interrupt_wins(finished.result, &running.control);
-        let result = self.check_state_keys(result, &record);
+        let result = self.check_state_keys(finished.result, &record);
         let (end, failure) = task::settle(
             result,
             &record,

@@ -104,19 +104,23 @@ pub(crate) async fn execute(
             }
             Some(Ok(Ok(reply))) => TaskResult::Completed(reply),
             Some(Ok(Err(err))) => TaskResult::Failed(AgentFailure::of(err.as_ref())),
-            Some(Err(panic)) => TaskResult::Failed(AgentFailure::new(
-                FailureKind::Agent,
-                panic_message(panic.as_ref()),
-            )),
+            // A panic's message is the code's, not the user's: logged, not stored.
+            Some(Err(panic)) => TaskResult::Failed(
+                AgentFailure::new(FailureKind::Agent, FailureKind::Agent.public_reason())
+                    .with_detail(panic_message(panic.as_ref())),
+            ),
         }
     };
     // Cancellation wins a tie: an interrupt that arrived counts, even if the agent was done. An
-    // agent that saw it first and returned within the same poll is caught by `interrupt_wins`.
-    tokio::select! {
+    // agent that saw it first and returned within the same poll is caught by `interrupt_wins`,
+    // checked here, in that poll: an interrupt that comes after (before the session recorded
+    // the turn) finds the turn over and leaves its reply alone.
+    let result = tokio::select! {
         biased;
         () = token.cancelled() => TaskResult::Interrupted,
         result = work => result,
-    }
+    };
+    interrupt_wins(result, &control)
 }
 
 async fn take_slot(slots: Slots) -> Option<tokio::sync::OwnedSemaphorePermit> {
@@ -153,11 +157,11 @@ pub(crate) enum TurnEnd {
     Nothing,
 }
 
-/// An interrupt that reached the turn before the session recorded it wins over what the agent
-/// returned: the caller who interrupted was told a turn was running, and the history says it
-/// was cut short, with what had been streamed. An agent busy with a fast stream sees the
-/// cancellation inside its own loop and returns (its text so far, or an error) within the
-/// poll in which the interrupt arrived, before `execute`'s own check runs again.
+/// An interrupt that reached the turn while the agent ran wins over what the agent returned:
+/// the history says it was cut short, with what had been streamed. An agent busy with a fast
+/// stream sees the cancellation inside its own loop and returns (its text so far, or an error)
+/// within the poll in which the interrupt arrived, before `execute`'s own check runs again;
+/// `execute` looks once more as the agent returns.
 pub(crate) fn interrupt_wins(result: TaskResult, control: &TurnControl) -> TaskResult {
     match result {
         TaskResult::Completed(_) | TaskResult::Failed(_) if control.token.is_cancelled() => {
@@ -194,9 +198,16 @@ pub(crate) fn settle(
         }
         TaskResult::Failed(failure) => {
             let reason = stored_reason(failure.message());
+            let detail = stored_reason(failure.detail());
+            tracing::warn!(
+                %key,
+                code = failure.kind().code(),
+                %detail,
+                "turn failed; recorded as failed"
+            );
             let error = Error::AgentFailed {
                 key: key.clone(),
-                message: reason.clone(),
+                message: detail,
                 kind: failure.kind(),
                 retry_after: failure.retry_after(),
             };

@@ -48,7 +48,6 @@ enum KeySource {
 }
 
 /// Builds an [`OpenAiAgent`]; start with [`OpenAiAgent::builder`].
-#[derive(Debug)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct OpenAiBuilder {
     base_url: String,
@@ -64,6 +63,29 @@ pub struct OpenAiBuilder {
     turn_timeout: Duration,
     retry: RetryPolicy,
     failed_turns_in_context: bool,
+}
+
+/// Written by hand: the extra headers' values and the base URL's credentials and query are
+/// secrets as much as the key, so only header names and the shown URL appear.
+impl std::fmt::Debug for OpenAiBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("OpenAiBuilder")
+            .field("base_url", &shown_base(&self.base_url))
+            .field("model", &self.model)
+            .field("headers", &headers)
+            .field("tools", &self.tools)
+            .field("max_tool_rounds", &self.max_tool_rounds)
+            .field("timeout", &self.timeout)
+            .field("turn_timeout", &self.turn_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `base` without credentials, query or fragment, for messages; a URL that does not parse is
+/// not shown at all (it may be anything, a key pasted in the wrong place included).
+fn shown_base(base: &str) -> String {
+    reqwest::Url::parse(base).map_or_else(|_| "(not a URL)".to_owned(), |u| shown_url(&u))
 }
 
 impl std::fmt::Debug for dyn Tool {
@@ -193,11 +215,11 @@ impl OpenAiBuilder {
     /// Checks the settings, reads the API key and builds the HTTP client.
     pub fn build(self) -> Result<OpenAiAgent, OpenAiError> {
         let base = reqwest::Url::parse(&self.base_url)
-            .map_err(|e| OpenAiError::Config(format!("base URL {:?}: {e}", self.base_url)))?;
+            .map_err(|e| OpenAiError::Config(format!("the base URL does not parse: {e}")))?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(OpenAiError::Config(format!(
-                "base URL {:?} must start with http:// or https://",
-                self.base_url
+                "base URL {} must start with http:// or https://",
+                shown_url(&base)
             )));
         }
         if self.timeout.is_zero() || self.turn_timeout.is_zero() {
@@ -206,9 +228,9 @@ impl OpenAiBuilder {
             ));
         }
         let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
-        let shown = reqwest::Url::parse(&url)
-            .map(|u| shown_url(&u))
-            .map_err(|e| OpenAiError::Config(format!("endpoint {url:?}: {e}")))?;
+        let endpoint = reqwest::Url::parse(&url)
+            .map_err(|e| OpenAiError::Config(format!("the endpoint does not parse: {e}")))?;
+        let shown = shown_url(&endpoint);
         let api_key = match self.key {
             KeySource::Default => std::env::var(DEFAULT_API_KEY_ENV).ok().map(ApiKey),
             KeySource::Env(var) => match std::env::var(&var) {
@@ -219,12 +241,16 @@ impl OpenAiBuilder {
             KeySource::None => None,
         };
         let headers = header_map(&self.headers)?;
-        let secrets = Secrets::new(api_key.as_ref().map(|k| k.0.as_str()), &headers);
+        let secrets = Secrets::new(api_key.as_ref().map(|k| k.0.as_str()), &headers, &endpoint);
         if let Some(template) = &self.system_prompt {
             render(template, |_| None, MissingKey::Empty)?;
         }
         let definitions = tool_definitions(&self.tools)?;
+        // No redirects: a `Location` elsewhere would take the conversation and the extra
+        // headers (a gateway's key among them; reqwest strips only `Authorization` on a hop to
+        // another host) wherever the server says. A 3xx is refused as the answer it is.
         let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| OpenAiError::Config(format!("HTTP client: {}", transport_detail(e))))?;
         Ok(OpenAiAgent {
@@ -256,8 +282,10 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, OpenAiError> {
     for (name, value) in headers {
         let name = HeaderName::try_from(name.as_str())
             .map_err(|_| OpenAiError::Config(format!("{name:?} is not a valid header name")))?;
-        let value = HeaderValue::try_from(value.as_str())
+        let mut value = HeaderValue::try_from(value.as_str())
             .map_err(|_| OpenAiError::Config(format!("the value of header {name} is not valid")))?;
+        // Kept out of any `Debug` of the request and of HTTP/2's header compression tables.
+        value.set_sensitive(true);
         map.append(name, value);
     }
     Ok(map)

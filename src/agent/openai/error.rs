@@ -193,7 +193,11 @@ pub(super) fn status_kind(status: u16) -> FailureKind {
 /// streams is its own failure unless it says otherwise.
 pub(super) fn in_stream_kind(error: &serde_json::Value) -> FailureKind {
     let code = error.get("code").or_else(|| error.get("status"));
-    if let Some(status) = code.and_then(serde_json::Value::as_u64) {
+    let status = code.and_then(|code| {
+        code.as_u64()
+            .or_else(|| code.as_str().and_then(|s| s.trim().parse().ok()))
+    });
+    if let Some(status) = status {
         return u16::try_from(status).map_or(FailureKind::ModelUnavailable, status_kind);
     }
     let names = [code, error.get("type")]
@@ -202,8 +206,22 @@ pub(super) fn in_stream_kind(error: &serde_json::Value) -> FailureKind {
         .filter_map(serde_json::Value::as_str)
         .map(str::to_ascii_lowercase)
         .collect::<Vec<_>>();
+    // Errors that sending again will not mend: the request, the key, the account's quota.
+    const REFUSED: [&str; 6] = [
+        "invalid_request",
+        "context_length",
+        "insufficient_quota",
+        "authentication",
+        "permission",
+        "not_found",
+    ];
     if names.iter().any(|name| name.contains("rate_limit")) {
         FailureKind::ModelRateLimited
+    } else if names
+        .iter()
+        .any(|name| REFUSED.iter().any(|refused| name.contains(refused)))
+    {
+        FailureKind::ModelRefused
     } else if names.iter().any(|name| name.contains("timeout")) {
         FailureKind::ModelTimeout
     } else {
@@ -241,13 +259,21 @@ mod tests {
 
     #[test]
     fn details_prefer_the_json_message_and_never_hold_the_key() {
-        let secrets = Secrets::new(Some("sk-secret-123456"), &Default::default());
+        let secrets = Secrets::new(
+            Some("sk-secret-123456"),
+            &Default::default(),
+            &reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
+        );
         let body =
             r#"{"error":{"message":"Incorrect API key provided: sk-secret-123456","type":"x"}}"#;
         let text = detail(body, &secrets);
         assert_eq!(text, "Incorrect API key provided: [redacted]");
         assert_eq!(detail("  \n", &secrets), "no explanation given");
-        let none = Secrets::new(None, &Default::default());
+        let none = Secrets::new(
+            None,
+            &Default::default(),
+            &reqwest::Url::parse("http://127.0.0.1:9/").unwrap(),
+        );
         assert_eq!(
             detail(&"x".repeat(1000), &none).chars().count(),
             super::super::secrets::MAX_DETAIL_CHARS

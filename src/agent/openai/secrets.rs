@@ -11,9 +11,18 @@ pub(super) const MAX_DETAIL_CHARS: usize = 300;
 
 /// Characters in a row of a secret that are taken out wherever they appear. Servers echo part
 /// of a key (`sk-proj-…abcd`): a fragment this long may narrow a key down, a shorter one (the
-/// last four characters a dashboard shows) does not. Secrets shorter than this are not scrubbed
-/// (a header value such as `1`); an API key is far longer.
+/// last four characters a dashboard shows) does not.
 pub(super) const MIN_SECRET_FRAGMENT: usize = 8;
+
+/// The shortest secret taken out when it appears whole: a secret shorter than
+/// [`MIN_SECRET_FRAGMENT`] (a short password in the URL) is still redacted as a whole, but one
+/// shorter than this (a header value such as `1` or `yes`) is not a secret anyone could use, and
+/// taking it out would blank ordinary words.
+pub(super) const MIN_WHOLE_SECRET: usize = 4;
+
+/// How much of a text is read to produce [`MAX_DETAIL_CHARS`] of it: twice as much, since each
+/// redaction shortens what is shown.
+const READ_FACTOR: usize = 2;
 
 /// What replaces a secret.
 const REDACTED: &str = "[redacted]";
@@ -32,14 +41,24 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
-    /// The API key and the values of the extra headers.
-    pub(super) fn new(key: Option<&str>, headers: &HeaderMap) -> Self {
-        let header_values = headers.values().filter_map(|v| v.to_str().ok());
+    /// The API key, the values of the extra headers, and the endpoint's password and query
+    /// values (where some deployments put a key).
+    pub(super) fn new(key: Option<&str>, headers: &HeaderMap, endpoint: &reqwest::Url) -> Self {
+        let header_values = headers
+            .values()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let from_url = endpoint
+            .password()
+            .map(str::to_owned)
+            .into_iter()
+            .chain(endpoint.query_pairs().map(|(_, value)| value.into_owned()));
         let values = key
+            .map(str::to_owned)
             .into_iter()
             .chain(header_values)
+            .chain(from_url)
             .map(|value| value.trim().chars().collect::<Vec<char>>())
-            .filter(|chars| chars.len() >= MIN_SECRET_FRAGMENT)
+            .filter(|chars| chars.len() >= MIN_WHOLE_SECRET)
             .collect();
         Self { values }
     }
@@ -54,13 +73,16 @@ impl Secrets {
 
     /// [`Secrets::scrub`], keeping up to `max_chars` characters.
     pub(super) fn scrub_within(&self, text: &str, max_chars: usize) -> String {
-        let chars: Vec<char> = text.chars().take(max_chars.saturating_mul(2)).collect();
+        let chars: Vec<char> = text
+            .chars()
+            .take(max_chars.saturating_mul(READ_FACTOR))
+            .collect();
         let mut out = String::with_capacity(chars.len());
         let mut shown = 0;
         let mut at = 0;
         while at < chars.len() && shown < max_chars {
-            let secret = self.longest_secret_at(&chars[at..]);
-            if secret >= MIN_SECRET_FRAGMENT {
+            let secret = self.secret_at(&chars[at..]);
+            if secret > 0 {
                 out.push_str(REDACTED);
                 shown += REDACTED.len();
                 at += secret;
@@ -74,17 +96,26 @@ impl Secrets {
         out
     }
 
-    /// The length of the longest run at the start of `text` that is part of a secret.
-    fn longest_secret_at(&self, text: &[char]) -> usize {
+    /// How many characters at the start of `text` to redact: the longest run of at least
+    /// [`MIN_SECRET_FRAGMENT`] characters of a secret, or a whole shorter secret; 0 for none.
+    fn secret_at(&self, text: &[char]) -> usize {
         let mut longest = 0;
         for secret in &self.values {
+            if secret.len() < MIN_SECRET_FRAGMENT {
+                if text.starts_with(secret) {
+                    longest = longest.max(secret.len());
+                }
+                continue;
+            }
             for start in 0..secret.len() {
                 let run = secret[start..]
                     .iter()
                     .zip(text)
                     .take_while(|(a, b)| a == b)
                     .count();
-                longest = longest.max(run);
+                if run >= MIN_SECRET_FRAGMENT {
+                    longest = longest.max(run);
+                }
             }
         }
         longest
@@ -109,9 +140,13 @@ mod tests {
 
     const KEY: &str = "sk-live-0123456789abcdef";
 
+    fn endpoint() -> reqwest::Url {
+        reqwest::Url::parse("http://127.0.0.1:9/v1/chat/completions").unwrap()
+    }
+
     #[test]
     fn a_key_echoed_whole_or_in_part_is_taken_out() {
-        let secrets = Secrets::new(Some(KEY), &HeaderMap::new());
+        let secrets = Secrets::new(Some(KEY), &HeaderMap::new(), &endpoint());
         assert_eq!(
             secrets.scrub(&format!("bad key {KEY}!")),
             "bad key [redacted]!"
@@ -134,12 +169,22 @@ mod tests {
             HeaderValue::from_static("gw-secret-value-42"),
         );
         headers.insert("x-team", HeaderValue::from_static("7"));
-        let secrets = Secrets::new(None, &headers);
+        let secrets = Secrets::new(None, &headers, &endpoint());
         assert_eq!(
             secrets.scrub("team 7 used gw-secret-value-42\nnext line\u{1b}[31m"),
             "team 7 used [redacted] next line [31m"
         );
         assert_eq!(secrets.scrub(&"y".repeat(1000)).len(), MAX_DETAIL_CHARS);
+    }
+
+    #[test]
+    fn the_endpoints_password_and_query_values_are_secrets_even_short() {
+        let url = reqwest::Url::parse("https://me:pw12@host/v1?api-key=s3cr3t-key").unwrap();
+        let secrets = Secrets::new(None, &HeaderMap::new(), &url);
+        assert_eq!(
+            secrets.scrub("login pw12 with s3cr3t-key refused"),
+            "login [redacted] with [redacted] refused"
+        );
     }
 
     #[test]

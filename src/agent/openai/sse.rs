@@ -2,9 +2,12 @@
 //! each event, and `data: [DONE]` at the end. Only the `data` field matters here; comments and
 //! other fields are skipped.
 
-/// The largest event this decoder holds before it calls the stream malformed: a delta is a few
-/// tokens, so a megabyte without a blank line means the server is not speaking SSE.
-pub(super) const MAX_EVENT_BYTES: usize = 1 << 20;
+/// The largest event this decoder holds before it calls the stream malformed. A delta is a few
+/// tokens, a tool call's arguments in one delta a few KiB, so 256 KiB without a blank line means
+/// the server is not speaking SSE. The cap also bounds what parsing one event costs: JSON of
+/// tiny objects (`[{},{},…]`, 3 bytes each) becomes some 25–30 times its size in memory, so an
+/// event is never more than a few MB once parsed, per session.
+pub(super) const MAX_EVENT_BYTES: usize = 256 << 10;
 
 /// Splits a byte stream into the `data` payloads of its events.
 #[derive(Debug, Default)]

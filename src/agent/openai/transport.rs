@@ -233,11 +233,18 @@ pub(super) fn retry_delay(
     Some(backoff.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0)))
 }
 
-/// `Retry-After` in its seconds form (the HTTP-date form is rare from model servers and falls
-/// back to backoff).
+/// The longest wait a server's `Retry-After` is taken at: it is passed on to clients (HTTP
+/// `Retry-After`) and to the agent's own retries, and a peer must not be able to tell them to
+/// wait for years. An hour is longer than any rate limit a model server sets.
+pub(super) const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// `Retry-After` in its seconds form, at most [`MAX_RETRY_AFTER`] (the HTTP-date form is rare
+/// from model servers and falls back to backoff).
 pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
     let seconds: f64 = value.trim().parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok()
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .map(|wait| wait.min(MAX_RETRY_AFTER))
 }
 
 /// A random number in `0..1` for jitter, from the standard library's randomly keyed hasher (no

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::context::in_failed_turns;
+use crate::state::in_failed_turns;
 use crate::state::{Event, EventKind, ToolStatus, Usage};
 
 /// Tool calls one model response may ask for at most. Models ask for a handful at once
