@@ -20,7 +20,7 @@ const REDACTED: &str = "[redacted]";
 
 /// The secrets of one agent.
 #[derive(Clone, Default)]
-pub(super) struct Secrets {
+pub(crate) struct Secrets {
     /// Each secret's characters.
     values: Vec<Vec<char>>,
 }
@@ -35,9 +35,13 @@ impl Secrets {
     /// The API key and the values of the extra headers.
     pub(super) fn new(key: Option<&str>, headers: &HeaderMap) -> Self {
         let header_values = headers.values().filter_map(|v| v.to_str().ok());
-        let values = key
+        Self::from_values(key.into_iter().chain(header_values))
+    }
+
+    /// These values (an MCP server's header values, say).
+    pub(crate) fn from_values<'a>(values: impl IntoIterator<Item = &'a str>) -> Self {
+        let values = values
             .into_iter()
-            .chain(header_values)
             .map(|value| value.trim().chars().collect::<Vec<char>>())
             .filter(|chars| chars.len() >= MIN_SECRET_FRAGMENT)
             .collect();
@@ -48,7 +52,7 @@ impl Secrets {
     /// secret replaced by `[redacted]`, control characters (line breaks, escape sequences)
     /// turned into spaces so that it stays on one line, and at most [`MAX_DETAIL_CHARS`]
     /// characters.
-    pub(super) fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         self.scrub_within(text, MAX_DETAIL_CHARS)
     }
 
