@@ -97,5 +97,6 @@ pub(crate) const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 pub(crate) const HEALTHY_AFTER: Duration = Duration::from_secs(60);
 
 /// How long a stdio server gets to exit after its stdin is closed (and again after SIGTERM)
-/// when turnstile shuts it down, before its process group is killed.
-pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// when turnstile shuts it down, before its process group is killed: a server exits within
+/// milliseconds of its input ending; one still there after a second is stuck or ignores it.
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);

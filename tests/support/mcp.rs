@@ -9,9 +9,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use turnstile::{McpServer, McpTools, MemoryStore, OpenAiAgent, Runtime, Store};
+
+use super::fake_openai::{FakeOpenAi, Reply};
 
 /// The versions `.ci/run` installs.
 pub const EVERYTHING_PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
@@ -54,7 +58,7 @@ pub fn time() -> PathBuf {
 pub fn python() -> PathBuf {
     let python = installed("python3", "apt-get install python3");
     let found = Command::new(&python)
-        .args(["-c", "import mcp.server.fastmcp"])
+        .args(["-c", "import mcp.server.mcpserver"])
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
@@ -177,4 +181,55 @@ impl Drop for HttpEverything {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Connects to `spec` (an `--mcp` spelling), failing the test if it cannot.
+pub async fn connect(spec: &str) -> McpTools {
+    let server: McpServer = spec.parse().expect("a valid --mcp spec");
+    super::harness::within(McpTools::builder().server(server).connect())
+        .await
+        .expect("the MCP server starts")
+}
+
+/// A runtime over a memory store whose model (a fake server answering `script`) is offered
+/// `tools`.
+pub async fn model_runtime(
+    tools: &McpTools,
+    script: Vec<Reply>,
+) -> (FakeOpenAi, Runtime, Arc<dyn Store>) {
+    let fake = FakeOpenAi::start(script).await;
+    let agent = OpenAiAgent::builder(&fake.base_url, "m")
+        .without_api_key()
+        .with_mcp(tools.clone())
+        .build()
+        .expect("the agent builds");
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let runtime = Runtime::builder()
+        .agent(agent)
+        .store_arc(store.clone())
+        .build()
+        .expect("the runtime builds");
+    (fake, runtime, store)
+}
+
+/// The model asking for one call of `name` with `arguments`.
+pub fn asks(name: &str, arguments: &str) -> Reply {
+    Reply::ToolCalls(vec![("m1".into(), name.into(), arguments.into())])
+}
+
+/// The `tool` messages of a request, as `(tool_call_id, content)`.
+pub fn tool_messages(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+                m["content"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
 }
