@@ -155,3 +155,70 @@ async fn an_mcp_tool_named_like_a_library_tool_is_refused() {
     );
     tools.shutdown().await;
 }
+
+#[test]
+fn serve_exits_with_the_reason_before_it_listens() {
+    let down = support::cli::turnstile(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--agent",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--mcp",
+        "nope=stdio:/nonexistent/mcp-server",
+    ]);
+    assert!(!down.success);
+    assert!(!down.stdout.contains("listening"), "{}", down.stdout);
+    assert!(
+        down.stderr.contains("cannot start MCP server \"nope\"")
+            && down.stderr.contains("--mcp-optional"),
+        "{}",
+        down.stderr
+    );
+    let mock = support::cli::turnstile(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--mcp",
+        "stdio:/nonexistent/mcp-server",
+    ]);
+    assert!(!mock.success);
+    assert!(
+        mock.stderr.contains("needs --agent openai"),
+        "{}",
+        mock.stderr
+    );
+    let header = support::cli::turnstile(&[
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+        "--agent",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--mcp",
+        "docs=http://127.0.0.1:9/mcp",
+        "--mcp-header",
+        "Authorization: env:TURNSTILE_TEST_SURELY_UNSET_VARIABLE",
+    ]);
+    assert!(!header.success);
+    assert!(
+        header
+            .stderr
+            .contains("TURNSTILE_TEST_SURELY_UNSET_VARIABLE is not set"),
+        "{}",
+        header.stderr
+    );
+}

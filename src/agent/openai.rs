@@ -39,6 +39,7 @@ mod wire;
 
 pub use builder::OpenAiBuilder;
 pub use error::OpenAiError;
+#[cfg(feature = "mcp")]
 pub(crate) use secrets::Secrets;
 use tool::ToolSet;
 pub use tool::{Tool, ToolError};

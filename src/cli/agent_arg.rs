@@ -108,7 +108,7 @@ pub fn build_agent(
     mcp: &Mcp,
 ) -> Result<Arc<dyn Agent>, String> {
     if mcp.is_connected() && choice != AgentChoice::OpenAi {
-        return Err("--mcp gives tools to a model: it needs --agent openai".into());
+        return Err(super::mcp_arg::NOT_A_MODEL.into());
     }
     match choice {
         AgentChoice::Builtin(AgentKind::Mock) => Ok(Arc::new(

@@ -46,7 +46,7 @@ pub struct ChatArgs {
 /// Runs the conversation until Ctrl-D or `/quit`, then flushes the session.
 pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
     let key = parse_key(&args.session)?;
-    let mcp = mcp_arg::connect(&args.mcp).await?;
+    let mcp = mcp_arg::connect(&args.mcp, args.agent == AgentChoice::OpenAi).await?;
     let talked = chat(&args, &key, &mcp).await;
     mcp.shutdown().await;
     talked

@@ -47,6 +47,9 @@ impl McpArgs {
     }
 }
 
+/// Why `--mcp` is refused with another agent than the model.
+pub const NOT_A_MODEL: &str = "--mcp gives tools to a model: it needs --agent openai";
+
 /// The connected servers, if any; shut them down when the command is done.
 #[derive(Debug, Default)]
 pub struct Mcp {
@@ -78,11 +81,15 @@ impl Mcp {
     }
 }
 
-/// Starts the servers `args` names (none: nothing to start).
+/// Starts the servers `args` names (none: nothing to start) for an agent that uses tools
+/// (`model`: `--agent openai`); any other agent with `--mcp` is refused before anything starts.
 #[cfg(feature = "mcp")]
-pub async fn connect(args: &McpArgs) -> Result<Mcp, String> {
+pub async fn connect(args: &McpArgs, model: bool) -> Result<Mcp, String> {
     if args.is_empty() {
         return Ok(Mcp::default());
+    }
+    if !model {
+        return Err(NOT_A_MODEL.into());
     }
     let servers = servers(args, |var| std::env::var(var).ok())?;
     let mut builder = turnstile::McpTools::builder().optional(args.mcp_optional);
@@ -101,9 +108,12 @@ pub async fn connect(args: &McpArgs) -> Result<Mcp, String> {
 
 /// Without the `mcp` feature, `--mcp` is refused.
 #[cfg(not(feature = "mcp"))]
-pub async fn connect(args: &McpArgs) -> Result<Mcp, String> {
+pub async fn connect(args: &McpArgs, model: bool) -> Result<Mcp, String> {
     if args.is_empty() {
         return Ok(Mcp::default());
+    }
+    if !model {
+        return Err(NOT_A_MODEL.into());
     }
     Err("this turnstile was built without the `mcp` feature; rebuild with it".into())
 }
@@ -162,6 +172,7 @@ fn servers(
 }
 
 /// `[SERVER=]NAME: VALUE` as its parts.
+#[cfg(feature = "mcp")]
 fn parse_header(text: &str) -> Result<(Option<String>, String, String), String> {
     let (head, value) = text
         .split_once(':')

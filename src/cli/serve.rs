@@ -189,7 +189,7 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     };
     // The MCP servers run for as long as the gateway: stopped (and reaped) after the drain,
     // whatever ended it.
-    let mcp = mcp_arg::connect(&args.mcp).await?;
+    let mcp = mcp_arg::connect(&args.mcp, args.agent == AgentChoice::OpenAi).await?;
     let served = serve_with_tools(&args, &mcp, prepared, shutdown).await;
     mcp.shutdown().await;
     served

@@ -7,7 +7,7 @@
 //! `cancelled`.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -282,10 +282,6 @@ fn label(labels: &Mutex<HashSet<String>>, tool: &str) -> String {
     }
     "other".to_owned()
 }
-
-/// Keeps `Arc` in scope for the docs above.
-#[allow(dead_code)]
-type Shared = Arc<Server>;
 
 #[cfg(test)]
 mod tests {

@@ -238,16 +238,7 @@ impl Server {
         connection: Connection,
         stop: &CancellationToken,
     ) -> Option<McpError> {
-        let info = connection.peer.peer_info();
-        let (server_name, version) = info
-            .as_ref()
-            .and_then(|i| i.server_info.as_ref())
-            .map_or(("?".to_owned(), "?".to_owned()), |i| {
-                (i.name.clone(), i.version.clone())
-            });
-        tracing::info!(target: "turnstile::mcp", server = %self.name(), implementation = %server_name,
-            %version, protocol = %info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default(),
-            tools = self.tools().len(), pid = ?connection.pid, "MCP server connected");
+        self.announce(&connection);
         self.set_state(State::Up {
             peer: connection.peer.clone(),
             cut: connection.cut.clone(),
@@ -305,6 +296,17 @@ impl Server {
             detail: self.secrets.scrub(&detail),
             optional_hint: false,
         })
+    }
+
+    /// Logs a new connection: the server's implementation, version and protocol, its tools.
+    fn announce(&self, connection: &Connection) {
+        let info = connection.peer.peer_info();
+        let implementation = info.as_ref().and_then(|i| i.server_info.as_ref());
+        tracing::info!(target: "turnstile::mcp", server = %self.name(),
+            implementation = %implementation.map_or("?", |i| i.name.as_str()),
+            version = %implementation.map_or("?", |i| i.version.as_str()),
+            protocol = %info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default(),
+            tools = self.tools().len(), pid = ?connection.pid, "MCP server connected");
     }
 
     /// Lists the tools (every page, within the bounds) and offers those that pass.

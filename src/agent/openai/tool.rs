@@ -83,6 +83,7 @@ impl ToolSet {
 
     /// These tools followed by `more`, leaving out any of `more` whose name is taken (by one of
     /// these or an earlier one of `more`); returns the set and the names left out.
+    #[cfg(feature = "mcp")]
     pub(super) fn with(&self, more: &[Arc<dyn Tool>]) -> (Self, Vec<String>) {
         let mut tools = self.tools.clone();
         let mut definitions = self.definitions.clone();
