@@ -43,6 +43,14 @@ pub enum McpError {
         /// Whether the message suggests `--mcp-optional`.
         optional_hint: bool,
     },
+    /// A running server's process exited or its connection ended (it is started again).
+    #[error("MCP server {server:?} stopped: {detail}")]
+    Stopped {
+        /// The server's name.
+        server: String,
+        /// How it ended.
+        detail: String,
+    },
     /// Connecting, `initialize` and the first listing took longer than allowed.
     #[error("MCP server {server:?} did not finish starting within {after:?}")]
     StartTimeout {
@@ -72,4 +80,20 @@ pub enum McpError {
         /// The other server.
         second: String,
     },
+}
+
+impl McpError {
+    /// The message without the hint meant for the command line (`--mcp-optional`), as a call
+    /// to a server that is down reads it.
+    pub(super) fn without_hint(&self) -> String {
+        match self {
+            Self::Unreachable { server, detail, .. } => Self::Unreachable {
+                server: server.clone(),
+                detail: detail.clone(),
+                optional_hint: false,
+            }
+            .to_string(),
+            other => other.to_string(),
+        }
+    }
 }

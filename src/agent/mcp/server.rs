@@ -159,7 +159,7 @@ impl Server {
                     after: CONNECT_TIMEOUT,
                 },
             };
-            let reason = failure.to_string();
+            let reason = failure.without_hint();
             self.set_state(State::Down(reason.clone()));
             if let Some(first) = first.take() {
                 let _ = first.send(Err(failure));
@@ -291,10 +291,9 @@ impl Server {
             (None, Some(Err(error))) => format!("the process could not be reaped: {error}"),
             (None, None) => format!("the connection ended ({quit:?})"),
         };
-        Some(McpError::Unreachable {
+        Some(McpError::Stopped {
             server: self.name().to_owned(),
             detail: self.secrets.scrub(&detail),
-            optional_hint: false,
         })
     }
 
