@@ -93,6 +93,15 @@ async fn everything_servers_echo_and_sum_answer_the_model() {
         ],
         "--mcp-allow keeps the named tools only"
     );
+    // An agent of one's own calls them through the `Tool` trait.
+    let echo = tools.tools().into_iter().next().unwrap();
+    assert_eq!((echo.name(), echo.server()), ("echo", Some("everything")));
+    assert_eq!(
+        within(echo.call(json!({"message": "direct"})))
+            .await
+            .unwrap(),
+        json!("Echo: direct")
+    );
     let (requests, events) = turn_calling(
         &tools,
         vec![

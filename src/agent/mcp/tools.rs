@@ -94,6 +94,14 @@ impl McpTools {
         }
     }
 
+    /// The tools offered now, in the order offered, for an agent of your own: call one with
+    /// [`Tool::call`] (within its timeout, cancelled on the server when the future is dropped)
+    /// and record it with [`TurnContext::tool_call_via`](crate::TurnContext::tool_call_via)
+    /// and [`Tool::server`].
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.current().1.as_ref().clone()
+    }
+
     /// The names of the tools offered now, with their servers' names, in the order offered.
     pub fn tool_names(&self) -> Vec<(String, String)> {
         self.current()
