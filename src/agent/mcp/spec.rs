@@ -18,8 +18,9 @@ pub(crate) const INHERITED_ENV: [&str; 11] = [
     "TMPDIR",
 ];
 
-/// How to reach an MCP server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How to reach an MCP server. Its `Debug` output names headers and variables but never shows
+/// their values (a header often carries a token).
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum McpTransport {
     /// A child process speaking JSON-RPC on its stdin and stdout; its stderr goes to the log.
@@ -38,6 +39,27 @@ pub enum McpTransport {
         /// Headers sent with every request (`Authorization` and the like), `(name, value)`.
         headers: Vec<(String, String)>,
     },
+}
+
+impl std::fmt::Debug for McpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(name, _)| name.clone()).collect()
+        };
+        match self {
+            Self::Stdio { command, args, env } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", args)
+                .field("env", &names(env))
+                .finish(),
+            Self::Http { url, headers } => f
+                .debug_struct("Http")
+                .field("url", url)
+                .field("headers", &names(headers))
+                .finish(),
+        }
+    }
 }
 
 /// One MCP server: a name (in logs, metrics and the recorded calls) and its transport.
@@ -323,6 +345,23 @@ mod tests {
         // An `=` inside the URL is not a name.
         let server: McpServer = "https://127.0.0.1/mcp?x=1".parse().unwrap();
         assert_eq!(server.name(), "127.0.0.1");
+    }
+
+    #[test]
+    fn debug_output_never_shows_header_or_variable_values() {
+        let server = McpServer::http("docs", "https://127.0.0.1/mcp")
+            .with_header("Authorization", "Bearer secret-token-value");
+        let shown = format!("{server:?}");
+        assert!(
+            shown.contains("Authorization") && !shown.contains("secret"),
+            "{shown}"
+        );
+        let server = McpServer::stdio("s", "srv", ["a"]).with_env("TOKEN", "secret-value");
+        let shown = format!("{server:?}");
+        assert!(
+            shown.contains("TOKEN") && !shown.contains("secret"),
+            "{shown}"
+        );
     }
 
     #[test]
