@@ -8,6 +8,8 @@ use serde_json::Value;
 
 mod echo;
 mod failure;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod mock;
 #[cfg(feature = "openai")]
 pub(crate) mod openai;
@@ -17,10 +19,12 @@ pub use crate::error::AgentError;
 pub use echo::EchoAgent;
 pub(crate) use failure::stored_reason;
 pub use failure::{AgentFailure, FailureKind};
+#[cfg(feature = "mcp")]
+pub use mcp::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
-pub(crate) use turn_context::{floor_char_boundary, ToolEntry, TurnRecord};
+pub(crate) use turn_context::{floor_char_boundary, millis, ToolEntry, TurnRecord};
 pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
 
 /// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.

@@ -10,6 +10,7 @@ mod chat;
 mod limits_arg;
 mod load;
 mod logs;
+mod mcp_arg;
 #[cfg(feature = "http")]
 mod serve;
 mod sessions;

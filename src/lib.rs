@@ -30,7 +30,7 @@
 //! - `call`: what a caller passes ([`CallOptions`], [`OverlapPolicy`]) and gets ([`Outcome`]).
 //! - `agent`: the [`Agent`] trait, [`TurnContext`] and its builder, the built-in agents, and
 //!   (feature `openai`) [`OpenAiAgent`], a model behind an OpenAI-compatible endpoint, with its
-//!   [`Tool`] trait.
+//!   [`Tool`] trait, and (feature `mcp`) [`McpTools`], its tools from MCP servers.
 //! - `stream`: [`TurnStream`], a streamed turn's chunks and outcome.
 //! - `runtime`: the facade and its builder; it only delegates.
 //! - `registry`: which sessions are live — a synchronous state machine (`registry/slots`) whose
@@ -77,6 +77,8 @@ pub use agent::{
     Agent, AgentError, AgentFailure, Attributes, EchoAgent, FailureKind, MockLlmAgent, TurnContext,
     TurnContextBuilder, TurnRecording,
 };
+#[cfg(feature = "mcp")]
+pub use agent::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 #[cfg(feature = "openai")]
 pub use agent::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
 pub use artifact::{ArtifactError, ArtifactScope, ArtifactStore};

@@ -83,13 +83,15 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
         call_id: first,
         name,
         arguments,
+        server,
     } = &kinds[1]
     else {
         panic!("{kinds:?}")
     };
     assert_eq!(
-        (name.as_str(), &**arguments),
-        ("add", &json!({"a": 2, "b": 3}))
+        (name.as_str(), &**arguments, server),
+        ("add", &json!({"a": 2, "b": 3}), &None),
+        "a library tool comes from no MCP server"
     );
     let EventKind::ToolCall {
         call_id: second,
@@ -107,8 +109,9 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
                 call_id,
                 result,
                 status: ToolStatus::Ok,
+                duration_ms: Some(_),
             } => (call_id.clone(), (**result).clone()),
-            other => panic!("expected an ok result, got {other:?}"),
+            other => panic!("expected an ok result with its duration, got {other:?}"),
         })
         .collect();
     results.sort_by(|a, b| a.0.cmp(&b.0));

@@ -29,6 +29,8 @@ use crate::state::Usage;
 
 mod builder;
 mod error;
+#[cfg(feature = "mcp")]
+mod offer;
 mod secrets;
 mod sse;
 mod tool;
@@ -37,6 +39,9 @@ mod wire;
 
 pub use builder::OpenAiBuilder;
 pub use error::OpenAiError;
+#[cfg(feature = "mcp")]
+pub(crate) use secrets::Secrets;
+use tool::ToolSet;
 pub use tool::{Tool, ToolError};
 
 use sse::{SseDecoder, SseError};
@@ -69,9 +74,11 @@ pub struct OpenAiAgent {
     system_prompt: Option<String>,
     temperature: Option<f32>,
     max_tokens: Option<u32>,
-    tools: Vec<Arc<dyn Tool>>,
-    /// The tools' definitions, built once.
-    definitions: Vec<Value>,
+    /// The application's own tools (`with_tool`) and their definitions, built once.
+    library: Arc<ToolSet>,
+    /// Tools from MCP servers, offered after the library's (`with_mcp`).
+    #[cfg(feature = "mcp")]
+    mcp: Option<offer::McpOffer>,
     max_tool_rounds: usize,
     /// The longest a turn may take in the agent: requests, retries and their waits, streaming
     /// and tools together.
@@ -85,7 +92,7 @@ impl std::fmt::Debug for OpenAiAgent {
         f.debug_struct("OpenAiAgent")
             .field("url", &self.transport.shown)
             .field("model", &self.model)
-            .field("tools", &self.tools.len())
+            .field("tools", &self.library.tools.len())
             .finish_non_exhaustive()
     }
 }
@@ -94,6 +101,15 @@ impl OpenAiAgent {
     /// The chat-completions endpoint this agent posts to.
     pub fn url(&self) -> &str {
         &self.transport.url
+    }
+
+    /// The tools a turn offers: the library's, then those of the MCP servers now.
+    fn offered(&self) -> Arc<ToolSet> {
+        #[cfg(feature = "mcp")]
+        if let Some(mcp) = &self.mcp {
+            return mcp.offered(&self.library);
+        }
+        self.library.clone()
     }
 }
 
@@ -157,9 +173,14 @@ impl OpenAiAgent {
         let mut reply = String::new();
         let mut usage = Usage::default();
         let mut calls_made = 0;
+        // One set for the whole turn: the calls it runs are the tools its requests offered.
+        let tools = self.offered();
         for round_no in 1..=self.max_tool_rounds {
             let last = round_no == self.max_tool_rounds;
-            let round = match self.stream_round(turn, &messages, last, deadline).await? {
+            let round = match self
+                .stream_round(turn, &messages, &tools.definitions, last, deadline)
+                .await?
+            {
                 Ended::Done(round) => round,
                 Ended::Cancelled => return Ok(reply),
             };
@@ -178,7 +199,10 @@ impl OpenAiAgent {
                 break;
             }
             let text = (!round.text.is_empty()).then(|| round.text.clone());
-            match self.run_tools(turn, round.calls, &mut calls_made).await {
+            match self
+                .run_tools(turn, &tools, round.calls, &mut calls_made)
+                .await
+            {
                 Some((calls, results)) => {
                     messages.push(Message::tool_calls(text, calls));
                     messages.extend(results);
@@ -197,10 +221,13 @@ impl OpenAiAgent {
         &self,
         turn: &TurnContext,
         messages: &[Message],
+        definitions: &[Value],
         last: bool,
         deadline: Instant,
     ) -> Result<Ended, OpenAiError> {
-        let response = self.open_round(turn, messages, last, deadline).await?;
+        let response = self
+            .open_round(turn, messages, definitions, last, deadline)
+            .await?;
         let Some(response) = response else {
             return Ok(Ended::Cancelled);
         };
@@ -216,6 +243,7 @@ impl OpenAiAgent {
         &self,
         turn: &TurnContext,
         messages: &[Message],
+        definitions: &[Value],
         last: bool,
         deadline: Instant,
     ) -> Result<Option<reqwest::Response>, OpenAiError> {
@@ -228,8 +256,8 @@ impl OpenAiAgent {
             },
             temperature: self.temperature,
             max_tokens: self.max_tokens,
-            tools: &self.definitions,
-            tool_choice: (last && !self.definitions.is_empty()).then_some("none"),
+            tools: definitions,
+            tool_choice: (last && !definitions.is_empty()).then_some("none"),
         };
         let cancel = turn.cancellation();
         tokio::select! {
@@ -329,6 +357,7 @@ impl OpenAiAgent {
     async fn run_tools(
         &self,
         turn: &TurnContext,
+        tools: &ToolSet,
         asked: Vec<AskedCall>,
         made: &mut usize,
     ) -> Option<(Vec<WireToolCall>, Vec<Message>)> {
@@ -338,18 +367,19 @@ impl OpenAiAgent {
             *made += 1;
             let wire_id = wire::current_call_id(*made);
             let arguments = parse_arguments(&call.arguments);
-            let recorded = turn.tool_call(
-                call.name.clone(),
-                arguments
-                    .clone()
-                    .unwrap_or_else(|_| Value::String(call.arguments.clone())),
-            );
+            let tool = tools.find(&call.name).cloned();
+            let shown = arguments
+                .clone()
+                .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            let recorded = match tool.as_ref().and_then(|t| t.server()) {
+                Some(server) => turn.tool_call_via(server, call.name.clone(), shown),
+                None => turn.tool_call(call.name.clone(), shown),
+            };
             calls.push(WireToolCall::new(
                 wire_id.clone(),
                 call.name.clone(),
                 call.arguments,
             ));
-            let tool = self.tools.iter().find(|t| t.name() == call.name).cloned();
             runs.push(async move {
                 let result = match (tool, arguments) {
                     (None, _) => Err(Value::String(format!(

@@ -95,12 +95,22 @@ pub(crate) enum ToolEntry {
         call_id: String,
         name: String,
         arguments: Value,
+        /// The MCP server the tool came from, if any.
+        server: Option<String>,
+        /// When the call started: its result's duration is measured from here.
+        started: tokio::time::Instant,
     },
     Result {
         call_id: String,
         result: Value,
         ok: bool,
+        duration_ms: Option<u64>,
     },
+}
+
+/// Whole milliseconds of `elapsed`, saturating.
+pub(crate) fn millis(elapsed: std::time::Duration) -> u64 {
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The largest index at most `at` that is a character boundary of `text`.
@@ -235,27 +245,55 @@ impl TurnContext {
     /// [`TurnContext::tool_result`]. A call left without a result when the turn ends or is
     /// interrupted is closed in the history with a `cancelled` result.
     pub fn tool_call(&self, name: impl Into<String>, arguments: Value) -> String {
+        self.record_call(None, name.into(), arguments)
+    }
+
+    /// [`TurnContext::tool_call`] for a tool served by the MCP server named `server`, which the
+    /// history records with the call.
+    pub fn tool_call_via(
+        &self,
+        server: impl Into<String>,
+        name: impl Into<String>,
+        arguments: Value,
+    ) -> String {
+        self.record_call(Some(server.into()), name.into(), arguments)
+    }
+
+    fn record_call(&self, server: Option<String>, name: String, arguments: Value) -> String {
         let mut record = self.record.lock();
         record.next_call += 1;
         let call_id = format!("call-{}", record.next_call);
         record.tools.push(ToolEntry::Call {
             call_id: call_id.clone(),
-            name: name.into(),
+            name,
             arguments,
+            server,
+            started: tokio::time::Instant::now(),
         });
         call_id
     }
 
-    /// Records a tool's result (`Ok`) or failure (`Err`).
+    /// Records a tool's result (`Ok`) or failure (`Err`), with the time since its call was
+    /// recorded.
     pub fn tool_result(&self, call_id: &str, result: Result<Value, Value>) {
         let (result, ok) = match result {
             Ok(v) => (v, true),
             Err(v) => (v, false),
         };
-        self.record.lock().tools.push(ToolEntry::Result {
+        let mut record = self.record.lock();
+        let duration_ms = record.tools.iter().rev().find_map(|entry| match entry {
+            ToolEntry::Call {
+                call_id: id,
+                started,
+                ..
+            } if id == call_id => Some(millis(started.elapsed())),
+            _ => None,
+        });
+        record.tools.push(ToolEntry::Result {
             call_id: call_id.to_owned(),
             result,
             ok,
+            duration_ms,
         });
     }
 

@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use turnstile::{Agent, EchoAgent, MockLlmAgent};
 
+use super::mcp_arg::Mcp;
+
 /// Which agent answers the turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentKind {
@@ -96,13 +98,18 @@ pub struct ModelArgs {
     model_turn_timeout: Option<Duration>,
 }
 
-/// Builds the chosen agent: the mock with `latency_ms` and `chunks`, echo, or the model.
+/// Builds the chosen agent: the mock with `latency_ms` and `chunks`, echo, or the model (with
+/// the tools of `mcp`'s servers, which only the model can use).
 pub fn build_agent(
     choice: AgentChoice,
     latency_ms: u64,
     chunks: usize,
     model: &ModelArgs,
+    mcp: &Mcp,
 ) -> Result<Arc<dyn Agent>, String> {
+    if mcp.is_connected() && choice != AgentChoice::OpenAi {
+        return Err(super::mcp_arg::NOT_A_MODEL.into());
+    }
     match choice {
         AgentChoice::Builtin(AgentKind::Mock) => Ok(Arc::new(
             MockLlmAgent::new()
@@ -110,12 +117,12 @@ pub fn build_agent(
                 .with_chunks(chunks),
         )),
         AgentChoice::Builtin(AgentKind::Echo) => Ok(Arc::new(EchoAgent)),
-        AgentChoice::OpenAi => model_agent(model),
+        AgentChoice::OpenAi => model_agent(model, mcp),
     }
 }
 
 #[cfg(feature = "openai")]
-fn model_agent(args: &ModelArgs) -> Result<Arc<dyn Agent>, String> {
+fn model_agent(args: &ModelArgs, mcp: &Mcp) -> Result<Arc<dyn Agent>, String> {
     let (Some(base_url), Some(model)) = (&args.base_url, &args.model) else {
         return Err("--agent openai needs --base-url URL and --model NAME".into());
     };
@@ -140,11 +147,17 @@ fn model_agent(args: &ModelArgs) -> Result<Arc<dyn Agent>, String> {
     if let Some(timeout) = args.model_turn_timeout {
         builder = builder.with_turn_timeout(timeout);
     }
+    #[cfg(feature = "mcp")]
+    if let Some(tools) = mcp.tools() {
+        builder = builder.with_mcp(tools);
+    }
+    #[cfg(not(feature = "mcp"))]
+    let _ = mcp;
     Ok(Arc::new(builder.build().map_err(|e| e.to_string())?))
 }
 
 #[cfg(not(feature = "openai"))]
-fn model_agent(_: &ModelArgs) -> Result<Arc<dyn Agent>, String> {
+fn model_agent(_: &ModelArgs, _: &Mcp) -> Result<Arc<dyn Agent>, String> {
     Err("this turnstile was built without the `openai` feature; rebuild with it".into())
 }
 
@@ -162,9 +175,15 @@ mod tests {
 
     #[test]
     fn the_model_agent_needs_a_url_and_a_model() {
-        let err = build_agent(AgentChoice::OpenAi, 0, 1, &ModelArgs::default())
-            .err()
-            .unwrap();
+        let err = build_agent(
+            AgentChoice::OpenAi,
+            0,
+            1,
+            &ModelArgs::default(),
+            &Mcp::default(),
+        )
+        .err()
+        .unwrap();
         assert!(
             err.contains("--base-url") || err.contains("openai"),
             "{err}"

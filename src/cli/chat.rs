@@ -15,6 +15,7 @@ use turnstile::{CallOptions, OutcomeKind, Runtime, SessionKey, StreamEvent};
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use super::limits_arg::TurnLimitArgs;
+use super::mcp_arg::{self, McpArgs};
 
 /// Options of `turnstile chat`.
 #[derive(Debug, Args)]
@@ -37,13 +38,23 @@ pub struct ChatArgs {
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
+    mcp: McpArgs,
+    #[command(flatten)]
     limits: TurnLimitArgs,
 }
 
 /// Runs the conversation until Ctrl-D or `/quit`, then flushes the session.
 pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
     let key = parse_key(&args.session)?;
-    let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
+    let mcp = mcp_arg::connect(&args.mcp, args.agent == AgentChoice::OpenAi).await?;
+    let talked = chat(&args, &key, &mcp).await;
+    mcp.shutdown().await;
+    talked
+}
+
+/// The conversation on a runtime with the agent and `mcp`'s tools.
+async fn chat(args: &ChatArgs, key: &SessionKey, mcp: &mcp_arg::Mcp) -> Result<ExitCode, String> {
+    let agent = build_agent(args.agent, args.latency, args.chunks, &args.model, mcp)?;
     let opened = open_store(&args.store).await.map_err(|e| e.to_string())?;
     let runtime = args
         .limits
@@ -56,7 +67,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let interrupts = interrupts()?;
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let talked = converse(&runtime, &key, stdin, &mut std::io::stdout(), interrupts).await;
+    let talked = converse(&runtime, key, stdin, &mut std::io::stdout(), interrupts).await;
     let report = runtime.shutdown().await;
     talked?;
     if report.left > 0 {

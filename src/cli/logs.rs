@@ -10,8 +10,9 @@ use std::str::FromStr;
 
 use tracing_subscriber::fmt::MakeWriter;
 
-/// The default filter: warnings, and ractor's own spans muted.
-const DEFAULT_FILTER: &str = "warn,ractor=warn";
+/// The default filter: warnings, ractor's own spans muted, and what MCP servers say (their
+/// stderr, their starts and stops: `turnstile::mcp` at INFO).
+const DEFAULT_FILTER: &str = "warn,ractor=warn,turnstile::mcp=info";
 
 /// How records are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

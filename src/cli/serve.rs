@@ -18,6 +18,7 @@ use turnstile::{
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use super::limits_arg::TurnLimitArgs;
+use super::mcp_arg::{self, Mcp, McpArgs};
 use cluster::{cluster_ownership, shared_store};
 
 mod artifacts;
@@ -57,6 +58,8 @@ pub struct ServeArgs {
     chunks: usize,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    mcp: McpArgs,
     #[command(flatten)]
     limits: TurnLimitArgs,
     /// Bearer tokens file: `<token> admin` or `<token> user:<id> [channels:<a>,<b>]` per line.
@@ -171,14 +174,56 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     if args.cluster {
         shared_store(&args.store, opened.store().as_ref())?;
     }
-    let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
     // Port 0 is known only once bound.
     let ownership = ownership.map(|o| o.advertising(local));
     let extras = Extras {
         artifacts: artifacts::open_artifacts(&args, &opened).await?,
         state_keys: artifacts::load_state_keys(&args)?,
     };
-    let runtime = build_runtime(&args, opened.store().clone(), ownership, extras).await?;
+    let prepared = Prepared {
+        tokens,
+        listener,
+        local,
+        opened,
+        ownership,
+        extras,
+    };
+    // The MCP servers run for as long as the gateway: stopped (and reaped) after the drain,
+    // whatever ended it.
+    let mcp = mcp_arg::connect(&args.mcp, args.agent == AgentChoice::OpenAi).await?;
+    let served = serve_with_tools(&args, &mcp, prepared, shutdown).await;
+    mcp.shutdown().await;
+    served
+}
+
+/// What `serve` set up before the runtime: its listener, store, tokens and extras.
+struct Prepared {
+    tokens: Tokens,
+    listener: tokio::net::TcpListener,
+    local: SocketAddr,
+    opened: turnstile::store::OpenedStore,
+    ownership: Option<Ownership>,
+    extras: Extras,
+}
+
+/// Builds the runtime (with `mcp`'s tools for the model) and serves until `shutdown`, then
+/// drains.
+async fn serve_with_tools(
+    args: &ServeArgs,
+    mcp: &Mcp,
+    prepared: Prepared,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<ExitCode, String> {
+    let Prepared {
+        tokens,
+        listener,
+        local,
+        opened,
+        ownership,
+        extras,
+    } = prepared;
+    let pairings = open_pairings(&opened).await.map_err(|e| e.to_string())?;
+    let runtime = build_runtime(args, opened.store().clone(), ownership, extras, mcp).await?;
     let router =
         ChannelRouter::with_pairings_arc(runtime, pairings).with_policy(args.channel_policy);
     let config = HttpConfig {
@@ -242,8 +287,9 @@ async fn build_runtime(
     store: Arc<dyn Store>,
     ownership: Option<Ownership>,
     extras: Extras,
+    mcp: &Mcp,
 ) -> Result<Runtime, String> {
-    let agent = build_agent(args.agent, args.latency, args.chunks, &args.model)?;
+    let agent = build_agent(args.agent, args.latency, args.chunks, &args.model, mcp)?;
     let mut builder = args.limits.apply(
         Runtime::builder()
             .agent_arc(agent)

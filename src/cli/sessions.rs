@@ -293,7 +293,7 @@ async fn show(
             event.seq,
             format!("{:?}", event.author).to_lowercase(),
             kind,
-            clip(event.text().unwrap_or(""), 60)
+            clip(&format::event_text(event), 60)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -13,8 +13,8 @@ use tokio::sync::Semaphore;
 
 use super::{SessionMsg, TurnControl, TurnFinished};
 use crate::agent::{
-    floor_char_boundary, stored_reason, Agent, AgentFailure, FailureKind, ToolEntry, TurnContext,
-    TurnRecord,
+    floor_char_boundary, millis, stored_reason, Agent, AgentFailure, FailureKind, ToolEntry,
+    TurnContext, TurnRecord,
 };
 use crate::config::RuntimeConfig;
 use crate::error::Error;
@@ -319,7 +319,7 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> V
 /// Tool entries as events, with a cancelled result appended for every call left open, so that
 /// the history stays valid for chat APIs that require each call to be answered.
 fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
-    let mut open: Vec<String> = Vec::new();
+    let mut open: Vec<(String, tokio::time::Instant)> = Vec::new();
     let mut kinds = Vec::with_capacity(tools.len());
     for entry in tools {
         match entry {
@@ -338,20 +338,24 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
                 call_id,
                 name,
                 arguments,
+                server,
+                started,
             } => {
-                open.push(call_id.clone());
+                open.push((call_id.clone(), started));
                 kinds.push(EventKind::ToolCall {
                     call_id,
                     name,
                     arguments: Box::new(arguments),
+                    server: server.map(String::into_boxed_str),
                 });
             }
             ToolEntry::Result {
                 call_id,
                 result,
                 ok,
+                duration_ms,
             } => {
-                open.retain(|id| *id != call_id);
+                open.retain(|(id, _)| *id != call_id);
                 kinds.push(EventKind::ToolResult {
                     call_id,
                     result: Box::new(result),
@@ -360,15 +364,21 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
                     } else {
                         ToolStatus::Error
                     },
+                    duration_ms,
                 });
             }
         }
     }
-    kinds.extend(open.into_iter().map(|call_id| EventKind::ToolResult {
-        call_id,
-        result: Box::new(serde_json::Value::Null),
-        status: ToolStatus::Cancelled,
-    }));
+    // A cancelled call lasted until now, when its turn ended.
+    kinds.extend(
+        open.into_iter()
+            .map(|(call_id, started)| EventKind::ToolResult {
+                call_id,
+                result: Box::new(serde_json::Value::Null),
+                status: ToolStatus::Cancelled,
+                duration_ms: Some(millis(started.elapsed())),
+            }),
+    );
     kinds
 }
 
@@ -384,16 +394,21 @@ mod tests {
                 call_id: "c1".into(),
                 name: "search".into(),
                 arguments: json!({}),
+                server: None,
+                started: tokio::time::Instant::now(),
             },
             ToolEntry::Result {
                 call_id: "c1".into(),
                 result: json!("ok"),
                 ok: true,
+                duration_ms: Some(4),
             },
             ToolEntry::Call {
                 call_id: "c2".into(),
                 name: "fetch".into(),
                 arguments: json!({}),
+                server: Some("web".into()),
+                started: tokio::time::Instant::now(),
             },
         ];
         record.delta = [

@@ -242,6 +242,11 @@ pub enum EventKind {
         // Boxed: few events are tool calls, and every event is as large as its largest kind.
         #[cfg_attr(feature = "http", schema(value_type = Value))]
         arguments: Box<Value>,
+        /// The MCP server the tool came from; absent for the agent's own tools.
+        // Boxed (16 bytes, not 24): the largest kind sets every event's size.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(feature = "http", schema(value_type = Option<String>))]
+        server: Option<Box<str>>,
     },
     /// The result of a tool call.
     ToolResult {
@@ -253,6 +258,10 @@ pub enum EventKind {
         result: Box<Value>,
         /// How the call ended.
         status: ToolStatus,
+        /// How long the call took, in milliseconds (until it was cancelled, for a cancelled
+        /// one); absent in events written before turnstile recorded it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
     },
     /// A summary of older events, written by compaction.
     Summary {

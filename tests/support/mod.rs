@@ -15,6 +15,8 @@ pub mod fake_openai;
 pub mod gateways;
 pub mod harness;
 pub mod http;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;

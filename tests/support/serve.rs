@@ -186,6 +186,40 @@ impl Serve {
             .expect("a VmHWM line")
     }
 
+    /// Sends the child SIGTERM (it drains) and waits for it to exit, for at most `within`.
+    pub fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM");
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for the child") {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "turnstile serve did not exit within {within:?} of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The ids of the child's own child processes.
+    pub fn children(&self) -> Vec<u32> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.pid()))
+            .expect("read the child's tasks");
+        tasks
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+            .flat_map(|list| {
+                list.split_whitespace()
+                    .filter_map(|pid| pid.parse().ok())
+                    .collect::<Vec<u32>>()
+            })
+            .collect()
+    }
+
     /// Whether the child is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde_json::Value;
 
 use super::secrets::{shown_url, Secrets};
+use super::tool::ToolSet;
 use super::transport::{transport_detail, ApiKey, RetryPolicy, Transport};
-use super::{tool, OpenAiAgent, OpenAiError, Tool};
+use super::{OpenAiAgent, OpenAiError, Tool};
 use crate::context::{render, MissingKey};
 
 /// The variable the API key is read from unless another is named.
@@ -58,6 +58,8 @@ pub struct OpenAiBuilder {
     temperature: Option<f32>,
     max_tokens: Option<u32>,
     tools: Vec<Arc<dyn Tool>>,
+    #[cfg(feature = "mcp")]
+    mcp: Option<crate::agent::McpTools>,
     max_tool_rounds: usize,
     timeout: Duration,
     turn_timeout: Duration,
@@ -107,6 +109,8 @@ impl OpenAiAgent {
             temperature: None,
             max_tokens: None,
             tools: Vec::new(),
+            #[cfg(feature = "mcp")]
+            mcp: None,
             max_tool_rounds: DEFAULT_MAX_TOOL_ROUNDS,
             timeout: DEFAULT_TIMEOUT,
             turn_timeout: DEFAULT_TURN_TIMEOUT,
@@ -168,6 +172,16 @@ impl OpenAiBuilder {
     /// Offers `tool` to the model.
     pub fn with_tool(mut self, tool: impl Tool) -> Self {
         self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Offers the tools of these MCP servers too, after the ones given with
+    /// [`with_tool`](Self::with_tool); a name both offer is refused by [`build`](Self::build).
+    /// The list is read again each turn, so a server's new tools reach the next turn (one
+    /// whose name is taken by now is left out and logged).
+    #[cfg(feature = "mcp")]
+    pub fn with_mcp(mut self, tools: crate::agent::McpTools) -> Self {
+        self.mcp = Some(tools);
         self
     }
 
@@ -245,7 +259,11 @@ impl OpenAiBuilder {
         if let Some(template) = &self.system_prompt {
             render(template, |_| None, MissingKey::Empty)?;
         }
-        let definitions = tool_definitions(&self.tools)?;
+        check_tool_names(&self.tools)?;
+        #[cfg(feature = "mcp")]
+        if let Some(mcp) = &self.mcp {
+            super::offer::check_clashes(&self.tools, mcp)?;
+        }
         // No redirects: a `Location` elsewhere would take the conversation and the extra
         // headers (a gateway's key among them; reqwest strips only `Authorization` on a hop to
         // another host) wherever the server says. A 3xx is refused as the answer it is.
@@ -268,8 +286,9 @@ impl OpenAiBuilder {
             system_prompt: self.system_prompt,
             temperature: self.temperature,
             max_tokens: self.max_tokens,
-            tools: self.tools,
-            definitions,
+            library: Arc::new(ToolSet::new(self.tools)),
+            #[cfg(feature = "mcp")]
+            mcp: self.mcp.map(super::offer::McpOffer::new),
             max_tool_rounds: self.max_tool_rounds,
             turn_timeout: self.turn_timeout,
             failed_turns_in_context: self.failed_turns_in_context,
@@ -291,7 +310,7 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, OpenAiError> {
     Ok(map)
 }
 
-fn tool_definitions(tools: &[Arc<dyn Tool>]) -> Result<Vec<Value>, OpenAiError> {
+fn check_tool_names(tools: &[Arc<dyn Tool>]) -> Result<(), OpenAiError> {
     let mut names = std::collections::HashSet::new();
     for tool in tools {
         if !names.insert(tool.name()) {
@@ -301,7 +320,7 @@ fn tool_definitions(tools: &[Arc<dyn Tool>]) -> Result<Vec<Value>, OpenAiError> 
             )));
         }
     }
-    Ok(tools.iter().map(|t| tool::definition(t.as_ref())).collect())
+    Ok(())
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ const REDACTED: &str = "[redacted]";
 
 /// The secrets of one agent.
 #[derive(Clone, Default)]
-pub(super) struct Secrets {
+pub(crate) struct Secrets {
     /// Each secret's characters.
     values: Vec<Vec<char>>,
 }
@@ -52,11 +52,19 @@ impl Secrets {
             .map(str::to_owned)
             .into_iter()
             .chain(endpoint.query_pairs().map(|(_, value)| value.into_owned()));
-        let values = key
+        let values: Vec<String> = key
             .map(str::to_owned)
             .into_iter()
             .chain(header_values)
             .chain(from_url)
+            .collect();
+        Self::from_values(values.iter().map(String::as_str))
+    }
+
+    /// These values (an MCP server's header values, say).
+    pub(crate) fn from_values<'a>(values: impl IntoIterator<Item = &'a str>) -> Self {
+        let values = values
+            .into_iter()
             .map(|value| value.trim().chars().collect::<Vec<char>>())
             .filter(|chars| chars.len() >= MIN_WHOLE_SECRET)
             .collect();
@@ -67,7 +75,7 @@ impl Secrets {
     /// secret replaced by `[redacted]`, control characters (line breaks, escape sequences)
     /// turned into spaces so that it stays on one line, and at most [`MAX_DETAIL_CHARS`]
     /// characters.
-    pub(super) fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         self.scrub_within(text, MAX_DETAIL_CHARS)
     }
 

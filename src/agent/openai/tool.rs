@@ -1,5 +1,7 @@
 //! [`Tool`]: a function the model may call during a turn.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
@@ -23,6 +25,12 @@ pub trait Tool: Send + Sync + 'static {
     /// Runs the tool. A [`ToolError`] is shown to the model as the result, so that it can try
     /// again or explain; it does not fail the turn.
     async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
+
+    /// The MCP server the tool comes from, recorded with each of its calls; `None` (the
+    /// default) for a tool the application implements itself.
+    fn server(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A tool's failure, shown to the model and recorded as the call's error result.
@@ -52,4 +60,42 @@ pub(super) fn definition(tool: &dyn Tool) -> Value {
             "parameters": tool.parameters(),
         }
     })
+}
+
+/// The tools one turn offers the model, and their definitions in the same order.
+#[derive(Default)]
+pub(super) struct ToolSet {
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub definitions: Vec<Value>,
+}
+
+impl ToolSet {
+    /// `tools`, with their definitions.
+    pub(super) fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let definitions = tools.iter().map(|t| definition(t.as_ref())).collect();
+        Self { tools, definitions }
+    }
+
+    /// The tool named `name`.
+    pub(super) fn find(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    /// These tools followed by `more`, leaving out any of `more` whose name is taken (by one of
+    /// these or an earlier one of `more`); returns the set and the names left out.
+    #[cfg(feature = "mcp")]
+    pub(super) fn with(&self, more: &[Arc<dyn Tool>]) -> (Self, Vec<String>) {
+        let mut tools = self.tools.clone();
+        let mut definitions = self.definitions.clone();
+        let mut left_out = Vec::new();
+        for tool in more {
+            if tools.iter().any(|t| t.name() == tool.name()) {
+                left_out.push(tool.name().to_owned());
+                continue;
+            }
+            definitions.push(definition(tool.as_ref()));
+            tools.push(tool.clone());
+        }
+        (Self { tools, definitions }, left_out)
+    }
 }

@@ -307,6 +307,7 @@ pub(super) fn conversation(
                 call_id,
                 name,
                 arguments,
+                ..
             } => {
                 // A result recorded later in the window proves the pair is complete.
                 let later = answered.iter().any(|id| id == call_id);
@@ -327,6 +328,7 @@ pub(super) fn conversation(
                 call_id,
                 result,
                 status,
+                ..
             } => {
                 if let Some(wire_id) = sent.remove(call_id.as_str()) {
                     let content = match status {
@@ -397,6 +399,7 @@ mod tests {
                 call_id: id.into(),
                 name: "clock".into(),
                 arguments: Box::new(json!({"tz": "UTC"})),
+                server: None,
             },
         )
     }
@@ -419,6 +422,7 @@ mod tests {
                 call_id: id.into(),
                 result: Box::new(json!("12:00")),
                 status,
+                duration_ms: Some(1),
             },
         )
     }

@@ -4,6 +4,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use turnstile::state::{Event, EventKind};
+
 /// A duration written like `30d`, `12h`, `15m` or `90s`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
@@ -57,6 +59,39 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// What `show` prints for an event: its text, or for a tool call the tool, its MCP server and
+/// its arguments, and for a result its status, duration and value.
+pub fn event_text(event: &Event) -> String {
+    match &event.kind {
+        EventKind::ToolCall {
+            name,
+            arguments,
+            server,
+            ..
+        } => match server {
+            Some(server) => format!("{name} on {server} {arguments}"),
+            None => format!("{name} {arguments}"),
+        },
+        EventKind::ToolResult {
+            result,
+            status,
+            duration_ms,
+            ..
+        } => {
+            let status = format!("{status:?}").to_lowercase();
+            let value = match &**result {
+                serde_json::Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            match duration_ms {
+                Some(ms) => format!("{status} in {ms} ms: {value}"),
+                None => format!("{status}: {value}"),
+            }
+        }
+        _ => event.text().unwrap_or("").to_owned(),
+    }
+}
+
 /// At most `max` characters of `text` on one line, with `…` when cut.
 pub fn clip(text: &str, max: usize) -> String {
     let one_line: String = text
@@ -93,6 +128,24 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
         assert_eq!(utc(1_767_225_599_000), "2025-12-31 23:59:59");
+    }
+
+    #[test]
+    fn tool_events_show_their_server_status_and_duration() {
+        let call: Event = serde_json::from_value(serde_json::json!({
+            "seq": 2, "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "author": "agent",
+            "at_ms": 1, "kind": {"type": "tool_call", "call_id": "call-1", "name": "echo",
+                                 "arguments": {"message": "hi"}, "server": "everything"}
+        }))
+        .unwrap();
+        assert_eq!(event_text(&call), r#"echo on everything {"message":"hi"}"#);
+        let result: Event = serde_json::from_value(serde_json::json!({
+            "seq": 3, "id": "1b4e28ba-2fa1-11d2-883f-0016d3cca428", "author": "tool",
+            "at_ms": 1, "kind": {"type": "tool_result", "call_id": "call-1",
+                                 "result": "Echo: hi", "status": "ok", "duration_ms": 12}
+        }))
+        .unwrap();
+        assert_eq!(event_text(&result), "ok in 12 ms: Echo: hi");
     }
 
     #[test]

@@ -154,9 +154,12 @@
       cls = "msg system";
       text = "— context cleared —";
     } else if (kind.type === "tool_call") {
-      text = "tool call: " + kind.name;
+      label += " · tool call" + (kind.server ? " on " + kind.server : "");
+      text = kind.name + " " + JSON.stringify(kind.arguments);
     } else if (kind.type === "tool_result") {
-      text = "tool result";
+      label += " · tool result (" + kind.status +
+        (kind.duration_ms === undefined ? "" : ", " + kind.duration_ms + " ms") + ")";
+      text = typeof kind.result === "string" ? kind.result : JSON.stringify(kind.result);
     }
     const fork = el("button", { type: "button", class: "fork", title: "a new session with the history up to here" }, "Fork here");
     fork.addEventListener("click", () => forkAt(event.seq).catch(fail));
