@@ -1,10 +1,6 @@
 //! The [`Agent`] trait: the user's logic for one turn, and the [`TurnContext`] it works in.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use async_trait::async_trait;
-use serde_json::Value;
 
 mod echo;
 mod failure;
@@ -15,7 +11,7 @@ mod mock;
 pub(crate) mod openai;
 mod turn_context;
 
-pub use crate::error::AgentError;
+pub use crate::call::Attributes;
 pub use echo::EchoAgent;
 pub(crate) use failure::stored_reason;
 pub use failure::{AgentFailure, FailureKind};
@@ -27,8 +23,10 @@ pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
 pub(crate) use turn_context::{floor_char_boundary, millis, ToolEntry, TurnRecord};
 pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
 
-/// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.
-pub type Attributes = Arc<HashMap<String, Value>>;
+/// What an agent may fail with: any error. It fails only that turn (`Error::AgentFailed`). An
+/// agent that returns an [`AgentFailure`] (or keeps one among its error's sources) fails the
+/// turn with that failure's [`FailureKind`].
+pub type AgentError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The code that answers a session's messages: typically an LLM call plus tools.
 ///

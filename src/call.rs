@@ -1,14 +1,25 @@
 //! What a caller asks for and gets back: policies, options, outcomes.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::Attributes;
+use serde_json::Value;
+
+use crate::parse::ParseError;
 use crate::state::{InterruptReason, Seq};
+
+/// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.
+pub type Attributes = Arc<HashMap<String, Value>>;
+
+/// Longest accepted request id ([`CallOptions::request_id`]).
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
 
 /// What happens when a message arrives for a session whose turn is still running.
 #[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OverlapPolicy {
     /// Wait in line: turns run one after another in arrival order. The library default.
     #[default]
@@ -24,16 +35,18 @@ pub enum OverlapPolicy {
 }
 
 impl std::str::FromStr for OverlapPolicy {
-    type Err = String;
+    type Err = ParseError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ParseError> {
         match s {
             "queue" => Ok(Self::Queue),
             "latest" => Ok(Self::Latest),
             "reject" => Ok(Self::Reject),
             "merge" => Ok(Self::Merge),
-            other => Err(format!(
-                "unknown overlap policy {other:?}; expected queue, latest, reject or merge"
+            other => Err(ParseError::new(
+                "overlap policy",
+                other,
+                "queue, latest, reject or merge",
             )),
         }
     }
@@ -62,16 +75,14 @@ pub struct CallOptions {
     pub memory_user: Option<String>,
 }
 
-use crate::config::MAX_REQUEST_ID_BYTES;
-
 /// Checks a request id: 1 to [`MAX_REQUEST_ID_BYTES`] bytes of visible ASCII (`!` to `~`).
-pub(crate) fn check_request_id(id: &str) -> Result<(), crate::Error> {
+pub(crate) fn check_request_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_REQUEST_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic())
     {
-        return Err(crate::Error::InvalidRequest(format!(
+        return Err(format!(
             "a request id must be 1 to {MAX_REQUEST_ID_BYTES} bytes of visible ASCII \
              (letters, digits, punctuation; no spaces or control characters)"
-        )));
+        ));
     }
     Ok(())
 }

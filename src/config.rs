@@ -104,8 +104,7 @@ pub struct RuntimeConfig {
     pub store_probe: Duration,
 }
 
-/// Longest accepted request id (`CallOptions::request_id`).
-pub const MAX_REQUEST_ID_BYTES: usize = 128;
+pub use crate::call::MAX_REQUEST_ID_BYTES;
 
 /// Default lease TTL: a dead owner's sessions move to another process within about this long.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
@@ -159,5 +158,26 @@ impl Default for RuntimeConfig {
             ownership: None,
             store_probe: DEFAULT_STORE_PROBE,
         }
+    }
+}
+
+#[cfg(all(test, any(feature = "redis", feature = "postgres")))]
+mod tests {
+    use super::*;
+
+    /// The stores know nothing of the runtime, so their head caches state their own default;
+    /// it is meant to hold every session a default runtime keeps live.
+    #[test]
+    fn the_stores_head_caches_hold_a_default_runtimes_live_sessions() {
+        #[cfg(feature = "redis")]
+        assert_eq!(
+            crate::store::RedisOptions::DEFAULT_HEAD_CACHE,
+            DEFAULT_CAPACITY
+        );
+        #[cfg(feature = "postgres")]
+        assert_eq!(
+            crate::store::PostgresOptions::DEFAULT_HEAD_CACHE,
+            DEFAULT_CAPACITY
+        );
     }
 }

@@ -20,7 +20,7 @@ mod template;
 mod window;
 
 pub use memory::{memory_block, memory_context, MEMORY_CONTEXT_CLOSE, MEMORY_CONTEXT_OPEN};
-pub use summarizer::{ExtractiveSummarizer, Summarizer, DEFAULT_ITEMS_PER_SECTION};
+pub use summarizer::{ExtractiveSummarizer, Summarizer, SummaryError, DEFAULT_ITEMS_PER_SECTION};
 pub use template::{render, MissingKey, TemplateError};
 pub(crate) use window::{chat_messages, Window};
 pub use window::{ContextMessage, Role};

@@ -9,15 +9,6 @@ use crate::store::StoreError;
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What an agent or a summarizer may fail with: any error. It fails only that turn
-/// (`Error::AgentFailed`) or that compaction (which is tried again later). An agent that returns
-/// an [`AgentFailure`](crate::AgentFailure) (or keeps one among its error's sources) fails the
-/// turn with that failure's [`FailureKind`](crate::FailureKind).
-///
-/// It lives here, below both the agent and the context modules, so that neither imports the
-/// other for it.
-pub type AgentError = Box<dyn std::error::Error + Send + Sync>;
-
 /// Why a call did not produce an [`crate::Outcome`].
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -75,7 +66,7 @@ pub enum Error {
         message: String,
         /// The class of the failure: [`FailureKind::Agent`](crate::FailureKind::Agent) unless
         /// the agent returned an [`AgentFailure`](crate::AgentFailure) saying otherwise.
-        kind: crate::FailureKind,
+        kind: crate::agent::FailureKind,
         /// How long the upstream asked the caller to wait before trying again, when it said
         /// (a model's rate limit).
         retry_after: Option<Duration>,

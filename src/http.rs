@@ -5,123 +5,55 @@
 //! Build a [`Gateway`] from a [`ChannelRouter`] (which holds the runtime and the pairing store),
 //! then either mount [`Gateway::router`] in your own server or call [`Gateway::serve`].
 
+// The router and the OpenAPI document are the only users of the route handlers; the handlers
+// share the bottom modules (`docs/architecture.md`, "The HTTP gateway's rooms").
 mod admin;
-mod answer;
 mod artifacts;
-mod auth;
 mod channels;
 mod console;
-mod deadline;
-mod error;
 mod events;
-mod extract;
-mod forward;
-mod listen;
-mod openapi;
 mod ops;
 mod sessions;
 
+mod openapi;
+
+mod answer;
+mod auth;
+mod config;
+mod deadline;
+mod error;
+mod extract;
+mod forward;
+mod gateway;
+mod headers;
+mod listen;
+mod middleware;
+mod schema;
+
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
 use axum::Router;
-use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
+pub use config::{
+    HttpConfig, DEFAULT_BODY_LIMIT, DEFAULT_CONNECTION_GRACE, DEFAULT_DRAIN_DEADLINE,
+    DEFAULT_FORWARD_CONNECT_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
+};
 pub use error::ApiError;
-pub use forward::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
+pub use gateway::Gateway;
+pub use headers::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
 pub use listen::default_max_connections;
 pub use openapi::openapi_json;
 
-use crate::channel::ChannelRouter;
-use crate::runtime::{DrainReport, Runtime};
-
-/// Default largest request body: twice the default input limit
-/// ([`crate::config::MAX_MESSAGE_BYTES`]), since JSON escaping can double a text's size. Larger bodies
-/// are answered 413 before they are read whole.
-pub const DEFAULT_BODY_LIMIT: usize = 2 * crate::config::MAX_MESSAGE_BYTES;
-
-/// Default time a request waits for its answer. A minute covers a long LLM reply; a caller
-/// that wants more streams (`Accept: text/event-stream`) or polls the session.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Default time running and queued turns get to finish once shutdown began, before they are
-/// interrupted (and persisted as such). Under the 30 s that orchestrators such as Kubernetes
-/// wait after SIGTERM by default, with room for the final writes.
-pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(25);
-
-/// Default time connections get to finish writing their last responses after the drain, before
-/// the server stops regardless: a slow reader must not hold a shutdown forever.
-pub const DEFAULT_CONNECTION_GRACE: Duration = Duration::from_secs(5);
-
-/// Default time a connection may wait for the first byte of a request (a new connection, or a
-/// kept-alive one after its last response) before it is closed. Longer than the 60 s idle
-/// timeout of common load balancers and proxies, so that they close an idle connection first
-/// and never send a request on one this side is closing.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
-
-/// Default time a request's header block may take from its first byte to its end. A header
-/// block is a few kilobytes, sent in one go by any real client even over a slow link; a client
-/// that sends it byte by byte (to hold the connection) is cut off after this long.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Default time forwarding waits to connect to a session's owner. A peer on the same network
-/// connects in well under a millisecond; two seconds cover one lost SYN (resent after one
-/// second) without holding a request long on an owner that is gone.
-pub const DEFAULT_FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// The gateway's limits, and whether it forwards requests to the process that owns their
-/// session.
-#[derive(Debug, Clone)]
-pub struct HttpConfig {
-    /// Largest request body, in bytes (413 past it).
-    pub body_limit: usize,
-    /// How long a request waits for its answer (504 past it). A turn goes on after it unless
-    /// the request set `cancel_on_timeout`.
-    pub request_timeout: Duration,
-    /// How long [`Gateway::serve`] lets turns finish after the shutdown signal.
-    pub drain_deadline: Duration,
-    /// How long [`Gateway::serve`] waits for open connections after the drain.
-    pub connection_grace: Duration,
-    /// Whether a request for a session that another live process owns is forwarded there (one
-    /// hop; `docs/cluster.md`). Needs a runtime built with
-    /// [`RuntimeBuilder::with_ownership`](crate::RuntimeBuilder::with_ownership), whose
-    /// address is this process's advertised one. Off: such a request is answered 421
-    /// `owned_elsewhere`, naming the owner.
-    pub forward: bool,
-    /// How long forwarding waits to connect to the owner (503 `owner_unreachable` past it).
-    pub forward_connect_timeout: Duration,
-    /// How long [`Gateway::serve`] keeps a connection that waits for a request's first byte.
-    pub idle_timeout: Duration,
-    /// How long [`Gateway::serve`] lets a request's header block take from its first byte.
-    pub header_timeout: Duration,
-    /// How many connections [`Gateway::serve`] holds open at once; at the cap it stops
-    /// accepting until one closes (new ones wait in the kernel's queue).
-    pub max_connections: usize,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        Self {
-            body_limit: DEFAULT_BODY_LIMIT,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            drain_deadline: DEFAULT_DRAIN_DEADLINE,
-            connection_grace: DEFAULT_CONNECTION_GRACE,
-            forward: false,
-            forward_connect_timeout: DEFAULT_FORWARD_CONNECT_TIMEOUT,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT,
-            header_timeout: DEFAULT_HEADER_TIMEOUT,
-            max_connections: default_max_connections(),
-        }
-    }
-}
+use crate::runtime::DrainReport;
 
 /// Why [`Gateway::serve`] did not serve.
 #[derive(Debug, thiserror::Error)]
@@ -149,89 +81,7 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// The HTTP API over a runtime. Cheap to clone: it is the state every handler receives.
-#[derive(Clone)]
-pub struct Gateway {
-    channels: ChannelRouter,
-    tokens: Arc<Tokens>,
-    metrics: Option<PrometheusHandle>,
-    config: Arc<HttpConfig>,
-    /// The client forwarded requests go through, built on first use with `config`'s settings.
-    forwarder: Arc<OnceLock<Result<forward::Forwarder, String>>>,
-}
-
-impl std::fmt::Debug for Gateway {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway")
-            .field("channels", &self.channels)
-            .field("metrics", &self.metrics.is_some())
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Gateway {
-    /// A gateway over the router's runtime and pairing store, with no tokens (everything is
-    /// allowed; [`Gateway::serve`] then listens on loopback only), no metrics and default limits.
-    pub fn new(channels: ChannelRouter) -> Self {
-        Self {
-            channels,
-            tokens: Arc::new(Tokens::none()),
-            metrics: None,
-            config: Arc::new(HttpConfig::default()),
-            forwarder: Arc::default(),
-        }
-    }
-
-    /// Requires one of these bearer tokens on every route but the probes.
-    pub fn with_tokens(mut self, tokens: Tokens) -> Self {
-        self.tokens = Arc::new(tokens);
-        self
-    }
-
-    /// Serves `/metrics` from this Prometheus recorder's handle.
-    pub fn with_metrics(mut self, handle: PrometheusHandle) -> Self {
-        self.metrics = Some(handle);
-        self
-    }
-
-    /// Replaces the limits.
-    pub fn with_config(mut self, config: HttpConfig) -> Self {
-        self.config = Arc::new(config);
-        self.forwarder = Arc::default();
-        self
-    }
-
-    /// The runtime turns go to.
-    pub fn runtime(&self) -> &Runtime {
-        self.channels.runtime()
-    }
-
-    /// The channel router (and through it, the pairing store).
-    pub fn channels(&self) -> &ChannelRouter {
-        &self.channels
-    }
-
-    /// The limits.
-    pub fn config(&self) -> &HttpConfig {
-        &self.config
-    }
-
-    pub(crate) fn tokens(&self) -> &Tokens {
-        &self.tokens
-    }
-
-    pub(crate) fn metrics(&self) -> Option<&PrometheusHandle> {
-        self.metrics.as_ref()
-    }
-
-    pub(crate) fn forwarder(&self) -> Result<&forward::Forwarder, ApiError> {
-        self.forwarder
-            .get_or_init(|| forward::Forwarder::new(&self.config).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|e| ApiError::Internal(e.clone()))
-    }
-
     /// Every route, with auth, limits and metrics. With no tokens configured this router allows
     /// every request: mount it on a loopback listener only (as [`Gateway::serve`] does).
     pub fn router(&self) -> Router {
@@ -250,7 +100,7 @@ impl Gateway {
                 session,
                 get(sessions::get_session).delete(sessions::delete_session),
             );
-        if self.config.forward {
+        if self.config().forward {
             let by_path =
                 axum::middleware::from_fn_with_state(self.clone(), forward::session_route);
             turns = turns.route_layer(by_path.clone());
@@ -282,7 +132,7 @@ impl Gateway {
             .route("/openapi.json", get(openapi::openapi_json_route))
             .route_layer(axum::middleware::from_fn_with_state(
                 self.clone(),
-                ops::timeout,
+                middleware::timeout,
             ));
         turns
             .merge(messages)
@@ -290,15 +140,15 @@ impl Gateway {
             // Operator routes (`docs/http-api.md`, "Operators") and the pages (`docs/console.md`).
             .merge(admin::routes(self))
             .merge(console::routes())
-            .fallback(ops::not_found)
-            .method_not_allowed_fallback(ops::method_not_allowed)
-            .layer(axum::middleware::from_fn(ops::record))
-            .layer(DefaultBodyLimit::max(self.config.body_limit))
+            .fallback(middleware::not_found)
+            .method_not_allowed_fallback(middleware::method_not_allowed)
+            .layer(axum::middleware::from_fn(middleware::record))
+            .layer(DefaultBodyLimit::max(self.config().body_limit))
             .layer(axum::middleware::from_fn_with_state(
                 self.clone(),
                 deadline::body_deadline,
             ))
-            .layer(CatchPanicLayer::custom(ops::panicked))
+            .layer(CatchPanicLayer::custom(middleware::panicked))
             .with_state(self.clone())
     }
 
@@ -321,15 +171,15 @@ impl Gateway {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<DrainReport, ServeError> {
         let addr = listener.local_addr()?;
-        if self.tokens.is_empty() && !addr.ip().is_loopback() {
+        if self.tokens().is_empty() && !addr.ip().is_loopback() {
             return Err(ServeError::OpenOnNonLoopback { addr });
         }
-        if self.config.forward && self.runtime().address().is_none() {
+        if self.config().forward && self.runtime().address().is_none() {
             return Err(ServeError::ForwardingWithoutOwnership);
         }
-        tracing::info!(%addr, tokens = self.tokens.len(), "serving");
+        tracing::info!(%addr, tokens = self.tokens().len(), "serving");
         let runtime = self.runtime().clone();
-        let deadline = self.config.drain_deadline;
+        let deadline = self.config().drain_deadline;
         let drained = CancellationToken::new();
         let report = Arc::new(parking_lot::Mutex::new(None));
         // The server keeps accepting while the runtime drains, so that probes see 503 and
@@ -347,10 +197,10 @@ impl Gateway {
         };
         let limits = listen::ConnectionLimits {
             read: listen::ReadLimits {
-                idle: self.config.idle_timeout,
-                head: self.config.header_timeout,
+                idle: self.config().idle_timeout,
+                head: self.config().header_timeout,
             },
-            max_connections: self.config.max_connections.max(1),
+            max_connections: self.config().max_connections.max(1),
         };
         let force = CancellationToken::new();
         let server = listen::serve(
@@ -360,7 +210,7 @@ impl Gateway {
             drained.clone(),
             force.clone(),
         );
-        let grace = self.config.connection_grace;
+        let grace = self.config().connection_grace;
         tokio::select! {
             _ = futures::future::join(server, signal) => {}
             () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {

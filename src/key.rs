@@ -229,6 +229,14 @@ impl<'de> Deserialize<'de> for SessionKey {
     }
 }
 
+/// Starts the user id of every channel session: the sessions of channel `slack` belong to the
+/// user id `channel:slack`. Canonical user ids may not start with it (pairings refuse them), so
+/// no person's sessions can mix with a channel's.
+pub const CHANNEL_USER_PREFIX: &str = "channel:";
+
+/// Separates channel, chat and thread in a channel session id (`slack|C042|1700.1`).
+pub const CHANNEL_SEPARATOR: char = '|';
+
 #[cfg(test)]
 mod tests {
     use super::*;

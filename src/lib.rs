@@ -47,7 +47,7 @@
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
-mod agent;
+pub mod agent;
 pub mod artifact;
 mod atomic_file;
 mod call;
@@ -62,8 +62,9 @@ pub mod fuzzing;
 mod hex;
 #[cfg(feature = "http")]
 pub mod http;
-mod key;
+pub mod key;
 pub mod memory;
+mod parse;
 mod registry;
 mod runtime;
 mod session;
@@ -74,8 +75,7 @@ pub mod store;
 mod stream;
 
 pub use agent::{
-    Agent, AgentError, AgentFailure, Attributes, EchoAgent, FailureKind, MockLlmAgent, TurnContext,
-    TurnContextBuilder, TurnRecording,
+    Agent, AgentError, AgentFailure, EchoAgent, FailureKind, MockLlmAgent, TurnContext,
 };
 #[cfg(feature = "mcp")]
 pub use agent::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
@@ -85,9 +85,10 @@ pub use artifact::{ArtifactError, ArtifactScope, ArtifactStore};
 pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
-pub use key::{validate_id, KeyError, KeyPart, SessionKey, MAX_ID_BYTES};
+pub use key::{KeyError, SessionKey};
 pub use memory::{Ingest, MemoryError, MemoryHit, MemoryOptions};
-pub use registry::{LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
+pub use parse::ParseError;
+pub use registry::{LivePage, LiveQuery, LiveSession, LiveState};
 pub use runtime::{BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::{RuntimeStats, TurnTimes};

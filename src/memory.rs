@@ -115,25 +115,20 @@ pub trait MemoryStore: Send + Sync + 'static {
 /// shared by everyone on it. A paired sender's turns recall that person's memory instead (see
 /// [`CallOptions::memory_user`](crate::CallOptions::memory_user)).
 pub fn memory_key(key: &SessionKey) -> SessionKey {
-    let Some(channel) = key
-        .user_id()
-        .strip_prefix(crate::channel::CHANNEL_USER_PREFIX)
-    else {
+    let Some(channel) = key.user_id().strip_prefix(crate::key::CHANNEL_USER_PREFIX) else {
         return key.clone();
     };
-    let mut parts = key
-        .session_id()
-        .splitn(3, crate::channel::CHANNEL_SEPARATOR);
+    let mut parts = key.session_id().splitn(3, crate::key::CHANNEL_SEPARATOR);
     let chat = match (parts.next(), parts.next()) {
         (Some(named), Some(chat)) if named == channel => chat,
         // Not a session the router made: its own id is its chat.
         _ => key.session_id(),
     };
-    let mut user = format!("{}{channel}|{chat}", crate::channel::CHANNEL_USER_PREFIX);
+    let mut user = format!("{}{channel}|{chat}", crate::key::CHANNEL_USER_PREFIX);
     if user.len() > crate::key::MAX_ID_BYTES {
         let digest = sha2::Sha256::digest(chat.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        user = format!("{}{channel}|#{hex}", crate::channel::CHANNEL_USER_PREFIX);
+        user = format!("{}{channel}|#{hex}", crate::key::CHANNEL_USER_PREFIX);
     }
     SessionKey::new(user, key.session_id()).unwrap_or_else(|_| key.clone())
 }
@@ -201,32 +196,5 @@ fn truncate(text: &mut String, max: usize) {
             end -= 1;
         }
         text.truncate(end);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::channel::channel_session_key;
-
-    #[test]
-    fn a_channel_chat_is_filed_under_itself_and_a_person_under_themselves() {
-        let person = SessionKey::new("alice", "s1").unwrap();
-        assert_eq!(memory_key(&person), person);
-        let dm1 = channel_session_key("web", "dm-u1", None).unwrap();
-        let dm2 = channel_session_key("web", "dm-u2", None).unwrap();
-        let thread = channel_session_key("web", "dm-u1", Some("t1")).unwrap();
-        assert_eq!(memory_key(&dm1).user_id(), "channel:web|dm-u1");
-        assert_eq!(memory_key(&dm1).session_id(), dm1.session_id());
-        assert_ne!(memory_key(&dm1).user_id(), memory_key(&dm2).user_id());
-        assert_eq!(
-            memory_key(&thread).user_id(),
-            memory_key(&dm1).user_id(),
-            "a chat's threads share the chat's memory"
-        );
-        let long = channel_session_key("web", &"c".repeat(250), None).unwrap();
-        let filed = memory_key(&long);
-        assert!(filed.user_id().starts_with("channel:web|#"), "{filed}");
-        assert!(filed.user_id().len() <= crate::key::MAX_ID_BYTES);
     }
 }

@@ -27,18 +27,18 @@ use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::{SessionDeps, SessionMsg, StopKind};
 use crate::state::InterruptReason;
-use crate::stats::{RuntimeEvent, RuntimeStats};
+use crate::stats::{Rejection, RuntimeEvent, RuntimeStats};
 
-mod lifecycle;
 mod lines;
-mod live;
+mod live_page;
 mod slots;
+mod supervisor;
 
-pub(crate) use lifecycle::{reaper, renewer};
-use lines::Lines;
 pub(crate) use lines::Place;
-pub use live::{LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
+use lines::{until, InLine, Lines, CAPACITY_RECHECK};
+pub use live_page::{LivePage, LiveQuery, LiveSession, LiveState};
 use slots::{Class, Effects, Limits, Mailbox, Route, SlotMsg, Slots};
+pub(crate) use supervisor::{reaper, renewer};
 
 pub(crate) struct Registry {
     inner: Mutex<Inner>,
@@ -135,7 +135,7 @@ impl Registry {
         if let Some((key, shared)) = fx.spawn {
             let span = tracing::info_span!("session", key = %key);
             self.deps.tasks.spawn(tracing::Instrument::instrument(
-                lifecycle::run_session(self.clone(), key, shared),
+                supervisor::run_session(self.clone(), key, shared),
                 span,
             ));
         }
@@ -181,6 +181,76 @@ impl Registry {
     /// Asks a live session to passivate; returns whether it was live.
     pub(crate) fn passivate(&self, key: &SessionKey) -> bool {
         self.inner.lock().slots.passivate(key)
+    }
+
+    /// Routes a message, waiting up to the configured `capacity_wait` for a free slot, behind
+    /// any earlier callers of the same key.
+    pub(crate) async fn submit(
+        self: &Arc<Self>,
+        key: &SessionKey,
+        msg: SessionMsg,
+    ) -> Result<(), Error> {
+        let wait = self.deps.config.capacity_wait;
+        let deadline = Instant::now().checked_add(wait);
+        let mut msg = msg;
+        // Leaves the key's line however this call ends, a dropped (cancelled) caller included.
+        let mut place = InLine {
+            registry: self,
+            key,
+            first: None,
+            queued: false,
+        };
+        loop {
+            let freed = self.slot_freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.route(key, msg, place.first.is_some()) {
+                Ok(()) => return Ok(()),
+                Err(RouteError::Refused(err)) => return Err(err),
+                Err(RouteError::AtCapacity(back, given)) => {
+                    msg = *back;
+                    match given {
+                        Place::None => {}
+                        Place::First(guard) => {
+                            place.queued = true;
+                            place.first = Some(guard);
+                        }
+                        Place::Behind(line) => {
+                            place.queued = true;
+                            match until(deadline, line.lock_owned()).await {
+                                Some(guard) => {
+                                    // Our turn in the line: try again at once.
+                                    place.first = Some(guard);
+                                    continue;
+                                }
+                                None => return Err(self.at_capacity()),
+                            }
+                        }
+                    }
+                    if wait.is_zero() {
+                        return Err(self.at_capacity());
+                    }
+                    // A slot frees when a session stops, but a busy session that merely goes
+                    // idle frees none until something evicts it: look again now and then.
+                    let recheck = Instant::now() + CAPACITY_RECHECK;
+                    let wake = deadline.map_or(recheck, |deadline| deadline.min(recheck));
+                    let _ = tokio::time::timeout_at(wake, freed).await;
+                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                        return Err(self.at_capacity());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts and returns a refusal for lack of a free slot.
+    fn at_capacity(&self) -> Error {
+        self.deps
+            .counters
+            .record(RuntimeEvent::Rejected(Rejection::AtCapacity));
+        Error::AtCapacity {
+            capacity: self.deps.config.capacity,
+        }
     }
 
     /// Routes one message to its session (see the module docs). Never waits.

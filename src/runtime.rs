@@ -182,7 +182,7 @@ impl Runtime {
             });
         }
         if let Some(id) = &options.request_id {
-            crate::call::check_request_id(id)?;
+            crate::call::check_request_id(id).map_err(Error::InvalidRequest)?;
         }
         let (reply, rx) = oneshot::channel();
         let request = TurnRequest {
@@ -479,7 +479,7 @@ impl Runtime {
     /// A page of the live sessions, in key order: what each is doing, its turns, idle time,
     /// unsaved events and size. Copied under the registry's lock without awaiting, so it never
     /// waits behind a turn; a turn waits at most for one page's copy (bounded by
-    /// [`MAX_LIVE_PAGE`](crate::MAX_LIVE_PAGE)).
+    /// [`LiveQuery::MAX_LIMIT`]).
     pub fn live_page(&self, query: &LiveQuery) -> LivePage {
         self.registry().live_page(query)
     }

@@ -32,15 +32,17 @@ pub enum Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
+    type Err = crate::parse::ParseError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         match text {
             "off" => Ok(Self::Off),
             "warn" => Ok(Self::Warn),
             "strict" => Ok(Self::Strict),
-            other => Err(format!(
-                "unknown state key mode {other:?}: expected off, warn or strict"
+            other => Err(crate::parse::ParseError::new(
+                "state key mode",
+                other,
+                "off, warn or strict",
             )),
         }
     }

@@ -5,9 +5,10 @@ mod support;
 
 use std::sync::Arc;
 
+use turnstile::key::MAX_ID_BYTES;
 use turnstile::store::conformance::turn_events;
 use turnstile::store::{FileStore, PageRequest};
-use turnstile::{SessionKey, Store, MAX_ID_BYTES};
+use turnstile::{SessionKey, Store};
 
 #[tokio::test]
 async fn hostile_keys_create_nothing_outside_the_root() {

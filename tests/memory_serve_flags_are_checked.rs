@@ -27,12 +27,12 @@ fn refused(args: &[&str], expected: &str) {
 fn bad_memory_flags_are_refused_with_what_is_expected() {
     refused(
         &["--memory", "sqlite:x"],
-        "use off, memory, file:DIR or redis://HOST:PORT",
+        "expected off, memory, file:DIR or redis://HOST:PORT",
     );
     refused(&["--memory", "file:"], "file:DIR");
     refused(
         &["--memory", "memory", "--memory-ingest", "sometimes"],
-        "use passivation, compaction or explicit",
+        "expected passivation, compaction or explicit",
     );
     refused(
         &["--auto-recall", "3"],

@@ -55,7 +55,7 @@ async fn keyslot(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> i6
 async fn every_key_of_a_session_hashes_to_the_slot_of_its_tag() {
     let cluster = RedisCluster::start();
     let mut nodes = cluster.node_connections().await;
-    let long = "x".repeat(turnstile::MAX_ID_BYTES);
+    let long = "x".repeat(turnstile::key::MAX_ID_BYTES);
     let keys = [
         SessionKey::new("alice", "s1").expect("key"),
         SessionKey::new("{alice}", "{s1}").expect("key"),

@@ -7,13 +7,7 @@ use crate::key::{validate_id, KeyPart, SessionKey, MAX_ID_BYTES};
 
 use super::ChannelError;
 
-/// Starts the user id of every channel session: the sessions of channel `slack` belong to the
-/// user id `channel:slack`. Canonical user ids may not start with it (pairings refuse them), so
-/// no person's sessions can mix with a channel's.
-pub const CHANNEL_USER_PREFIX: &str = "channel:";
-
-/// Separates channel, chat and thread in a channel session id (`slack|C042|1700.1`).
-pub const CHANNEL_SEPARATOR: char = '|';
+pub use crate::key::{CHANNEL_SEPARATOR, CHANNEL_USER_PREFIX};
 
 /// Longest channel name, in bytes. Channel names are chosen by the operator (`slack`,
 /// `discord`, `web`); 64 bytes leaves room for a suffix such as `slack-eu-workspace-2`.
@@ -211,5 +205,28 @@ mod tests {
         let unpaired = unpaired_user("slack", "channel:x");
         assert_ne!(unpaired, channel_namespace("x"));
         assert_eq!(unpaired_user("slack", "U1"), "U1@slack");
+    }
+
+    #[test]
+    fn a_channel_chat_is_filed_under_itself_and_a_person_under_themselves() {
+        use crate::channel::channel_session_key;
+        use crate::memory::memory_key;
+        let person = crate::key::SessionKey::new("alice", "s1").unwrap();
+        assert_eq!(memory_key(&person), person);
+        let dm1 = channel_session_key("web", "dm-u1", None).unwrap();
+        let dm2 = channel_session_key("web", "dm-u2", None).unwrap();
+        let thread = channel_session_key("web", "dm-u1", Some("t1")).unwrap();
+        assert_eq!(memory_key(&dm1).user_id(), "channel:web|dm-u1");
+        assert_eq!(memory_key(&dm1).session_id(), dm1.session_id());
+        assert_ne!(memory_key(&dm1).user_id(), memory_key(&dm2).user_id());
+        assert_eq!(
+            memory_key(&thread).user_id(),
+            memory_key(&dm1).user_id(),
+            "a chat's threads share the chat's memory"
+        );
+        let long = channel_session_key("web", &"c".repeat(250), None).unwrap();
+        let filed = memory_key(&long);
+        assert!(filed.user_id().starts_with("channel:web|#"), "{filed}");
+        assert!(filed.user_id().len() <= crate::key::MAX_ID_BYTES);
     }
 }

@@ -3,8 +3,12 @@
 
 use async_trait::async_trait;
 
-use crate::error::AgentError;
 use crate::state::{Event, EventKind, InputDisposition, OutputStatus};
+
+/// What a summarizer may fail with: any error (the same type as
+/// [`AgentError`](crate::AgentError), so an agent's error passes through unchanged). A failed
+/// compaction is tried again later; the session goes on.
+pub type SummaryError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Turns a span of old events into a summary. In production this is usually an LLM call.
 ///
@@ -14,8 +18,11 @@ use crate::state::{Event, EventKind, InputDisposition, OutputStatus};
 #[async_trait]
 pub trait Summarizer: Send + Sync + 'static {
     /// Returns the new summary.
-    async fn summarize(&self, previous: Option<&str>, span: &[Event])
-        -> Result<String, AgentError>;
+    async fn summarize(
+        &self,
+        previous: Option<&str>,
+        span: &[Event],
+    ) -> Result<String, SummaryError>;
 }
 
 /// Most items kept per section by [`ExtractiveSummarizer`]: enough to carry a long conversation's
@@ -85,7 +92,7 @@ impl Summarizer for ExtractiveSummarizer {
         &self,
         previous: Option<&str>,
         span: &[Event],
-    ) -> Result<String, AgentError> {
+    ) -> Result<String, SummaryError> {
         let mut sections = previous.map(parse).unwrap_or_default();
         // A failed turn's input was never answered: left out, as it is of the model's context.
         let failed = crate::state::in_failed_turns(span);

@@ -15,10 +15,10 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
-use super::openapi::{Refusals, SessionPath};
-use super::Gateway;
+use super::gateway::Gateway;
+use super::schema::{Refusals, SessionPath};
 use crate::key::{validate_id, KeyPart, SessionKey};
-use crate::registry::{LiveQuery, LiveSession, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE};
+use crate::registry::{LiveQuery, LiveSession};
 
 mod stats_stream;
 
@@ -35,7 +35,7 @@ pub(crate) fn routes(gateway: &Gateway) -> Router<Gateway> {
         .route("/v1/admin/stats/stream", get(stats))
         .route_layer(axum::middleware::from_fn_with_state(
             gateway.clone(),
-            super::ops::timeout,
+            super::middleware::timeout,
         ))
 }
 
@@ -140,7 +140,7 @@ impl LiveRow {
             session: session.key.session_id().to_owned(),
             state: session.state.name(),
             waiting: match session.state {
-                crate::LiveState::Queued(n) => n,
+                crate::registry::LiveState::Queued(n) => n,
                 _ => 0,
             },
             turns: session.turns,
@@ -161,10 +161,11 @@ pub(crate) async fn live(
     ApiQuery(params): ApiQuery<LiveParams>,
 ) -> Result<Json<LiveList>, ApiError> {
     caller.require_admin()?;
-    let limit = params.limit.unwrap_or(DEFAULT_LIVE_PAGE);
-    if limit == 0 || limit > MAX_LIVE_PAGE {
+    let limit = params.limit.unwrap_or(LiveQuery::DEFAULT_LIMIT);
+    if limit == 0 || limit > LiveQuery::MAX_LIMIT {
         return Err(ApiError::BadRequest(format!(
-            "limit must be between 1 and {MAX_LIVE_PAGE}"
+            "limit must be between 1 and {}",
+            LiveQuery::MAX_LIMIT
         )));
     }
     if let Some(user) = &params.user {

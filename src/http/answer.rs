@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::Gateway;
+use super::gateway::Gateway;
 use crate::call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 use crate::channel::{ChannelMessage, ChannelRoute};
 use crate::key::SessionKey;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::StreamExt;
@@ -19,12 +19,12 @@ use serde_json::{json, Value};
 
 use utoipa::IntoParams;
 
+use super::auth::session_key;
 use super::auth::Caller;
-use super::error::{ApiError, Class, INTERNAL};
+use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
-use super::openapi::Refusals;
-use super::sessions::session_key;
-use super::Gateway;
+use super::gateway::Gateway;
+use super::schema::Refusals;
 use crate::artifact::{ArtifactError, ArtifactScope, ArtifactStore};
 use crate::error::Error;
 
@@ -68,24 +68,6 @@ pub(crate) struct UserArtifactPath {
     /// The artifact's name: 1–200 bytes, no `/`, `\\`, `..` or control characters.
     #[param(min_length = 1, max_length = 200)]
     name: String,
-}
-
-/// The status and code of an artifact store error.
-pub(super) fn artifact_class(error: &ArtifactError) -> Class {
-    match error {
-        ArtifactError::InvalidName { .. }
-        | ArtifactError::InvalidMime { .. }
-        | ArtifactError::InvalidScope(_) => (StatusCode::BAD_REQUEST, "invalid_artifact", true),
-        ArtifactError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
-        ArtifactError::TooManyVersions { .. } => (StatusCode::CONFLICT, "too_many_versions", true),
-        ArtifactError::NotConfigured => (StatusCode::NOT_FOUND, "no_artifact_store", true),
-        ArtifactError::Unavailable { .. } | ArtifactError::Io { .. } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "artifact_store_unavailable",
-            false,
-        ),
-        _ => INTERNAL,
-    }
 }
 
 fn failed(error: ArtifactError) -> ApiError {
@@ -264,7 +246,7 @@ pub(crate) async fn get_session_artifact(
     get(&gateway, scope, &name, query.version).await
 }
 
-#[utoipa::path(get, path = "/v1/sessions/{user}/{session}/artifacts", tag = "artifacts", params(super::openapi::SessionPath),
+#[utoipa::path(get, path = "/v1/sessions/{user}/{session}/artifacts", tag = "artifacts", params(super::schema::SessionPath),
     responses((status = 200, description = "`{\"artifacts\": [meta…]}`", body = Object), Refusals))]
 pub(crate) async fn list_session_artifacts(
     State(gateway): State<Gateway>,
@@ -315,7 +297,7 @@ pub(crate) async fn get_user_artifact(
     get(&gateway, scope, &name, query.version).await
 }
 
-#[utoipa::path(get, path = "/v1/users/{user}/artifacts", tag = "artifacts", params(super::openapi::UserPath),
+#[utoipa::path(get, path = "/v1/users/{user}/artifacts", tag = "artifacts", params(super::schema::UserPath),
     responses((status = 200, description = "`{\"artifacts\": [meta…]}`", body = Object), Refusals))]
 pub(crate) async fn list_user_artifacts(
     State(gateway): State<Gateway>,

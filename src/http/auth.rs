@@ -13,9 +13,9 @@ use axum::http::request::Parts;
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
-use super::Gateway;
+use super::gateway::Gateway;
 use crate::channel::validate_channel;
-use crate::key::{validate_id, KeyPart};
+use crate::key::{validate_id, KeyPart, SessionKey};
 
 /// Shortest accepted token, in bytes: 16 random characters are beyond guessing over HTTP, and
 /// a shorter one is more likely a placeholder left in the file by mistake.
@@ -269,6 +269,16 @@ impl FromRequestParts<Gateway> for Caller {
             None => Err(ApiError::Unauthorized("the token is not valid")),
         }
     }
+}
+
+/// Checks the caller may reach `user`'s sessions, then builds the key (a bad id is a 400).
+pub(crate) fn session_key(
+    caller: &Caller,
+    user: String,
+    session: String,
+) -> Result<SessionKey, ApiError> {
+    caller.require_user(&user)?;
+    Ok(SessionKey::new(user, session)?)
 }
 
 #[cfg(test)]

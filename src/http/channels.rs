@@ -12,9 +12,9 @@ use super::answer::{answer, wants_events, Target, TurnArgs};
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
-use super::openapi::{ChannelPath, PairingPath, Refusals};
-use super::sessions::Deleted;
-use super::Gateway;
+use super::gateway::Gateway;
+use super::schema::Deleted;
+use super::schema::{ChannelPath, PairingPath, Refusals};
 use crate::call::OverlapPolicy;
 use crate::channel::ChannelMessage;
 

@@ -13,7 +13,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::error::ApiError;
-use super::Gateway;
+use super::gateway::Gateway;
 
 /// Scripts, styles, connections and images from this origin only; no inline script or style,
 /// no plugin, no framing, no `<base>`, forms post nowhere.

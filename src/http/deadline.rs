@@ -17,7 +17,7 @@ use axum::response::Response;
 use hyper::body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use super::Gateway;
+use super::gateway::Gateway;
 
 /// The error a body yields when its deadline passes; the extractors answer it as 408
 /// `body_timeout`.

@@ -7,6 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::agent::FailureKind;
+use crate::artifact::ArtifactError;
 use crate::channel::{ChannelError, PairingError};
 use crate::error::Error;
 use crate::key::KeyError;
@@ -149,6 +150,24 @@ fn seconds(after: Duration) -> String {
     match retry_seconds(after) {
         1 => "1 second".into(),
         n => format!("{n} seconds"),
+    }
+}
+
+/// The status and code of an artifact store error.
+fn artifact_class(error: &ArtifactError) -> Class {
+    match error {
+        ArtifactError::InvalidName { .. }
+        | ArtifactError::InvalidMime { .. }
+        | ArtifactError::InvalidScope(_) => (StatusCode::BAD_REQUEST, "invalid_artifact", true),
+        ArtifactError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
+        ArtifactError::TooManyVersions { .. } => (StatusCode::CONFLICT, "too_many_versions", true),
+        ArtifactError::NotConfigured => (StatusCode::NOT_FOUND, "no_artifact_store", true),
+        ArtifactError::Unavailable { .. } | ArtifactError::Io { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "artifact_store_unavailable",
+            false,
+        ),
+        _ => INTERNAL,
     }
 }
 
@@ -366,7 +385,7 @@ fn runtime_class(error: &Error) -> Class {
         Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
         Error::AgentFailed { kind, .. } => agent_class(*kind),
         Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
-        Error::Artifacts(source) => super::artifacts::artifact_class(source),
+        Error::Artifacts(source) => artifact_class(source),
         Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
         Error::Storage(source) => match source.as_ref() {
             StoreError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
@@ -559,7 +578,7 @@ impl IntoResponse for ApiError {
         }
         if let Some(owner) = owner {
             if let Ok(value) = HeaderValue::from_str(&owner.address) {
-                headers.insert(super::forward::OWNER_HEADER, value);
+                headers.insert(super::headers::OWNER_HEADER, value);
             }
             response.extensions_mut().insert(OwnerHint(owner));
         }

@@ -6,12 +6,12 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use super::auth::session_key;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
-use super::openapi::{Refusals, SessionPath};
-use super::sessions::session_key;
-use super::Gateway;
+use super::gateway::Gateway;
+use super::schema::{Refusals, SessionPath};
 use crate::error::Error;
 use crate::state::Event;
 use crate::store::MAX_PAGE;

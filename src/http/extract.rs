@@ -10,7 +10,7 @@ use axum::Json;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use super::Gateway;
+use super::gateway::Gateway;
 
 /// A JSON body; `Content-Type: application/json` required.
 pub(crate) struct ApiJson<T>(pub T);

@@ -6,7 +6,7 @@
 //! Owned by another process → forward; here or nowhere → run it here, and should that answer
 //! `owned_elsewhere` (another process took the session in between; nothing ran), forward then.
 //!
-//! One hop at most: a forwarded request carries [`FORWARDED_HEADER`], and a process that
+//! One hop at most: a forwarded request carries [`FORWARDED_HEADER`](super::FORWARDED_HEADER), and a process that
 //! receives one never forwards it again — it serves it, or answers 421 `owned_elsewhere` naming
 //! the owner it sees. On that 421 the first process looks the owner up again and tries once
 //! more. `docs/cluster.md` ("Forwarding") has the whole protocol.
@@ -26,23 +26,13 @@ pub(crate) use relay::Forwarder;
 use super::auth::Caller;
 use super::error::{ApiError, OwnerHint};
 use super::extract::bytes_rejection;
-use super::Gateway;
+use super::gateway::Gateway;
+use super::headers::{FORWARDED_HEADER, SERVED_BY_HEADER};
 use crate::channel::channel_session_key;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::runtime::Placement;
 use crate::store::Owner;
-
-/// Marks a request one process forwarded to another. A process never forwards a request that
-/// carries it; a client may set it to ask one process about what it holds itself.
-pub const FORWARDED_HEADER: &str = "x-turnstile-forwarded";
-
-/// On a 421 `owned_elsewhere` answer: the address of the process that owns the session.
-pub const OWNER_HEADER: &str = "x-turnstile-owner";
-
-/// On every answer to a session-scoped request of a gateway that forwards: the address of the
-/// process that served it.
-pub const SERVED_BY_HEADER: &str = "x-turnstile-served-by";
 
 /// What to do with a request, from where its session is served.
 #[derive(Debug, PartialEq, Eq)]

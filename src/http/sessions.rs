@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::answer::{answer, within, OutcomeBody, Target, TurnArgs};
-use super::auth::Caller;
+use super::auth::{session_key, Caller};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
-use super::openapi::{Refusals, SessionPath, UserPath};
-use super::Gateway;
+use super::gateway::Gateway;
+use super::schema::{Deleted, Refusals, SessionPath, UserPath};
 use crate::call::{CallOptions, OverlapPolicy};
 use crate::key::{validate_id, KeyPart, SessionKey};
 use crate::runtime::{Placement, Runtime};
@@ -96,19 +96,6 @@ pub(crate) struct Forked {
     events: u64,
 }
 
-/// A deletion's answer.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct Deleted {
-    /// Whether there was something to delete.
-    deleted: bool,
-}
-
-impl Deleted {
-    pub(crate) fn new(deleted: bool) -> Self {
-        Self { deleted }
-    }
-}
-
 /// `DELETE /v1/users/{user}`'s answer.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct UserDeleted {
@@ -190,16 +177,6 @@ impl SessionBody {
     }
 }
 
-/// Checks the caller may reach `user`'s sessions, then builds the key (a bad id is a 400).
-pub(crate) fn session_key(
-    caller: &Caller,
-    user: String,
-    session: String,
-) -> Result<SessionKey, ApiError> {
-    caller.require_user(&user)?;
-    Ok(SessionKey::new(user, session)?)
-}
-
 /// Runs a turn: the answer is its outcome (JSON), or its events as they happen (`Accept:
 /// text/event-stream`: `chunk` events, then `outcome`, or `error`).
 #[utoipa::path(post, path = "/v1/sessions/{user}/{session}/turns", tag = "sessions",
@@ -249,7 +226,7 @@ pub(crate) async fn interrupt(
     // Checked first: a new input would be refused, and the running turn must not be cut for
     // a request that is then answered 503.
     if body.is_some() && runtime.is_draining() {
-        return Err(crate::Error::Draining.into());
+        return Err(crate::error::Error::Draining.into());
     }
     let interrupted = runtime.interrupt(&key);
     let Some(body) = body else {
@@ -341,7 +318,7 @@ pub(crate) async fn delete_session(
 ) -> Result<Json<Deleted>, ApiError> {
     let key = session_key(&caller, user, session)?;
     let deleted = gateway.runtime().delete(&key).await?;
-    Ok(Json(Deleted { deleted }))
+    Ok(Json(Deleted::new(deleted)))
 }
 
 /// The user's sessions, a page at a time, by session id.

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::{FileMemory, InMemory, Ingest, MemoryError, MemoryStore};
+use crate::parse::ParseError;
 
 /// Key prefix of memory kept in Redis by `turnstile serve`: the session store's default, so
 /// that one Redis holds one deployment's sessions and memory side by side (memory keys are
@@ -26,9 +27,9 @@ pub enum MemorySpec {
 }
 
 impl FromStr for MemorySpec {
-    type Err = String;
+    type Err = ParseError;
 
-    fn from_str(spec: &str) -> Result<Self, String> {
+    fn from_str(spec: &str) -> Result<Self, ParseError> {
         match spec {
             "off" => Ok(Self::Off),
             "memory" => Ok(Self::Memory),
@@ -37,8 +38,10 @@ impl FromStr for MemorySpec {
             }
             _ => match spec.strip_prefix("file:") {
                 Some(dir) if !dir.is_empty() => Ok(Self::File(PathBuf::from(dir))),
-                _ => Err(format!(
-                    "unknown memory store {spec:?}: use off, memory, file:DIR or redis://HOST:PORT"
+                _ => Err(ParseError::new(
+                    "memory store",
+                    spec,
+                    "off, memory, file:DIR or redis://HOST:PORT",
                 )),
             },
         }
@@ -46,15 +49,17 @@ impl FromStr for MemorySpec {
 }
 
 impl FromStr for Ingest {
-    type Err = String;
+    type Err = ParseError;
 
-    fn from_str(when: &str) -> Result<Self, String> {
+    fn from_str(when: &str) -> Result<Self, ParseError> {
         match when {
             "passivation" => Ok(Self::OnPassivation),
             "compaction" => Ok(Self::OnCompaction),
             "explicit" => Ok(Self::Explicit),
-            _ => Err(format!(
-                "unknown ingestion moment {when:?}: use passivation, compaction or explicit"
+            _ => Err(ParseError::new(
+                "ingestion moment",
+                when,
+                "passivation, compaction or explicit",
             )),
         }
     }
@@ -93,7 +98,7 @@ mod tests {
             Ok(MemorySpec::Redis("redis://127.0.0.1:6379".into()))
         );
         let err = "file:".parse::<MemorySpec>().unwrap_err();
-        assert!(err.contains("file:DIR"), "{err}");
+        assert!(err.to_string().contains("file:DIR"), "{err}");
         assert_eq!("compaction".parse(), Ok(Ingest::OnCompaction));
         assert!("sometimes".parse::<Ingest>().is_err());
     }

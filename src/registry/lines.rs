@@ -11,15 +11,12 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
-use super::{Registry, RouteError};
-use crate::error::Error;
+use super::Registry;
 use crate::key::SessionKey;
-use crate::session::SessionMsg;
-use crate::stats::{Rejection, RuntimeEvent};
 
 /// How often a call waiting for a free slot looks again (and so tries to evict a session that
 /// went idle meanwhile). Short beside a turn, long beside the cost of one look.
-const CAPACITY_RECHECK: Duration = Duration::from_millis(100);
+pub(super) const CAPACITY_RECHECK: Duration = Duration::from_millis(100);
 
 /// The callers of one key that wait for a free slot, in arrival order: tokio's mutex hands its
 /// lock over first come, first served, so holding it is being first in line.
@@ -85,13 +82,13 @@ pub(crate) enum Place {
 
 /// A caller's stay in its key's line: on drop it gives up its place and, if it was the last
 /// one there, removes the line.
-struct InLine<'a> {
-    registry: &'a Registry,
-    key: &'a SessionKey,
+pub(super) struct InLine<'a> {
+    pub(super) registry: &'a Registry,
+    pub(super) key: &'a SessionKey,
     /// Held while first in line.
-    first: Option<OwnedMutexGuard<()>>,
+    pub(super) first: Option<OwnedMutexGuard<()>>,
     /// Whether the caller ever stood in the line.
-    queued: bool,
+    pub(super) queued: bool,
 }
 
 impl Drop for InLine<'_> {
@@ -104,80 +101,8 @@ impl Drop for InLine<'_> {
     }
 }
 
-impl Registry {
-    /// Routes a message, waiting up to the configured `capacity_wait` for a free slot, behind
-    /// any earlier callers of the same key.
-    pub(crate) async fn submit(
-        self: &Arc<Self>,
-        key: &SessionKey,
-        msg: SessionMsg,
-    ) -> Result<(), Error> {
-        let wait = self.deps.config.capacity_wait;
-        let deadline = Instant::now().checked_add(wait);
-        let mut msg = msg;
-        // Leaves the key's line however this call ends, a dropped (cancelled) caller included.
-        let mut place = InLine {
-            registry: self,
-            key,
-            first: None,
-            queued: false,
-        };
-        loop {
-            let freed = self.slot_freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            match self.route(key, msg, place.first.is_some()) {
-                Ok(()) => return Ok(()),
-                Err(RouteError::Refused(err)) => return Err(err),
-                Err(RouteError::AtCapacity(back, given)) => {
-                    msg = *back;
-                    match given {
-                        Place::None => {}
-                        Place::First(guard) => {
-                            place.queued = true;
-                            place.first = Some(guard);
-                        }
-                        Place::Behind(line) => {
-                            place.queued = true;
-                            match until(deadline, line.lock_owned()).await {
-                                Some(guard) => {
-                                    // Our turn in the line: try again at once.
-                                    place.first = Some(guard);
-                                    continue;
-                                }
-                                None => return Err(self.at_capacity()),
-                            }
-                        }
-                    }
-                    if wait.is_zero() {
-                        return Err(self.at_capacity());
-                    }
-                    // A slot frees when a session stops, but a busy session that merely goes
-                    // idle frees none until something evicts it: look again now and then.
-                    let recheck = Instant::now() + CAPACITY_RECHECK;
-                    let wake = deadline.map_or(recheck, |deadline| deadline.min(recheck));
-                    let _ = tokio::time::timeout_at(wake, freed).await;
-                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                        return Err(self.at_capacity());
-                    }
-                }
-            }
-        }
-    }
-
-    /// Counts and returns a refusal for lack of a free slot.
-    fn at_capacity(&self) -> Error {
-        self.deps
-            .counters
-            .record(RuntimeEvent::Rejected(Rejection::AtCapacity));
-        Error::AtCapacity {
-            capacity: self.deps.config.capacity,
-        }
-    }
-}
-
 /// Awaits `work` until `deadline` (`None`: no deadline); `None` when the deadline came first.
-async fn until<T>(
+pub(super) async fn until<T>(
     deadline: Option<Instant>,
     work: impl std::future::Future<Output = T>,
 ) -> Option<T> {
@@ -192,6 +117,8 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
+    use crate::registry::RouteError;
+    use crate::session::SessionMsg;
     use crate::{EchoAgent, MemoryStore, Runtime};
 
     fn clear() -> SessionMsg {
@@ -202,7 +129,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn cancelled_callers_leave_no_line_behind() {
         let rt = Runtime::builder()
-            .agent(crate::MockLlmAgent::new().with_latency(Duration::from_secs(10)))
+            .agent(crate::agent::MockLlmAgent::new().with_latency(Duration::from_secs(10)))
             .store(MemoryStore::new())
             .with_capacity(1)
             .with_capacity_wait(Duration::from_secs(60))

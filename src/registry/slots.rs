@@ -29,12 +29,12 @@ use crate::state::InterruptReason;
 use crate::stats::{Eviction, Rejection, RuntimeEvent};
 
 mod drain;
-mod lifecycle;
-mod live;
+mod operators;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
+mod transitions;
 
 /// At most this many least-recently-used sessions are examined when looking for one to evict,
 /// so that a runtime full of busy sessions does not scan them all on every activation.

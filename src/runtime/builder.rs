@@ -161,7 +161,7 @@ impl RuntimeBuilder {
     }
 
     /// The default overlap policy ([`RuntimeConfig::default_policy`]).
-    pub fn with_policy(mut self, policy: crate::OverlapPolicy) -> Self {
+    pub fn with_policy(mut self, policy: crate::call::OverlapPolicy) -> Self {
         self.config.default_policy = policy;
         self
     }

@@ -74,7 +74,7 @@ impl Runtime {
     /// The memory users the chats of a channel's namespace `user_id` are filed under (none for
     /// a person, or without a memory store): read before the sessions are deleted.
     pub(super) async fn chat_memories(&self, user_id: &str) -> Result<Vec<String>> {
-        if self.memory().is_none() || !user_id.starts_with(crate::channel::CHANNEL_USER_PREFIX) {
+        if self.memory().is_none() || !user_id.starts_with(crate::key::CHANNEL_USER_PREFIX) {
             return Ok(Vec::new());
         }
         let mut chats = std::collections::BTreeSet::new();

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::journal::Journal;
 use super::queue::{Admission, TurnQueue};
-use super::task::{self, Slots, TurnEnd, TurnWrite};
+use super::task::{self, TurnEnd, TurnPermits, TurnWrite};
 use super::{
     now_ms, SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind,
     TurnControl, TurnFinished, TurnRequest,
@@ -258,10 +258,14 @@ impl Live {
             }
         }
         let (ctx, record) = builder.build();
-        let slots = self.deps.turn_permits.as_ref().map(|permits| Slots {
-            permits: permits.clone(),
-            wait: self.deps.config.concurrency_wait,
-        });
+        let permits = self
+            .deps
+            .turn_permits
+            .as_ref()
+            .map(|semaphore| TurnPermits {
+                semaphore: semaphore.clone(),
+                wait: self.deps.config.concurrency_wait,
+            });
         let id = self.next_turn_id;
         self.next_turn_id += 1;
         let span = tracing::info_span!("turn", key = %self.key, turn = id);
@@ -271,7 +275,7 @@ impl Live {
                 ctx,
                 control.clone(),
                 deadline,
-                slots,
+                permits,
             ),
             span,
         ));

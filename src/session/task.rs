@@ -33,13 +33,14 @@ pub(crate) enum TaskResult {
     Interrupted,
     /// The agent returned an error or panicked.
     Failed(AgentFailure),
-    /// No runtime-wide turn slot became free in time.
-    NoSlot,
+    /// No runtime-wide turn permit became free in time.
+    NoPermit,
 }
 
-/// Where a turn may take a runtime-wide slot from, and how long it may wait.
-pub(crate) struct Slots {
-    pub permits: Arc<Semaphore>,
+/// Where a turn may take a runtime-wide turn permit from (`max_concurrent_turns`), and how long
+/// it may wait for one.
+pub(crate) struct TurnPermits {
+    pub semaphore: Arc<Semaphore>,
     pub wait: Duration,
 }
 
@@ -73,21 +74,21 @@ pub(crate) fn start(
     }
 }
 
-/// Runs the agent for one turn: takes a runtime-wide slot if limited, enforces the deadline,
+/// Runs the agent for one turn: takes a runtime-wide turn permit if limited, enforces the deadline,
 /// turns errors and panics into results, and stops at once when the turn is interrupted.
 pub(crate) async fn execute(
     agent: Arc<dyn Agent>,
     ctx: TurnContext,
     control: Arc<TurnControl>,
     deadline: Option<Duration>,
-    slots: Option<Slots>,
+    permits: Option<TurnPermits>,
 ) -> TaskResult {
     let token = control.token.clone();
     let work = async {
-        let _slot = match slots {
-            Some(slots) => match take_slot(slots).await {
+        let _permit = match permits {
+            Some(permits) => match take_permit(permits).await {
                 Some(permit) => Some(permit),
-                None => return TaskResult::NoSlot,
+                None => return TaskResult::NoPermit,
             },
             None => None,
         };
@@ -123,14 +124,14 @@ pub(crate) async fn execute(
     interrupt_wins(result, &control)
 }
 
-async fn take_slot(slots: Slots) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    if let Ok(permit) = slots.permits.clone().try_acquire_owned() {
+async fn take_permit(permits: TurnPermits) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(permit) = permits.semaphore.clone().try_acquire_owned() {
         return Some(permit);
     }
-    if slots.wait.is_zero() {
+    if permits.wait.is_zero() {
         return None;
     }
-    tokio::time::timeout(slots.wait, slots.permits.acquire_owned())
+    tokio::time::timeout(permits.wait, permits.semaphore.acquire_owned())
         .await
         .ok()?
         .ok()
@@ -153,7 +154,7 @@ pub(crate) enum TurnEnd {
     /// The agent failed: the failure's code and reason. The inputs and a `turn_failed` event
     /// are written; nothing else of the turn.
     Failed { code: &'static str, reason: String },
-    /// Nothing of the turn ran (no slot was free): it leaves no trace.
+    /// Nothing of the turn ran (no turn permit was free): it leaves no trace.
     Nothing,
 }
 
@@ -214,7 +215,7 @@ pub(crate) fn settle(
             let code = failure.kind().code();
             (TurnEnd::Failed { code, reason }, Some(error))
         }
-        TaskResult::NoSlot => (
+        TaskResult::NoPermit => (
             TurnEnd::Nothing,
             Some(Error::ConcurrencyLimitExceeded {
                 limit: config.max_concurrent_turns.unwrap_or(0),
@@ -481,7 +482,7 @@ mod tests {
     }
 
     #[test]
-    fn a_turn_without_a_slot_leaves_only_superseded_inputs() {
+    fn a_turn_without_a_permit_leaves_only_superseded_inputs() {
         let write = TurnWrite {
             inputs: &["never ran".to_owned()],
             record: TurnRecord::default(),

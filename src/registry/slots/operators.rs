@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use super::{Mailbox, Slot, SlotMsg, Slots};
 use crate::key::SessionKey;
-use crate::registry::live::{
-    LivePage, LiveQuery, LiveSession, LiveState, DEFAULT_LIVE_PAGE, MAX_LIVE_PAGE,
-};
+use crate::registry::live_page::{LivePage, LiveQuery, LiveSession, LiveState};
 
 impl<A: Mailbox> Slots<A> {
     /// A page of live sessions in key order. O(log n + page): the page starts from the key
@@ -16,8 +14,8 @@ impl<A: Mailbox> Slots<A> {
     /// `last_active` stamp.
     pub(crate) fn live_page(&self, query: &LiveQuery, stamp: u64) -> LivePage {
         let limit = match query.limit {
-            0 => DEFAULT_LIVE_PAGE,
-            n => n.min(MAX_LIVE_PAGE),
+            0 => LiveQuery::DEFAULT_LIMIT,
+            n => n.min(LiveQuery::MAX_LIMIT),
         };
         let first = query.user.as_deref().map(SessionKey::first_of);
         let start = match (&query.after, first) {

@@ -85,8 +85,8 @@ pub(crate) async fn run_session(
     }
 }
 
-fn log_refused(key: &SessionKey, error: &crate::Error) {
-    if matches!(error, crate::Error::OwnedElsewhere { .. }) {
+fn log_refused(key: &SessionKey, error: &crate::error::Error) {
+    if matches!(error, crate::error::Error::OwnedElsewhere { .. }) {
         tracing::debug!(%key, %error, "not activated: owned elsewhere");
     } else {
         tracing::warn!(%key, %error, "activation failed");

@@ -5,14 +5,6 @@ use std::time::Duration;
 
 use crate::key::SessionKey;
 
-/// Most sessions one [`Runtime::live_page`](crate::Runtime::live_page) returns. A page is
-/// copied under the registry's lock, which every turn takes to be routed: a thousand entries
-/// copy in well under a millisecond (`docs/BENCHMARKS.md`), so routing waits at most that long.
-pub const MAX_LIVE_PAGE: usize = 1_000;
-
-/// Sessions a page holds unless the query says otherwise.
-pub const DEFAULT_LIVE_PAGE: usize = 100;
-
 /// What a live session is doing now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -70,8 +62,18 @@ pub struct LiveQuery {
     pub user: Option<String>,
     /// Only sessions after this key (the previous page's [`LivePage::next`]).
     pub after: Option<SessionKey>,
-    /// At most this many (1..=[`MAX_LIVE_PAGE`]; 0 means [`DEFAULT_LIVE_PAGE`]).
+    /// At most this many (1..=[`Self::MAX_LIMIT`]; 0 means [`Self::DEFAULT_LIMIT`]).
     pub limit: usize,
+}
+
+impl LiveQuery {
+    /// Most sessions one [`Runtime::live_page`](crate::Runtime::live_page) returns. A page is
+    /// copied under the registry's lock, which every turn takes to be routed: a thousand entries
+    /// copy in well under a millisecond (`docs/BENCHMARKS.md`), so routing waits at most that long.
+    pub const MAX_LIMIT: usize = 1_000;
+
+    /// Sessions a page holds unless the query says otherwise.
+    pub const DEFAULT_LIMIT: usize = 100;
 }
 
 /// One page of live sessions, ordered by key.

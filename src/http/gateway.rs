@@ -1,0 +1,97 @@
+//! [`Gateway`]: the state every handler receives — the channel router (and through it the
+//! runtime), the tokens, the metrics handle, the limits and the forwarding client.
+
+use std::sync::{Arc, OnceLock};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use super::auth::Tokens;
+use super::config::HttpConfig;
+use super::error::ApiError;
+use super::forward::Forwarder;
+use crate::channel::ChannelRouter;
+use crate::runtime::Runtime;
+
+/// The HTTP API over a runtime. Cheap to clone: it is the state every handler receives.
+#[derive(Clone)]
+pub struct Gateway {
+    channels: ChannelRouter,
+    tokens: Arc<Tokens>,
+    metrics: Option<PrometheusHandle>,
+    config: Arc<HttpConfig>,
+    /// The client forwarded requests go through, built on first use with `config`'s settings.
+    forwarder: Arc<OnceLock<Result<Forwarder, String>>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("channels", &self.channels)
+            .field("metrics", &self.metrics.is_some())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway over the router's runtime and pairing store, with no tokens (everything is
+    /// allowed; [`Gateway::serve`] then listens on loopback only), no metrics and default limits.
+    pub fn new(channels: ChannelRouter) -> Self {
+        Self {
+            channels,
+            tokens: Arc::new(Tokens::none()),
+            metrics: None,
+            config: Arc::new(HttpConfig::default()),
+            forwarder: Arc::default(),
+        }
+    }
+
+    /// Requires one of these bearer tokens on every route but the probes.
+    pub fn with_tokens(mut self, tokens: Tokens) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
+    }
+
+    /// Serves `/metrics` from this Prometheus recorder's handle.
+    pub fn with_metrics(mut self, handle: PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
+        self
+    }
+
+    /// Replaces the limits.
+    pub fn with_config(mut self, config: HttpConfig) -> Self {
+        self.config = Arc::new(config);
+        self.forwarder = Arc::default();
+        self
+    }
+
+    /// The runtime turns go to.
+    pub fn runtime(&self) -> &Runtime {
+        self.channels.runtime()
+    }
+
+    /// The channel router (and through it, the pairing store).
+    pub fn channels(&self) -> &ChannelRouter {
+        &self.channels
+    }
+
+    /// The limits.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    pub(crate) fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    pub(crate) fn metrics(&self) -> Option<&PrometheusHandle> {
+        self.metrics.as_ref()
+    }
+
+    pub(crate) fn forwarder(&self) -> Result<&Forwarder, ApiError> {
+        self.forwarder
+            .get_or_init(|| Forwarder::new(&self.config).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| ApiError::Internal(e.clone()))
+    }
+}
