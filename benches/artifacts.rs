@@ -10,7 +10,8 @@ use std::io::{Read, Write};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tokio::runtime::Runtime;
-use turnstile::artifact::{ArtifactScope, FileArtifactStore};
+use turnstile::artifact::ArtifactScope;
+use turnstile::backend::FileArtifactStore;
 use turnstile::{ArtifactStore, SessionKey};
 
 /// The size the issue names: 1 MiB.

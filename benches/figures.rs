@@ -232,7 +232,7 @@ fn footprint() {
 async fn long_session() {
     let rt = Runtime::builder()
         .agent(EchoAgent)
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_window(20)
         .with_summarizer(turnstile::context::ExtractiveSummarizer::default(), 20)
         .build()

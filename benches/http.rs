@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use turnstile::store::FileStore;
+use turnstile::backend::FileStore;
 use turnstile::{
-    channel::ChannelRouter, channel::MemoryPairingStore, http::Gateway, EchoAgent, MemoryStore,
+    channel::ChannelRouter, channel::MemoryPairingStore, http::Gateway, EchoAgent, InMemoryStore,
     Runtime, SessionKey, Store,
 };
 
@@ -160,7 +160,7 @@ fn store(kind: &str) -> (Arc<dyn Store>, Option<tempfile::TempDir>) {
             let store = FileStore::open(dir.path()).expect("a file store");
             (Arc::new(store), Some(dir))
         }
-        _ => (Arc::new(MemoryStore::new()), None),
+        _ => (Arc::new(InMemoryStore::new()), None),
     }
 }
 

@@ -17,7 +17,7 @@ use hdrhistogram::Histogram;
 use tower::ServiceExt;
 use turnstile::channel::ChannelRouter;
 use turnstile::http::Gateway;
-use turnstile::{EchoAgent, LiveQuery, MemoryStore, Runtime, SessionKey};
+use turnstile::{EchoAgent, InMemoryStore, LiveQuery, Runtime, SessionKey};
 
 const SESSIONS: usize = 100_000;
 const CALLERS: usize = 256;
@@ -143,7 +143,7 @@ fn main() {
     rt.block_on(async {
         let runtime = Runtime::builder()
             .agent(EchoAgent)
-            .store(MemoryStore::new())
+            .store(InMemoryStore::new())
             .with_capacity(SESSIONS)
             .build()
             .expect("runtime");

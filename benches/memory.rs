@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tokio::runtime::Runtime;
-use turnstile::memory::{FileMemory, InMemory, MemoryEntry, MemoryStore, Speaker};
+use turnstile::backend::FileMemory;
+use turnstile::memory::{InMemory, MemoryEntry, MemoryStore, Speaker};
 use turnstile::SessionKey;
 
 /// Entries of the one user searched: the per-user bound.

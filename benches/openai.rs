@@ -24,7 +24,7 @@ use axum::routing::post;
 use axum::Router;
 use hdrhistogram::Histogram;
 use turnstile::{
-    Agent, AgentError, MemoryStore, MockLlmAgent, OpenAiAgent, Runtime, SessionKey, TurnContext,
+    Agent, AgentError, InMemoryStore, MockLlmAgent, OpenAiAgent, Runtime, SessionKey, TurnContext,
 };
 
 /// Distinct sessions; each gets `TURNS / SESSIONS` turns.
@@ -113,7 +113,7 @@ impl Agent for RawHttp {
 fn runtime(agent: impl Agent, capacity: usize) -> Runtime {
     Runtime::builder()
         .agent(agent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_capacity(capacity)
         .build()
         .expect("runtime")

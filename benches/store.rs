@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::json;
 use tokio::runtime::Runtime;
+use turnstile::backend::FileStore;
 use turnstile::state::{Event, StateDelta};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
-use turnstile::{MemoryStore, SessionKey, Store};
+use turnstile::{InMemoryStore, SessionKey, Store};
 
 /// History sizes, in events, at which append and load are measured.
 const HISTORY: [u64; 3] = [20, 2_000, 20_000];
@@ -114,7 +114,7 @@ fn stores(rt: &Runtime) -> (Vec<Arc<dyn Store>>, Guards) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = FileStore::open(dir.path()).expect("open file store");
     guards.push(Box::new(dir));
-    let mut out: Vec<Arc<dyn Store>> = vec![Arc::new(MemoryStore::new()), Arc::new(file)];
+    let mut out: Vec<Arc<dyn Store>> = vec![Arc::new(InMemoryStore::new()), Arc::new(file)];
     #[cfg(feature = "redis")]
     {
         let server = redis_server::RedisServer::start();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use turnstile::{EchoAgent, MemoryStore, Runtime, SessionKey};
+use turnstile::{EchoAgent, InMemoryStore, Runtime, SessionKey};
 
 /// The simplest actor that answers a call: the baseline.
 struct Bare;
@@ -55,7 +55,7 @@ fn round_trip(c: &mut Criterion) {
     let runtime = rt.block_on(async {
         Runtime::builder()
             .agent(EchoAgent)
-            .store(MemoryStore::new())
+            .store(InMemoryStore::new())
             .build()
             .expect("runtime")
     });

@@ -14,7 +14,7 @@
 use std::error::Error;
 
 use async_trait::async_trait;
-use turnstile::store::FileStore;
+use turnstile::backend::FileStore;
 use turnstile::{
     channel::ChannelMessage, channel::ChannelReply, channel::ChannelRouter,
     channel::FilePairingStore, Agent, AgentError, Runtime, TurnContext,

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use serde_json::json;
 use turnstile::state::{EventKind, Usage};
 use turnstile::{
-    Agent, AgentError, CallOptions, MemoryStore, OutcomeKind, Runtime, SessionKey, StreamEvent,
+    Agent, AgentError, CallOptions, InMemoryStore, OutcomeKind, Runtime, SessionKey, StreamEvent,
     TurnContext,
 };
 
@@ -62,7 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One runtime for the whole service: in production, `FileStore::open_default()` or Redis.
     let runtime = Runtime::builder()
         .agent(SupportAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()?;
 
     // Several handlers at once, for different users: their sessions run in parallel.

@@ -21,7 +21,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use turnstile::state::EventKind;
 use turnstile::{
-    CallOptions, MemoryStore, OpenAiAgent, Runtime, SessionKey, StreamEvent, Tool, ToolError,
+    CallOptions, InMemoryStore, OpenAiAgent, Runtime, SessionKey, StreamEvent, Tool, ToolError,
 };
 
 /// Tells the time, in seconds since the Unix epoch and as UTC hours and minutes.
@@ -62,7 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let runtime = Runtime::builder()
         .agent(agent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()?;
     let key = SessionKey::new("ada", "example")?;
 

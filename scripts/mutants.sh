@@ -13,7 +13,7 @@
 #   MUTANTS_TIMEOUT  seconds one mutant's tests may take before it counts as a timeout
 #                    (default 300).
 # Extra options go to cargo-mutants, for example `--shard 1/4` to split the run across machines,
-# `--in-diff changes.diff` for the lines a change touched, or `--file src/registry/lifecycle.rs`
+# `--in-diff changes.diff` for the lines a change touched, or `--file src/registry/supervisor.rs`
 # to add a file (the ones below stay).
 #
 # Needs `cargo install cargo-mutants --locked` and redis-server (the Redis store's tests).

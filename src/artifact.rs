@@ -13,15 +13,9 @@ use crate::key::{validate_id, KeyError, KeyPart, SessionKey};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
-mod file;
 mod memory;
-#[cfg(feature = "redis")]
-mod redis;
 
-pub use file::FileArtifactStore;
 pub use memory::MemoryArtifactStore;
-#[cfg(feature = "redis")]
-pub use redis::RedisArtifactStore;
 
 /// Longest accepted artifact name, in bytes. Long enough for any file name a person or a tool
 /// gives; short enough that a name, once encoded for a file system, fits one path component.

@@ -13,7 +13,6 @@
 //! [`PairingStore::remove_user`]) removes their own sessions and pairings but not the group
 //! chats they spoke in. See `docs/channels.md`.
 
-mod pairing;
 mod route;
 
 use std::collections::HashMap;
@@ -28,13 +27,11 @@ use crate::runtime::Runtime;
 use crate::stream::TurnStream;
 
 #[cfg(feature = "postgres")]
-pub use pairing::PostgresPairingStore;
+pub use crate::backend::PostgresPairingStore;
 #[cfg(feature = "redis")]
-pub use pairing::RedisPairingStore;
-pub use pairing::{
-    open_pairings, FilePairingStore, MemoryPairingStore, Pairing, PairingError, PairingStore,
-    PAIRINGS_FILE,
-};
+pub use crate::backend::RedisPairingStore;
+pub use crate::backend::{open_pairings, FilePairingStore, PAIRINGS_FILE};
+pub use crate::pairing::{MemoryPairingStore, Pairing, PairingError, PairingStore};
 pub use route::{
     channel_namespace, session_key as channel_session_key, unpaired_user, validate_channel,
     validate_field as validate_channel_field, validate_user, ChannelField, CHANNEL_SEPARATOR,

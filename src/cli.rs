@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent_arg;
-mod artifacts_arg;
 mod chat;
 mod limits_arg;
 mod load;

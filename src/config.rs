@@ -171,12 +171,12 @@ mod tests {
     fn the_stores_head_caches_hold_a_default_runtimes_live_sessions() {
         #[cfg(feature = "redis")]
         assert_eq!(
-            crate::store::RedisOptions::DEFAULT_HEAD_CACHE,
+            crate::backend::RedisOptions::DEFAULT_HEAD_CACHE,
             DEFAULT_CAPACITY
         );
         #[cfg(feature = "postgres")]
         assert_eq!(
-            crate::store::PostgresOptions::DEFAULT_HEAD_CACHE,
+            crate::backend::PostgresOptions::DEFAULT_HEAD_CACHE,
             DEFAULT_CAPACITY
         );
     }

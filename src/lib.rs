@@ -8,29 +8,28 @@
 //!
 //! Public modules:
 //! - [`state`]: the pure state model — events, scopes, the fold, schema versions. No I/O.
-//! - [`artifact`]: named, versioned blobs per session or user — the [`ArtifactStore`] trait and
-//!   its stores (memory, files, Redis) and, with the `testing` feature, its conformance suite.
+//! - [`key`]: session keys and the rules every id follows.
+//! - [`agent`]: the [`Agent`] trait, [`TurnContext`] and its builder, the built-in agents, and
+//!   (feature `openai`) [`OpenAiAgent`], a model behind an OpenAI-compatible endpoint, with its
+//!   [`Tool`] trait, and (feature `mcp`) [`McpTools`], its tools from MCP servers.
+//! - The families of stored data, each a trait with its reference implementation in memory and,
+//!   with the `testing` feature, its conformance suite: [`store`] (sessions and their leases,
+//!   [`store::Leases`], for one owner per session across processes, and store wrappers),
+//!   [`pairing`] (channel accounts to users), [`artifact`] (named, versioned blobs per session
+//!   or user), [`memory`] (memory across sessions, BM25-ranked).
+//! - [`backend`]: one folder per storage technology (files, Redis and Redis Cluster,
+//!   PostgreSQL), each with its kit and the families kept on it, and the openers
+//!   ([`backend::StoreUrl`], [`backend::open_store`], [`backend::open_backend`]).
 //! - [`state_keys`]: a registry of declared state keys (type, default, description) and the
 //!   mode that enforces it.
-//! - [`store`]: the [`Store`] trait, the stores (memory, JSON files, Redis and Redis Cluster,
-//!   PostgreSQL), session leases ([`store::Leases`], for one owner per session across
-//!   processes), the store opener ([`store::StoreUrl`], [`store::open_store`]), store wrappers
-//!   and, with the `testing` feature, the conformance suite.
 //! - [`context`]: what an agent sees — the context window, compaction's summarizer, the
 //!   `<memory-context>` block and templates.
 //! - [`config`]: [`RuntimeConfig`] and the defaults and bounds it starts from, each with its reason.
-//! - [`channel`]: multi-channel bots — channel messages to sessions, pairing stores.
+//! - [`channel`]: multi-channel bots — channel messages to sessions.
 //! - [`http`] (feature `http`): the HTTP gateway behind `turnstile serve`.
-//! - [`memory`]: memory across sessions — the [`memory::MemoryStore`] trait, its stores
-//!   (in memory, a folder, Redis), BM25 ranking and, with the `testing` feature, its
-//!   conformance suite.
 //!
 //! Private modules, each one concern:
-//! - `key`: session keys and their validation (exported at the root).
 //! - `call`: what a caller passes ([`CallOptions`], [`OverlapPolicy`]) and gets ([`Outcome`]).
-//! - `agent`: the [`Agent`] trait, [`TurnContext`] and its builder, the built-in agents, and
-//!   (feature `openai`) [`OpenAiAgent`], a model behind an OpenAI-compatible endpoint, with its
-//!   [`Tool`] trait, and (feature `mcp`) [`McpTools`], its tools from MCP servers.
 //! - `stream`: [`TurnStream`], a streamed turn's chunks and outcome.
 //! - `runtime`: the facade and its builder; it only delegates.
 //! - `registry`: which sessions are live — a synchronous state machine (`registry/slots`) whose
@@ -43,13 +42,14 @@
 //! - `error`: the crate-level [`Error`].
 //! - `fuzzing` (feature `testing`, hidden): the checks the fuzz targets and property tests
 //!   share; see `docs/fuzzing.md`.
-//! - `atomic_file`, `hex`: small helpers shared by the stores and the pairing stores.
+//! - `atomic_file`, `hex`, `parse`: small helpers shared by the backends and the families.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
 pub mod agent;
 pub mod artifact;
 mod atomic_file;
+pub mod backend;
 mod call;
 pub mod channel;
 pub mod config;
@@ -64,6 +64,7 @@ mod hex;
 pub mod http;
 pub mod key;
 pub mod memory;
+pub mod pairing;
 mod parse;
 mod registry;
 mod runtime;
@@ -82,6 +83,11 @@ pub use agent::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 #[cfg(feature = "openai")]
 pub use agent::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
 pub use artifact::{ArtifactError, ArtifactScope, ArtifactStore};
+pub use backend::FileStore;
+#[cfg(feature = "postgres")]
+pub use backend::{PostgresOptions, PostgresStore};
+#[cfg(feature = "redis")]
+pub use backend::{RedisOptions, RedisStore};
 pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
@@ -92,9 +98,7 @@ pub use registry::{LivePage, LiveQuery, LiveSession, LiveState};
 pub use runtime::{BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder};
 pub use session::SessionView;
 pub use stats::{RuntimeStats, TurnTimes};
-pub use store::{FileStore, MemoryStore, Store, StoreError};
-#[cfg(feature = "postgres")]
-pub use store::{PostgresOptions, PostgresStore};
-#[cfg(feature = "redis")]
-pub use store::{RedisOptions, RedisStore};
+#[allow(deprecated)]
+pub use store::MemoryStore;
+pub use store::{InMemoryStore, Store, StoreError};
 pub use stream::{StreamEvent, TurnStream};

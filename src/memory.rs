@@ -21,20 +21,14 @@ use crate::state::{Author, Event, EventKind, Seq};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
-mod file;
 mod in_memory;
 mod index;
-mod open;
-#[cfg(feature = "redis")]
-mod redis;
+mod spec;
 mod types;
 
-pub use file::{FileMemory, MAX_LOADED_USERS};
 pub use in_memory::InMemory;
 pub use index::{tokenize, UserIndex};
-pub use open::{open_memory, MemorySpec, REDIS_MEMORY_PREFIX};
-#[cfg(feature = "redis")]
-pub use redis::RedisMemory;
+pub use spec::MemorySpec;
 pub use types::{Ingest, MemoryEntry, MemoryError, MemoryHit, MemoryOptions, Speaker};
 
 /// Most entries kept per user. Past it, the oldest tenth are forgotten at once (one rebuild per

@@ -1,290 +1,39 @@
-//! Where sessions are persisted: the [`Store`] trait and its implementations.
+//! Where sessions are persisted: the [`Store`] trait, its reference implementation in memory
+//! ([`InMemoryStore`]) and the conformance suite every implementation passes (`conformance`,
+//! with the `testing` feature). The stores kept in files, Redis and PostgreSQL are in
+//! [`crate::backend`], beside the other families kept on the same technology.
 //!
-//! Stores know the state model only — never actors, the registry, agents or HTTP. Every
-//! implementation passes the same conformance suite (`conformance`, with the `testing` feature).
-//!
-//! Around the trait: [`StoreUrl`] and [`open_store`] (which store a spelling such as `file:PATH`
-//! names, and opening it), [`read_log`] (a whole log, page by page), [`ForwardingStore`] (wrappers
-//! that override only what they change) and [`FaultyStore`] (fault injection).
+//! Stores know the state model only — never actors, the registry, agents or HTTP. Around the
+//! trait: [`read_log`] (a whole log, page by page), [`ForwardingStore`] (wrappers that override
+//! only what they change) and [`FaultyStore`] (fault injection).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::key::SessionKey;
-use crate::state::{Event, SchemaError, Seq, SessionRecord, SessionStats, StateMap};
+use crate::state::{Event, Seq, SessionRecord, SessionStats, StateMap};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+mod error;
 mod faulty;
-// `pub(crate)` for `crate::fuzzing`, which reaches its `probe` module.
-pub(crate) mod file;
 mod forward;
 mod lease;
 mod log;
 mod memory;
-mod open;
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "redis")]
-pub(crate) mod redis;
-mod url;
 
+pub use error::StoreError;
 pub use faulty::{FaultyStore, StoreCall};
-pub use file::FileStore;
 pub use forward::{ForwardingLeases, ForwardingStore};
 pub use lease::{Claim, Claimant, Lease, Leases, Owner, Renewal};
 pub use log::{read_log, LOG_PAGE};
-pub use memory::MemoryStore;
-pub use open::{open_store, OpenStoreError, OpenedStore};
-#[cfg(feature = "postgres")]
-pub use postgres::{
-    PostgresOptions, PostgresStore, SslMode, LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION,
-};
-#[cfg(feature = "redis")]
-pub use redis::{RedisOptions, RedisStore};
-pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};
+pub use memory::InMemoryStore;
 
-/// What a store hands back when a session is activated.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LoadedSession {
-    /// The session's head, or `None` when it was never stored.
-    pub record: Option<SessionRecord>,
-    /// The newest events, oldest first: at most the `window` asked for.
-    pub events: Vec<Event>,
-    /// The user's `user:` state (keys without prefix); empty for anonymous sessions.
-    pub user_state: StateMap,
-    /// The application's `app:` state (keys without prefix).
-    pub app_state: StateMap,
-}
-
-/// Metadata of a stored session, read without its events.
-#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SessionMeta {
-    /// The session.
-    #[cfg_attr(feature = "http", schema(value_type = String))]
-    pub key: SessionKey,
-    /// Compare-and-set version of the stored head.
-    pub version: u64,
-    /// Number of events in the log.
-    pub events: u64,
-    /// Creation time, Unix milliseconds.
-    pub created_ms: u64,
-    /// Last change, Unix milliseconds.
-    pub updated_ms: u64,
-    /// The session's counters.
-    pub stats: SessionStats,
-}
-
-impl SessionMeta {
-    /// The metadata of a stored head.
-    pub fn of(record: &SessionRecord) -> Self {
-        Self {
-            key: record.key.clone(),
-            version: record.version,
-            events: record.next_seq.saturating_sub(1),
-            created_ms: record.created_ms,
-            updated_ms: record.updated_ms,
-            stats: record.stats.clone(),
-        }
-    }
-}
-
-/// One page of a listing.
-#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Page {
-    /// Sessions on this page, ordered by session id.
-    pub sessions: Vec<SessionMeta>,
-    /// Pass this back to read the next page; `None` on the last page.
-    pub next_cursor: Option<String>,
-}
-
-/// What to list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageRequest {
-    /// At most this many sessions (1 ..= [`MAX_PAGE`]).
-    pub limit: usize,
-    /// Resume after this cursor (from [`Page::next_cursor`]).
-    pub cursor: Option<String>,
-}
-
-/// Largest page a store hands out, so that a listing never holds an unbounded result in memory.
-pub const MAX_PAGE: usize = 1_000;
-
-impl Default for PageRequest {
-    fn default() -> Self {
-        Self {
-            limit: 100,
-            cursor: None,
-        }
-    }
-}
-
-/// Which sessions [`Store::gc`] removes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct GcPolicy {
-    /// Keep at most this many sessions, removing the least recently updated.
-    pub max_sessions: Option<usize>,
-    /// Remove sessions not updated for longer than this.
-    pub max_age: Option<Duration>,
-}
-
-/// What [`Store::gc`] removed.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct GcReport {
-    /// The sessions removed.
-    pub removed: Vec<SessionKey>,
-}
-
-/// A store failure. Every variant names the session or place it concerns.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// Compare-and-set refused: the stored version is not the one the write was based on.
-    /// Another writer got there first; reload the session and try again.
-    #[error("session {key}: stored version is {found}, the write was based on {expected}; another writer changed it (reload and retry)")]
-    Conflict {
-        /// The session.
-        key: SessionKey,
-        /// The version the write was based on.
-        expected: u64,
-        /// The version in the store.
-        found: u64,
-    },
-    /// Stored data was written by a newer turnstile; it is left untouched.
-    #[error("session {key}: {source}")]
-    Schema {
-        /// The session.
-        key: SessionKey,
-        /// What was wrong.
-        #[source]
-        source: SchemaError,
-    },
-    /// Stored data could not be read; it is left in place for inspection.
-    #[error(
-        "session {key}: stored data is corrupt ({detail}); it was left in place, nothing was reset"
-    )]
-    Corrupt {
-        /// The session (or other record, such as a user's state).
-        key: String,
-        /// What is wrong, where.
-        detail: String,
-    },
-    /// The backend could not be reached or did not answer in time; nothing was acknowledged.
-    #[error("{backend} store is unavailable: {detail}")]
-    Unavailable {
-        /// Which backend.
-        backend: &'static str,
-        /// Why.
-        detail: String,
-    },
-    /// A file-system operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// The file or folder.
-        path: std::path::PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The store's own layout (tables, folders) was set up by a newer turnstile; nothing was
-    /// read or changed. Upgrade turnstile, or point it at another database or schema.
-    #[error("{backend} store, {place}: layout version {found} is newer than this build supports ({supported}); upgrade turnstile to use it")]
-    NewerLayout {
-        /// Which backend.
-        backend: &'static str,
-        /// Where (a database schema, a folder).
-        place: String,
-        /// The layout version found.
-        found: u32,
-        /// The newest this build knows.
-        supported: u32,
-    },
-    /// Another process holds the store's lock.
-    #[error("the store at {path} is locked by another process ({detail})")]
-    Locked {
-        /// The lock file.
-        path: std::path::PathBuf,
-        /// Who holds it, if known.
-        detail: String,
-    },
-    /// The request itself is invalid (for example a bad cursor or page size).
-    #[error("invalid store request: {0}")]
-    InvalidRequest(String),
-    /// A fenced write was refused: the writer does not hold the session's lease (it expired, or
-    /// another process holds it now). Nothing was written.
-    #[error("session {key}: this process does not hold the session's lease{}; nothing was written", owner.as_ref().map(|o| format!(" (held by {} at epoch {})", o.address, o.epoch)).unwrap_or_default())]
-    NotOwner {
-        /// The session.
-        key: SessionKey,
-        /// Who holds the lease now, if anyone.
-        owner: Option<Owner>,
-    },
-    /// A fenced write was refused: a writer with a newer lease epoch has written the session
-    /// since this writer's lease was granted. Nothing was written.
-    #[error("session {key}: fenced; the write carries lease epoch {epoch} but epoch {current} has written since; nothing was written")]
-    Fenced {
-        /// The session.
-        key: SessionKey,
-        /// The epoch the refused write carried.
-        epoch: u64,
-        /// The newest epoch that has written the session.
-        current: u64,
-    },
-    /// The append **committed on the primary** (as `version`), but fewer replicas than the
-    /// store requires confirmed it within the timeout, so it is not acknowledged: a failover
-    /// before they catch up may lose it. It is kept — never written again, and the next append
-    /// builds on it — so do not resend it as new input. Check the replicas' health, or lower
-    /// the store's `replicas` setting.
-    #[error("session {key}: the write is stored on the primary as version {version}, but only {acked} of the {wanted} replicas required confirmed it within {timeout:?}, so it is not acknowledged: it may be lost if the primary fails over before they catch up; it is kept (do not send it again) — check the replicas, or lower `replicas`")]
-    NotReplicated {
-        /// The session.
-        key: SessionKey,
-        /// The version the append committed as on the primary.
-        version: u64,
-        /// Replicas that confirmed the write in time.
-        acked: u32,
-        /// Replicas required.
-        wanted: u32,
-        /// How long the append waited for them.
-        timeout: Duration,
-    },
-}
-
-impl StoreError {
-    /// Whether the store failed because of its environment rather than a bug or bad data: the
-    /// backend is down or locked, or a file operation met a full disk, a read-only or failing
-    /// device, or missing permissions. Nothing was acknowledged, and the same request may
-    /// succeed once the environment is mended.
-    pub fn is_environmental(&self) -> bool {
-        match self {
-            Self::Unavailable { .. } | Self::Locked { .. } => true,
-            Self::Io { source, .. } => io_is_environmental(source),
-            _ => false,
-        }
-    }
-}
-
-/// Whether an I/O error comes from the machine (disk full, read-only, failing device,
-/// permissions) rather than from what turnstile asked of it.
-fn io_is_environmental(error: &std::io::Error) -> bool {
-    use std::io::ErrorKind;
-    /// EPERM, EIO, EACCES, ENOSPC, EROFS, EDQUOT (Linux numbers).
-    const CODES: [i32; 6] = [1, 5, 13, 28, 30, 122];
-    matches!(
-        error.kind(),
-        ErrorKind::PermissionDenied
-            | ErrorKind::ReadOnlyFilesystem
-            | ErrorKind::StorageFull
-            | ErrorKind::QuotaExceeded
-    ) || error
-        .raw_os_error()
-        .is_some_and(|code| CODES.contains(&code))
-}
+/// The session store in memory under its earlier name, which it shared with the trait
+/// [`crate::memory::MemoryStore`] of memory across sessions.
+#[deprecated(note = "renamed InMemoryStore")]
+pub type MemoryStore = InMemoryStore;
 
 /// Persistence for sessions. Object-safe: the runtime holds an `Arc<dyn Store>`.
 ///
@@ -385,6 +134,99 @@ pub trait Store: Send + Sync + 'static {
         let _ = (key, version);
         Ok(())
     }
+}
+
+/// What a store hands back when a session is activated.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadedSession {
+    /// The session's head, or `None` when it was never stored.
+    pub record: Option<SessionRecord>,
+    /// The newest events, oldest first: at most the `window` asked for.
+    pub events: Vec<Event>,
+    /// The user's `user:` state (keys without prefix); empty for anonymous sessions.
+    pub user_state: StateMap,
+    /// The application's `app:` state (keys without prefix).
+    pub app_state: StateMap,
+}
+
+/// Metadata of a stored session, read without its events.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionMeta {
+    /// The session.
+    #[cfg_attr(feature = "http", schema(value_type = String))]
+    pub key: SessionKey,
+    /// Compare-and-set version of the stored head.
+    pub version: u64,
+    /// Number of events in the log.
+    pub events: u64,
+    /// Creation time, Unix milliseconds.
+    pub created_ms: u64,
+    /// Last change, Unix milliseconds.
+    pub updated_ms: u64,
+    /// The session's counters.
+    pub stats: SessionStats,
+}
+
+impl SessionMeta {
+    /// The metadata of a stored head.
+    pub fn of(record: &SessionRecord) -> Self {
+        Self {
+            key: record.key.clone(),
+            version: record.version,
+            events: record.next_seq.saturating_sub(1),
+            created_ms: record.created_ms,
+            updated_ms: record.updated_ms,
+            stats: record.stats.clone(),
+        }
+    }
+}
+
+/// One page of a listing.
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Page {
+    /// Sessions on this page, ordered by session id.
+    pub sessions: Vec<SessionMeta>,
+    /// Pass this back to read the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// What to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// At most this many sessions (1 ..= [`MAX_PAGE`]).
+    pub limit: usize,
+    /// Resume after this cursor (from [`Page::next_cursor`]).
+    pub cursor: Option<String>,
+}
+
+/// Largest page a store hands out, so that a listing never holds an unbounded result in memory.
+pub const MAX_PAGE: usize = 1_000;
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        Self {
+            limit: 100,
+            cursor: None,
+        }
+    }
+}
+
+/// Which sessions [`Store::gc`] removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GcPolicy {
+    /// Keep at most this many sessions, removing the least recently updated.
+    pub max_sessions: Option<usize>,
+    /// Remove sessions not updated for longer than this.
+    pub max_age: Option<Duration>,
+}
+
+/// What [`Store::gc`] removed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GcReport {
+    /// The sessions removed.
+    pub removed: Vec<SessionKey>,
 }
 
 /// Checks a page request against [`MAX_PAGE`].

@@ -17,7 +17,9 @@ use support::harness::{eventually_ok, key, within, LeasesView};
 use tokio::sync::Semaphore;
 use turnstile::config::Ownership;
 use turnstile::store::{Claim, Claimant, ForwardingLeases, Lease, Leases};
-use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
+use turnstile::{
+    EchoAgent, Error, InMemoryStore, Placement, Runtime, SessionKey, Store, StoreError,
+};
 
 /// Far longer than the test: a lease gone before this was given back, not expired.
 const LEASE_TTL: Duration = Duration::from_secs(600);
@@ -75,7 +77,7 @@ struct Setup {
 /// Runtime `a` sees the store's leases through [`LateAnswers`] and times activations out early;
 /// runtime `b` sees the store as it is.
 fn setup(hold_before: bool) -> Setup {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let late = Arc::new(LateAnswers {
         inner: store.leases().expect("memory leases"),
         hold: AtomicBool::new(!hold_before),

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use support::harness::*;
 use turnstile::state::{EventKind, InterruptReason, OutputStatus};
-use turnstile::{Agent, AgentError, MemoryStore, OutcomeKind, Runtime, Store, TurnContext};
+use turnstile::{Agent, AgentError, InMemoryStore, OutcomeKind, Runtime, Store, TurnContext};
 
 /// The runtime's default bound.
 const DEFAULT_MAX_REPLY_BYTES: usize = 2 << 20;
@@ -55,7 +55,7 @@ fn reply_limited(kind: &EventKind) -> Option<usize> {
 #[tokio::test]
 async fn an_endless_or_oversized_reply_is_cut_at_the_bound() {
     let agent = Arc::new(Talker::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
         .store_arc(store.clone())
@@ -99,7 +99,7 @@ async fn an_endless_or_oversized_reply_is_cut_at_the_bound() {
 
 #[tokio::test]
 async fn a_smaller_bound_cuts_at_a_character_boundary() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(Talker::default())
         .store_arc(store.clone())

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use support::harness::*;
 use turnstile::context::ExtractiveSummarizer;
-use turnstile::{Agent, AgentError, Error, MemoryStore, Runtime, Store, TurnContext};
+use turnstile::{Agent, AgentError, Error, InMemoryStore, Runtime, Store, TurnContext};
 
 /// Records whether each turn saw a summary.
 #[derive(Default)]
@@ -41,7 +41,7 @@ fn runtime(agent: Arc<SummaryProbe>, store: Arc<dyn Store>) -> Runtime {
 
 #[tokio::test]
 async fn the_turn_after_a_conflict_sees_the_other_writers_summary() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let (a_agent, b_agent) = (
         Arc::new(SummaryProbe::default()),
         Arc::new(SummaryProbe::default()),

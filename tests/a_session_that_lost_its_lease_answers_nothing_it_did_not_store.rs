@@ -20,7 +20,7 @@ use support::harness::{key, stored_inputs, LeasesView};
 use tokio::sync::Semaphore;
 use turnstile::config::Ownership;
 use turnstile::store::{ForwardingLeases, Lease, Leases, Renewal};
-use turnstile::{CallOptions, EchoAgent, MemoryStore, Runtime, SessionKey, Store, StoreError};
+use turnstile::{CallOptions, EchoAgent, InMemoryStore, Runtime, SessionKey, Store, StoreError};
 
 const LEASE_TTL: Duration = Duration::from_secs(3);
 
@@ -58,7 +58,7 @@ async fn call(rt: &Runtime, k: &SessionKey, input: &str, id: &str) -> Result<u64
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_after_the_lease_was_lost_is_refused_not_answered_from_the_window() {
-    let shared: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let shared: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let leases = Arc::new(StuckRenewals {
         inner: shared.leases().expect("memory leases"),
         gate: Semaphore::new(0),

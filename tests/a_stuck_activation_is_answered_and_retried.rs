@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use support::harness::*;
 use turnstile::store::FaultyStore;
-use turnstile::{CallOptions, EchoAgent, Error, MemoryStore, Runtime, StoreError};
+use turnstile::{CallOptions, EchoAgent, Error, InMemoryStore, Runtime, StoreError};
 
 #[tokio::test(start_paused = true)]
 async fn a_load_that_never_returns_is_answered_after_the_activation_timeout() {
-    let store = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let store = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let rt = Runtime::builder()
         .agent(EchoAgent)
         .store_arc(store.clone())
@@ -55,7 +55,7 @@ async fn a_load_that_never_returns_is_answered_after_the_activation_timeout() {
 async fn the_activation_timeout_must_be_positive() {
     let built = Runtime::builder()
         .agent(EchoAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_activation_timeout(Duration::ZERO)
         .build();
     let err = built.unwrap_err().to_string();

@@ -16,7 +16,7 @@ use support::harness::*;
 use support::stores::temp_file_store;
 use turnstile::state::EventKind;
 use turnstile::store::{FaultyStore, StoreCall};
-use turnstile::{EchoAgent, Error, MemoryStore, Runtime, Store};
+use turnstile::{EchoAgent, Error, InMemoryStore, Runtime, Store};
 
 /// Runs turns over `inner`, each with its append held until the test has seen the call wait.
 async fn acknowledged_turns_are_stored(inner: Arc<dyn Store>) {
@@ -80,7 +80,7 @@ async fn acknowledged_turns_are_stored(inner: Arc<dyn Store>) {
 
 #[tokio::test]
 async fn a_memory_store_holds_each_turn_before_its_call_returns() {
-    acknowledged_turns_are_stored(Arc::new(MemoryStore::new())).await;
+    acknowledged_turns_are_stored(Arc::new(InMemoryStore::new())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use support::harness::*;
-use turnstile::{EchoAgent, MemoryStore, Runtime};
+use turnstile::{EchoAgent, InMemoryStore, Runtime};
 
 /// 1,000 concurrent first calls on one key: one activation, one store load, 1,000 turns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_first_calls_activate_once() {
-    let store = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+    let store = Arc::new(CountingStore::new(Arc::new(InMemoryStore::new())));
     let rt = Runtime::builder()
         .agent(EchoAgent)
         .store_arc(store.clone())

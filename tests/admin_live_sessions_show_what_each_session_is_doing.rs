@@ -9,12 +9,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use support::harness::*;
-use turnstile::{CallOptions, LiveQuery, LiveState, MemoryStore, Runtime};
+use turnstile::{CallOptions, InMemoryStore, LiveQuery, LiveState, Runtime};
 
 fn runtime(agent: Arc<GateAgent>) -> Runtime {
     Runtime::builder()
         .agent_arc(agent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .expect("runtime")
 }

@@ -10,11 +10,11 @@ use futures::future::join_all;
 use serde_json::json;
 use support::harness::*;
 use turnstile::state::EventKind;
-use turnstile::{Error, FailureKind, MemoryStore, Runtime, Store};
+use turnstile::{Error, FailureKind, InMemoryStore, Runtime, Store};
 
 #[tokio::test]
 async fn a_panicking_turn_fails_alone_and_the_session_goes_on() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(FlakyAgent)
         .store_arc(store.clone())

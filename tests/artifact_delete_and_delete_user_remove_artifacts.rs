@@ -6,8 +6,9 @@ mod support;
 
 use std::sync::Arc;
 
-use turnstile::artifact::{ArtifactScope, FileArtifactStore};
-use turnstile::{ArtifactStore, MemoryStore, Runtime};
+use turnstile::artifact::ArtifactScope;
+use turnstile::backend::FileArtifactStore;
+use turnstile::{ArtifactStore, InMemoryStore, Runtime};
 
 use support::artifacts::SavingAgent;
 use support::harness::key;
@@ -23,7 +24,7 @@ async fn deleting_a_session_or_a_user_takes_their_artifacts_along() {
         Arc::new(FileArtifactStore::open(folder.path()).expect("open"));
     let rt = Runtime::builder()
         .agent(SavingAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_artifacts(artifacts.clone())
         .build()
         .expect("runtime");

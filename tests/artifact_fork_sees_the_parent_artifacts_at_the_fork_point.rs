@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 
 use turnstile::artifact::{ArtifactScope, MemoryArtifactStore};
-use turnstile::{ArtifactStore, MemoryStore, Runtime};
+use turnstile::{ArtifactStore, InMemoryStore, Runtime};
 
 use support::artifacts::SavingAgent;
 use support::harness::key;
@@ -29,7 +29,7 @@ async fn a_fork_copies_the_versions_saved_up_to_its_point() {
     let artifacts: Arc<dyn ArtifactStore> = Arc::new(MemoryArtifactStore::new());
     let rt = Runtime::builder()
         .agent(SavingAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_artifacts(artifacts.clone())
         .build()
         .expect("runtime");

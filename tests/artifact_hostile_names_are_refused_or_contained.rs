@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
-use turnstile::artifact::{ArtifactError, ArtifactScope, FileArtifactStore};
+use turnstile::artifact::{ArtifactError, ArtifactScope};
+use turnstile::backend::FileArtifactStore;
 use turnstile::http::HttpConfig;
 use turnstile::{ArtifactStore, EchoAgent, Runtime, SessionKey};
 

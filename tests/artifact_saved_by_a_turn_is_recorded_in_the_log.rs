@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use turnstile::artifact::{ArtifactScope, MemoryArtifactStore};
 use turnstile::state::{Author, EventKind};
-use turnstile::{ArtifactStore, MemoryStore, Runtime, Store};
+use turnstile::{ArtifactStore, InMemoryStore, Runtime, Store};
 
 use support::artifacts::SavingAgent;
 use support::harness::{key, stored_events};
 
 #[tokio::test]
 async fn each_save_is_an_event_and_old_versions_stay_loadable() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(InMemoryStore::new());
     let artifacts: Arc<dyn ArtifactStore> = Arc::new(MemoryArtifactStore::new());
     let rt = Runtime::builder()
         .agent(SavingAgent)
@@ -76,7 +76,7 @@ async fn each_save_is_an_event_and_old_versions_stay_loadable() {
 
 #[tokio::test]
 async fn a_session_without_artifacts_keeps_schema_version_one() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(turnstile::EchoAgent)
         .store_arc(store.clone())
@@ -92,7 +92,7 @@ async fn a_session_without_artifacts_keeps_schema_version_one() {
 async fn without_an_artifact_store_a_save_fails_the_turn_clearly() {
     let rt = Runtime::builder()
         .agent(SavingAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .expect("runtime");
     let err = rt.call(&key("ada", "s1"), "x").await.unwrap_err();

@@ -9,7 +9,8 @@ mod support;
 
 use std::sync::Arc;
 
-use turnstile::artifact::{conformance, FileArtifactStore, MemoryArtifactStore};
+use turnstile::artifact::{conformance, MemoryArtifactStore};
+use turnstile::backend::FileArtifactStore;
 use turnstile::ArtifactStore;
 
 /// Small enough that the oversize check stays quick on every store.
@@ -42,8 +43,8 @@ async fn file_artifact_store_passes_the_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_artifact_store_passes_the_conformance_suite() {
     use support::redis_server::{fresh_prefix, RedisServer};
-    use turnstile::artifact::RedisArtifactStore;
-    use turnstile::store::RedisOptions;
+    use turnstile::backend::RedisArtifactStore;
+    use turnstile::backend::RedisOptions;
     let server = RedisServer::start();
     let server = Arc::new(server);
     conformance::run_all(|| {
@@ -64,8 +65,8 @@ async fn redis_artifact_store_passes_the_conformance_suite() {
 async fn redis_cluster_artifact_store_passes_the_conformance_suite() {
     use support::redis_cluster::RedisCluster;
     use support::redis_server::fresh_prefix;
-    use turnstile::artifact::RedisArtifactStore;
-    use turnstile::store::RedisOptions;
+    use turnstile::backend::RedisArtifactStore;
+    use turnstile::backend::RedisOptions;
     let cluster = RedisCluster::start();
     let cluster = Arc::new(cluster);
     conformance::run_all(|| {

@@ -27,7 +27,7 @@ async fn an_endless_upload_is_answered_413_after_the_limit() {
         Arc::new(MemoryArtifactStore::new().with_max_bytes(LIMIT));
     let runtime = Runtime::builder()
         .agent(EchoAgent)
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_artifacts(artifacts.clone())
         .build()
         .expect("runtime");

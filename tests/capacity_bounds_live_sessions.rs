@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::harness::*;
-use turnstile::{EchoAgent, Error, MemoryStore, Runtime};
+use turnstile::{EchoAgent, Error, InMemoryStore, Runtime};
 
 const KEYS: usize = 100_000;
 const CAPACITY: usize = 1_000;
@@ -18,7 +18,7 @@ const CAPACITY: usize = 1_000;
 async fn a_hundred_thousand_keys_pass_through_a_thousand_slots() {
     let rt = Runtime::builder()
         .agent(EchoAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_capacity(CAPACITY)
         .with_capacity_wait(Duration::from_secs(60))
         .build()
@@ -66,7 +66,7 @@ async fn a_full_runtime_of_busy_sessions_refuses_with_at_capacity() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_capacity(2)
         .build()
         .unwrap();
@@ -96,7 +96,7 @@ async fn a_full_runtime_of_busy_sessions_refuses_with_at_capacity() {
 #[tokio::test(start_paused = true)]
 async fn callers_waiting_for_a_slot_keep_their_sessions_order() {
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn turnstile::Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn turnstile::Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
         .store_arc(store.clone())
@@ -149,7 +149,7 @@ async fn a_waiting_call_takes_the_slot_of_a_session_that_went_idle() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_capacity(1)
         .with_capacity_wait(Duration::from_secs(60))
         .with_idle_ttl(Duration::from_secs(3600))

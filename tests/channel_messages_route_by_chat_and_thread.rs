@@ -11,7 +11,8 @@ use support::harness::*;
 use turnstile::state::{EventKind, InterruptReason};
 use turnstile::{
     channel::ChannelMessage, channel::ChannelRouter, channel::MemoryPairingStore, Agent,
-    AgentError, CallOptions, MemoryStore, OutcomeKind, OverlapPolicy, Runtime, Store, TurnContext,
+    AgentError, CallOptions, InMemoryStore, OutcomeKind, OverlapPolicy, Runtime, Store,
+    TurnContext,
 };
 
 /// Answers with who spoke (the canonical user from the turn's attributes) and what they said.
@@ -29,7 +30,7 @@ impl Agent for WhoAgent {
 }
 
 fn router(agent: impl Agent) -> (ChannelRouter, Arc<dyn Store>) {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let runtime = Runtime::builder()
         .agent(agent)
         .store_arc(store.clone())
@@ -123,7 +124,7 @@ async fn a_newer_message_in_a_chat_supersedes_the_running_one_by_default() {
     // Property: channel messages default to `Latest`; the interrupted message stays in the
     // history. With `Queue` configured, the newer one waits instead.
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let runtime = Runtime::builder()
         .agent_arc(agent.clone())
         .store_arc(store.clone())

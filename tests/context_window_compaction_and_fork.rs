@@ -14,7 +14,7 @@ use support::harness::*;
 use turnstile::state::SessionRecord;
 use turnstile::{
     context::ExtractiveSummarizer, context::Role, context::MEMORY_CONTEXT_OPEN, Agent, AgentError,
-    Error, MemoryStore, Runtime, Store, TurnContext,
+    Error, InMemoryStore, Runtime, Store, TurnContext,
 };
 
 const WINDOW: usize = 20;
@@ -67,7 +67,7 @@ fn runtime(agent: Arc<Probe>, store: Arc<dyn Store>) -> Runtime {
 #[tokio::test(start_paused = true)]
 async fn a_long_session_never_shows_the_agent_more_than_the_window() {
     let agent = Arc::new(Probe::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let k = key("ada", "long");
     for i in 0..500 {
@@ -98,7 +98,7 @@ async fn a_long_session_never_shows_the_agent_more_than_the_window() {
 #[tokio::test(start_paused = true)]
 async fn a_resumed_session_recalls_its_summary_as_background_only() {
     let agent = Arc::new(Probe::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let k = key("bo", "resume");
     rt.call(
@@ -137,7 +137,7 @@ async fn a_resumed_session_recalls_its_summary_as_background_only() {
 #[tokio::test(start_paused = true)]
 async fn clear_context_keeps_scoped_state() {
     let agent = Arc::new(Probe::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let k = key("cy", "clear");
     for i in 0..50 {
@@ -164,7 +164,7 @@ async fn clear_context_keeps_scoped_state() {
 #[tokio::test(start_paused = true)]
 async fn a_fork_reproduces_the_state_at_its_sequence_number() {
     let agent = Arc::new(Probe::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let (src, dst) = (key("dee", "source"), key("dee", "fork"));
     for i in 0..30 {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use support::harness::*;
 use turnstile::store::FaultyStore;
-use turnstile::{EchoAgent, Error, MemoryStore, Runtime, Store};
+use turnstile::{EchoAgent, Error, InMemoryStore, Runtime, Store};
 
 fn runtime(store: Arc<dyn Store>) -> Runtime {
     Runtime::builder()
@@ -28,7 +28,7 @@ fn runtime(store: Arc<dyn Store>) -> Runtime {
 
 #[tokio::test(start_paused = true)]
 async fn messages_after_a_delete_start_a_fresh_session() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(store.clone());
     let k = key("del", "fifo");
     rt.call(&k, "old").await.unwrap();
@@ -72,7 +72,7 @@ async fn messages_after_a_delete_start_a_fresh_session() {
 
 #[tokio::test(start_paused = true)]
 async fn a_live_or_absent_session_can_be_deleted() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(store.clone());
     let k = key("del", "live");
     rt.call(&k, "x").await.unwrap();
@@ -84,7 +84,7 @@ async fn a_live_or_absent_session_can_be_deleted() {
 
 #[tokio::test(start_paused = true)]
 async fn a_session_that_cannot_be_loaded_can_still_be_deleted() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let rt = runtime(faulty.clone());
     let k = key("del", "broken");
     rt.call(&k, "x").await.unwrap();

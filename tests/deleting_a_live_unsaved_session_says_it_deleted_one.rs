@@ -10,14 +10,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use support::harness::*;
-use turnstile::{Error, MemoryStore, Runtime};
+use turnstile::{Error, InMemoryStore, Runtime};
 
 #[tokio::test(start_paused = true)]
 async fn a_delete_of_a_running_never_stored_session_reports_a_deletion() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .unwrap();
     let k = key("lea", "fresh");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::harness::*;
 use turnstile::state::InterruptReason;
 use turnstile::store::FaultyStore;
-use turnstile::{Error, MemoryStore, OutcomeKind, Runtime, Store};
+use turnstile::{Error, InMemoryStore, OutcomeKind, Runtime, Store};
 
 fn runtime(agent: Arc<GateAgent>, store: Arc<dyn Store>) -> Runtime {
     Runtime::builder()
@@ -54,7 +54,7 @@ async fn begin_drain(
 #[tokio::test(start_paused = true)]
 async fn drain_lets_in_flight_and_queued_turns_finish() {
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let keys: Vec<_> = (0..5).map(|i| key("kim", &format!("s{i}"))).collect();
     let mut calls = Vec::new();
@@ -104,7 +104,7 @@ async fn drain_lets_in_flight_and_queued_turns_finish() {
 #[tokio::test(start_paused = true)]
 async fn at_the_deadline_running_turns_are_interrupted_and_marked() {
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let k = key("leo", "stuck");
     let running = tokio::spawn({
@@ -140,7 +140,7 @@ async fn at_the_deadline_running_turns_are_interrupted_and_marked() {
 #[tokio::test(start_paused = true)]
 async fn a_session_activated_during_the_drain_does_not_hold_it_up() {
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let earlier = runtime(agent.clone(), store.clone());
     let idle = key("mia", "stored");
     within(earlier.call(&idle, "hello")).await.unwrap();
@@ -174,7 +174,7 @@ async fn past_the_deadline_a_turn_held_by_a_loading_session_never_starts() {
     // The session's load outlasts the drain's deadline: the turn it holds is answered
     // `Draining` instead of starting after the deadline, and the drain leaves nothing behind.
     let agent = Arc::new(GateAgent::default());
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     faulty.delay_loads(Some(Duration::from_secs(8)));
     let rt = runtime(agent.clone(), faulty.clone());
     let k = key("ola", "slow-load");
@@ -200,7 +200,7 @@ async fn a_delete_during_the_drain_runs_once_and_the_drain_ends_early() {
     // A delete held behind a session the drain is stopping runs in one more activation, and
     // that activation stops after it: no passivation left over makes the session come back.
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent.clone(), store.clone());
     let k = key("ida", "deleted-while-draining");
     let running = hold_a_turn(&rt, &agent, &k).await;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::harness::*;
-use turnstile::{MemoryStore, MockLlmAgent, Runtime, SessionKey, Store};
+use turnstile::{InMemoryStore, MockLlmAgent, Runtime, SessionKey, Store};
 
 const SESSIONS: usize = 200;
 const CALLERS: usize = 32;
@@ -17,7 +17,7 @@ const CALLS_PER_CALLER: usize = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_evictions_and_activations_loses_no_turn() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(MockLlmAgent::new().with_chunks(2))
         .store_arc(store.clone())

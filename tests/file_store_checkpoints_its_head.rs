@@ -6,9 +6,9 @@ mod support;
 
 use std::path::Path;
 
+use turnstile::backend::FileStore;
 use turnstile::state::{Author, Event, EventKind};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 use support::stores::find_one;

@@ -9,9 +9,9 @@ use std::io::Write;
 use std::path::Path;
 
 use serde_json::json;
+use turnstile::backend::FileStore;
 use turnstile::state::{Author, Event, EventKind, StateDelta};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 use support::stores::find_one;

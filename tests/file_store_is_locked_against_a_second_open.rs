@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use turnstile::store::FileStore;
+use turnstile::backend::FileStore;
 use turnstile::StoreError;
 
 /// Set in the child process: the root it should try to open.

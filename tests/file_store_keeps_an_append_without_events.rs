@@ -9,8 +9,8 @@ mod support;
 
 use std::path::Path;
 
+use turnstile::backend::FileStore;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 use support::stores::find_one;

@@ -5,9 +5,10 @@ mod support;
 
 use std::sync::Arc;
 
+use turnstile::backend::FileStore;
 use turnstile::key::MAX_ID_BYTES;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{FileStore, PageRequest};
+use turnstile::store::PageRequest;
 use turnstile::{SessionKey, Store};
 
 #[tokio::test]

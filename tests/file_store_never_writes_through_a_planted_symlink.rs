@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use serde_json::json;
+use turnstile::backend::FileStore;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store, StoreError};
 
 /// Finds the one folder under `root` whose name ends with `suffix`, however keys are encoded.

@@ -10,9 +10,9 @@ mod support;
 use std::path::Path;
 
 use serde_json::{json, Value};
+use turnstile::backend::FileStore;
 use turnstile::state::{Event, StateDelta};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 use support::stores::find_one;

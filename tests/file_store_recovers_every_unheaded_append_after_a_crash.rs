@@ -13,9 +13,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::json;
+use turnstile::backend::FileStore;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::stores::{find_one, walk};

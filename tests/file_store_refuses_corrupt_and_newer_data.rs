@@ -7,9 +7,9 @@ mod support;
 use std::path::Path;
 
 use serde_json::json;
+use turnstile::backend::FileStore;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::stores::{find_one, temp_file_store};

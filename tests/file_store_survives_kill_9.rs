@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::json;
+use turnstile::backend::FileStore;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 /// Set in the child process: the store root to write to.

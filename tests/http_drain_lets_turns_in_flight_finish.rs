@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use support::harness::*;
 use support::http::*;
 use support::stores::temp_file_store;
+use turnstile::backend::FileStore;
 use turnstile::state::{EventKind, OutputStatus};
-use turnstile::store::FileStore;
 use turnstile::{http::HttpConfig, Runtime, SessionKey, Store};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,7 +17,9 @@ use support::http::*;
 use turnstile::state::{Event, Seq};
 use turnstile::store::FaultyStore;
 use turnstile::store::{GcPolicy, GcReport, LoadedSession, Page, PageRequest};
-use turnstile::{http::HttpConfig, EchoAgent, MemoryStore, Runtime, SessionKey, Store, StoreError};
+use turnstile::{
+    http::HttpConfig, EchoAgent, InMemoryStore, Runtime, SessionKey, Store, StoreError,
+};
 
 /// A gateway whose agent holds turns whose input starts with "hold" until released.
 fn gated(builder: turnstile::RuntimeBuilder, config: HttpConfig) -> (TestGateway, Arc<GateAgent>) {
@@ -497,7 +499,7 @@ async fn a_failing_agent_is_502_without_its_detail() {
 async fn an_unavailable_store_is_503_and_a_broken_one_500_without_detail() {
     // Property: a store that is down answers 503 `store_unavailable`; corrupt data answers 500
     // `internal`; neither body carries the store's own message.
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let gw = TestGateway::with_store(
         Runtime::builder().agent(EchoAgent),
         faulty.clone(),

@@ -15,7 +15,7 @@ use support::harness::{key, stored_inputs, within};
 use support::http::ALICE;
 use turnstile::http::{HttpConfig, SERVED_BY_HEADER};
 use turnstile::store::{ForwardingLeases, Leases, Owner};
-use turnstile::{EchoAgent, MemoryStore, SessionKey, Store, StoreError};
+use turnstile::{EchoAgent, InMemoryStore, SessionKey, Store, StoreError};
 
 /// Leases whose `owner` look-ups answer "nobody" (as a read just before another process's
 /// acquire would), counting them; everything else is the real thing.
@@ -38,7 +38,7 @@ impl ForwardingLeases for StaleOwner {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_taken_during_the_lookup_is_forwarded_to_its_new_owner() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let stale = Arc::new(StaleOwner {
         inner: store.leases().expect("the memory store keeps leases"),
         lookups: AtomicUsize::new(0),

@@ -11,7 +11,7 @@ use serde_json::json;
 use support::harness::{key, stored_inputs};
 use support::http::*;
 use turnstile::store::FaultyStore;
-use turnstile::{http::HttpConfig, EchoAgent, MemoryStore, Runtime, Store};
+use turnstile::{http::HttpConfig, EchoAgent, InMemoryStore, Runtime, Store};
 
 fn with_key(id: &str, input: &str) -> axum::http::Request<axum::body::Body> {
     let mut request = post(
@@ -27,7 +27,7 @@ fn with_key(id: &str, input: &str) -> axum::http::Request<axum::body::Body> {
 
 #[tokio::test]
 async fn a_retry_after_a_store_failure_is_answered_once() {
-    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let memory: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let faulty = FaultyStore::new(memory.clone());
     let gw = TestGateway::with_store(
         Runtime::builder().agent(EchoAgent),

@@ -10,7 +10,7 @@ use serde_json::json;
 use support::http::*;
 use turnstile::{
     channel::ChannelRouter, channel::MemoryPairingStore, http::Gateway, http::ServeError,
-    EchoAgent, MemoryStore, Runtime,
+    EchoAgent, InMemoryStore, Runtime,
 };
 
 #[tokio::test]
@@ -154,7 +154,7 @@ async fn an_admin_token_reaches_every_user() {
 fn open_gateway() -> Gateway {
     let runtime = Runtime::builder()
         .agent(EchoAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .unwrap();
     Gateway::new(ChannelRouter::new(runtime, MemoryPairingStore::new()))

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use support::harness::*;
-use turnstile::{EchoAgent, MemoryStore, Runtime, Store};
+use turnstile::{EchoAgent, InMemoryStore, Runtime, Store};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -30,7 +30,7 @@ fn runtime(store: Arc<dyn Store>, capacity: usize) -> Runtime {
 /// An idle session stays live until its TTL has passed since its last turn, then goes.
 #[tokio::test(start_paused = true)]
 async fn an_idle_session_is_passivated_after_its_ttl_and_not_before() {
-    let rt = runtime(Arc::new(MemoryStore::new()), 100);
+    let rt = runtime(Arc::new(InMemoryStore::new()), 100);
     let k = key("erin", "idle");
     rt.call(&k, "one").await.unwrap();
     tokio::time::sleep(TTL / 2).await;
@@ -54,7 +54,7 @@ async fn a_busy_session_is_never_passivated() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_idle_ttl(TTL)
         .build()
         .unwrap();
@@ -92,7 +92,7 @@ async fn the_least_recently_used_idle_session_makes_room() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_capacity(3)
         .with_capacity_wait(Duration::from_secs(5))
         .build()
@@ -138,7 +138,7 @@ async fn the_least_recently_used_idle_session_makes_room() {
 /// A passivated session comes back with its history and goes on numbering its events.
 #[tokio::test(start_paused = true)]
 async fn a_passivated_session_resumes_with_its_history() {
-    let store = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+    let store = Arc::new(CountingStore::new(Arc::new(InMemoryStore::new())));
     let rt = runtime(store.clone(), 100);
     let k = key("heidi", "resume");
     rt.call(&k, "before").await.unwrap();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use support::harness::*;
 use turnstile::state::{EventKind, InterruptReason, OutputStatus};
-use turnstile::{Agent, AgentError, MemoryStore, OutcomeKind, Runtime, Store, TurnContext};
+use turnstile::{Agent, AgentError, InMemoryStore, OutcomeKind, Runtime, Store, TurnContext};
 
 /// Streams three chunks, says it is busy, then spins — never yielding — until it sees the
 /// interrupt, and answers as if done: with nothing (`Ok("")`), or with an error.
@@ -42,7 +42,7 @@ async fn an_agent_that_returns_after_seeing_the_interrupt_is_recorded_interrupte
         let agent = Arc::new(SpinningAgent {
             busy: AtomicBool::new(false),
         });
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         let rt = Runtime::builder()
             .agent_arc(agent.clone())
             .store_arc(store.clone())

@@ -13,13 +13,15 @@ use futures::StreamExt;
 use support::harness::*;
 use tokio::time::Instant;
 use turnstile::state::{EventKind, InterruptReason, OutputStatus};
-use turnstile::{CallOptions, MemoryStore, MockLlmAgent, OutcomeKind, Runtime, Store, StreamEvent};
+use turnstile::{
+    CallOptions, InMemoryStore, MockLlmAgent, OutcomeKind, Runtime, Store, StreamEvent,
+};
 
 /// A 10-second mock-LLM turn interrupted after two chunks: the caller sees `Interrupted` at once
 /// (no time passes), carrying exactly the chunks streamed so far, and the history keeps them.
 #[tokio::test(start_paused = true)]
 async fn an_interrupt_cuts_a_long_turn_short_within_milliseconds() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(
             MockLlmAgent::new()
@@ -88,7 +90,7 @@ async fn an_interrupt_cuts_a_long_turn_short_within_milliseconds() {
 async fn interrupting_an_idle_session_does_nothing() {
     let rt = Runtime::builder()
         .agent(MockLlmAgent::new())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .unwrap();
     let k = key("nina", "idle");
@@ -105,7 +107,7 @@ async fn interrupting_half_of_a_thousand_busy_sessions_spares_the_rest() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .unwrap();
     let keys: Vec<_> = (0..1_000).map(|i| key("olga", &format!("s{i}"))).collect();
@@ -149,7 +151,7 @@ async fn interrupting_half_of_a_thousand_busy_sessions_spares_the_rest() {
 /// and the stored history agree, and the log stays dense with one output per turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_racing_the_end_of_a_turn_leaves_a_consistent_history() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(
             MockLlmAgent::new()

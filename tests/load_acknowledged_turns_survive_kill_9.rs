@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::cli::TURNSTILE;
+use turnstile::backend::FileStore;
 use turnstile::state::EventKind;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 /// The whole test must end within this, whatever the machine.

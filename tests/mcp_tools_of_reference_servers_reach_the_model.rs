@@ -15,7 +15,7 @@ use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
 use support::mcp::{everything, time};
 use turnstile::state::{Event, EventKind, ToolStatus};
-use turnstile::{McpServer, McpTools, MemoryStore, OpenAiAgent, Runtime, Store};
+use turnstile::{InMemoryStore, McpServer, McpTools, OpenAiAgent, Runtime, Store};
 
 fn call(id: &str, name: &str, arguments: &str) -> (String, String, String) {
     (id.into(), name.into(), arguments.into())
@@ -33,7 +33,7 @@ async fn turn_calling(
         .with_mcp(tools.clone())
         .build()
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(agent)
         .store_arc(store.clone())

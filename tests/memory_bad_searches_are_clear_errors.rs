@@ -27,7 +27,7 @@ async fn empty_queries_and_bad_k_are_refused() {
     let options = MemoryOptions::default();
     let rt = Runtime::builder()
         .agent(EchoAgent)
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(InMemory::new(), options)
         .build()
         .unwrap();
@@ -41,7 +41,7 @@ async fn empty_queries_and_bad_k_are_refused() {
 
     let refused = Runtime::builder()
         .agent(EchoAgent)
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(
             InMemory::new(),
             MemoryOptions {

@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use turnstile::backend::FileMemory;
 use turnstile::memory::conformance::entry;
-use turnstile::memory::{FileMemory, MemoryStore};
+use turnstile::memory::MemoryStore;
 use turnstile::MemoryError;
 
 fn open(dir: &std::path::Path) -> Arc<dyn MemoryStore> {

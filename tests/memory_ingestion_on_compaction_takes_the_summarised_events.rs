@@ -16,7 +16,7 @@ async fn compaction_ingests_what_it_summarised() {
     let memory = Arc::new(CountingMemory::new(Arc::new(InMemory::new())));
     let rt = Runtime::builder()
         .agent(MemoryAgent::default())
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_window(2)
         .with_summarizer(ExtractiveSummarizer::default(), 2)
         .with_memory_arc(

@@ -17,7 +17,7 @@ async fn passivating_twice_ingests_each_entry_once() {
     let memory = Arc::new(CountingMemory::new(Arc::new(InMemory::new())));
     let rt = Runtime::builder()
         .agent(MemoryAgent::default())
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         // One live session: activating another passivates the first.
         .with_capacity(1)
         .with_capacity_wait(Duration::from_secs(5))

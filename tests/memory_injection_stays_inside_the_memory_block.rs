@@ -17,7 +17,7 @@ async fn a_stored_injection_cannot_close_the_block() {
     let agent = Arc::new(MemoryAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(
             InMemory::new(),
             MemoryOptions {

@@ -17,7 +17,7 @@ async fn concurrent_users_recall_only_their_own_codeword() {
     let agent = Arc::new(MemoryAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(
             InMemory::new(),
             MemoryOptions {

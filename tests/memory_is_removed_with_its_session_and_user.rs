@@ -5,7 +5,7 @@ mod support;
 
 use support::harness::*;
 use support::memory::MemoryAgent;
-use turnstile::memory::FileMemory;
+use turnstile::backend::FileMemory;
 use turnstile::{Ingest, MemoryOptions, Runtime};
 
 #[tokio::test]
@@ -13,7 +13,7 @@ async fn deleting_sessions_and_users_deletes_their_memory() {
     let dir = tempfile::tempdir().unwrap();
     let rt = Runtime::builder()
         .agent(MemoryAgent::default())
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(
             FileMemory::open(dir.path()).unwrap(),
             MemoryOptions {

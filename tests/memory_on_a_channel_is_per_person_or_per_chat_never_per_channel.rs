@@ -18,7 +18,7 @@ use turnstile::{Ingest, MemoryOptions, Runtime};
 fn runtime(agent: Arc<MemoryAgent>) -> Runtime {
     Runtime::builder()
         .agent_arc(agent)
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(
             InMemory::new(),
             MemoryOptions {

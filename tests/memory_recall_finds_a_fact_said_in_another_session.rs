@@ -16,7 +16,7 @@ async fn a_fact_from_monday_is_recalled_on_tuesday() {
     let agent = Arc::new(MemoryAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(turnstile::MemoryStore::new())
+        .store(turnstile::InMemoryStore::new())
         .with_memory(
             InMemory::new(),
             MemoryOptions {

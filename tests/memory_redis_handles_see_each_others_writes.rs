@@ -3,8 +3,9 @@
 
 mod support;
 
+use turnstile::backend::RedisMemory;
 use turnstile::memory::conformance::entry;
-use turnstile::memory::{MemoryStore, RedisMemory};
+use turnstile::memory::MemoryStore;
 
 use support::redis_server::{fresh_prefix, RedisServer};
 

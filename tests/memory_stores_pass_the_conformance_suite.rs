@@ -6,7 +6,8 @@ mod support;
 
 use std::sync::Arc;
 
-use turnstile::memory::{conformance, FileMemory, InMemory, MemoryStore, RedisMemory};
+use turnstile::backend::{FileMemory, RedisMemory};
+use turnstile::memory::{conformance, InMemory, MemoryStore};
 
 #[tokio::test]
 async fn the_in_memory_store_passes() {

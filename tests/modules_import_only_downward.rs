@@ -23,10 +23,10 @@ const FLOORS: &[&[&str]] = &[
     &["agent"],
     &["context"],
     &["config"],
-    &["memory", "artifact", "state_keys"],
+    &["backend"],
+    &["memory", "artifact", "state_keys", "pairing"],
     &["call"],
     &["store"],
-    &["backend"],
     &["state"],
     &["key", "hex", "stats", "atomic_file", "parse"],
 ];

@@ -14,7 +14,9 @@ use async_trait::async_trait;
 use support::harness::{eventually_ok, key, stored_inputs, within, GateAgent, TIMEOUT};
 use turnstile::config::Ownership;
 use turnstile::store::{ForwardingLeases, Lease, Leases, Renewal};
-use turnstile::{EchoAgent, Error, MemoryStore, Placement, Runtime, SessionKey, Store, StoreError};
+use turnstile::{
+    EchoAgent, Error, InMemoryStore, Placement, Runtime, SessionKey, Store, StoreError,
+};
 
 const LEASE_TTL: Duration = Duration::from_millis(400);
 
@@ -32,7 +34,7 @@ fn runtime(store: Arc<dyn Store>, address: &str, agent: Arc<dyn turnstile::Agent
 /// history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_runtime_is_told_the_owner_and_takes_over_after_passivation() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let a = runtime(store.clone(), "http://a", Arc::new(EchoAgent));
     let b = runtime(store.clone(), "http://b", Arc::new(EchoAgent));
     let k = key("alice", "moves");
@@ -104,7 +106,7 @@ impl ForwardingLeases for Partitionable {
 /// error, never an acknowledgement) and nothing it did after losing the lease is stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_that_lost_its_lease_never_commits() {
-    let shared: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let shared: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let leases = Arc::new(Partitionable {
         inner: shared.leases().expect("memory leases"),
         cut: AtomicBool::new(false),
@@ -176,7 +178,7 @@ async fn an_owner_that_lost_its_lease_never_commits() {
 /// nothing held here outlives the lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_owner_cut_off_from_the_store_lets_its_session_go() {
-    let shared: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let shared: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let leases = Arc::new(Partitionable {
         inner: shared.leases().expect("memory leases"),
         cut: AtomicBool::new(false),
@@ -204,7 +206,7 @@ async fn sessions_move_between_runtimes_without_loss_duplication_or_overlap() {
     const SESSIONS: usize = 30;
     const CALLERS: usize = 3;
     const TURNS: usize = 8;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let runtimes: Vec<Runtime> = ["http://a", "http://b", "http://c"]
         .iter()
         .map(|address| {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
-use turnstile::{MemoryStore, OpenAiAgent, Runtime};
+use turnstile::{InMemoryStore, OpenAiAgent, Runtime};
 
 #[tokio::test]
 async fn consecutive_turns_use_one_connection() {
@@ -21,7 +21,7 @@ async fn consecutive_turns_use_one_connection() {
         .unwrap();
     let rt = Runtime::builder()
         .agent(agent)
-        .store_arc(Arc::new(MemoryStore::new()))
+        .store_arc(Arc::new(InMemoryStore::new()))
         .build()
         .unwrap();
     let k = key("cy", "reuse");

@@ -13,12 +13,12 @@ use std::time::Duration;
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
 use turnstile::state::EventKind;
-use turnstile::{Error, MemoryStore, OpenAiAgent, OpenAiBuilder, Runtime, Store};
+use turnstile::{Error, InMemoryStore, OpenAiAgent, OpenAiBuilder, Runtime, Store};
 
 const WRONG_KEY: &str = "sk-wrong-secret-value-9876";
 
 async fn failure(builder: OpenAiBuilder) -> (String, Arc<dyn Store>) {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(builder.build().unwrap())
         .store_arc(store.clone())

@@ -17,7 +17,7 @@ use support::harness::*;
 use tokio::sync::mpsc;
 use turnstile::state::{EventKind, InterruptReason, OutputStatus, ToolStatus};
 use turnstile::{
-    CallOptions, MemoryStore, OpenAiAgent, OutcomeKind, Runtime, SessionKey, Store, StreamEvent,
+    CallOptions, InMemoryStore, OpenAiAgent, OutcomeKind, Runtime, SessionKey, Store, StreamEvent,
     Tool, ToolError,
 };
 
@@ -89,7 +89,7 @@ async fn an_interrupt_closes_a_streaming_response_and_keeps_the_partial_reply() 
         .without_api_key()
         .build()
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent, store.clone());
     let k = key("iris", "story");
     let first = interrupt_after_first_chunk(&rt, &fake, &k).await;
@@ -120,7 +120,7 @@ async fn an_interrupt_closes_a_stalled_response() {
         .without_api_key()
         .build()
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent, store.clone());
     let k = key("iris", "stall");
     interrupt_after_first_chunk(&rt, &fake, &k).await;
@@ -161,7 +161,7 @@ async fn an_interrupt_during_a_tool_call_records_it_as_cancelled() {
         .with_tool(Forever(started_tx))
         .build()
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent, store.clone());
     let k = key("iris", "tool");
     let call = {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
-use turnstile::{Error, MemoryStore, OpenAiAgent, Runtime};
+use turnstile::{Error, InMemoryStore, OpenAiAgent, Runtime};
 
 fn runtime(fake: &FakeOpenAi) -> Runtime {
     let agent = OpenAiAgent::builder(&fake.base_url, "m")
@@ -22,7 +22,7 @@ fn runtime(fake: &FakeOpenAi) -> Runtime {
         .unwrap();
     Runtime::builder()
         .agent(agent)
-        .store_arc(Arc::new(MemoryStore::new()))
+        .store_arc(Arc::new(InMemoryStore::new()))
         .build()
         .unwrap()
 }

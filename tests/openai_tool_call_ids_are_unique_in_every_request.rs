@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
-use turnstile::{MemoryStore, OpenAiAgent, Runtime, Tool, ToolError};
+use turnstile::{InMemoryStore, OpenAiAgent, Runtime, Tool, ToolError};
 
 /// Answers `{"ok": true}`, or fails when asked with `{"fail": true}`.
 struct Probe;
@@ -92,7 +92,7 @@ async fn call_ids_never_repeat_in_a_request_and_failures_stay_marked() {
         .unwrap();
     let rt = Runtime::builder()
         .agent(agent)
-        .store_arc(Arc::new(MemoryStore::new()))
+        .store_arc(Arc::new(InMemoryStore::new()))
         .build()
         .unwrap();
     let k = key("uma", "ids");

@@ -15,7 +15,7 @@ use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
 use tokio::sync::Barrier;
 use turnstile::state::{EventKind, ToolStatus};
-use turnstile::{Error, MemoryStore, OpenAiAgent, Runtime, Store, Tool, ToolError};
+use turnstile::{Error, InMemoryStore, OpenAiAgent, Runtime, Store, Tool, ToolError};
 
 /// Adds two numbers, after every other call of the same round has started: a barrier of the
 /// round's size, so that calls run one after another never pass it.
@@ -67,7 +67,7 @@ async fn parallel_calls_and_results_are_recorded_between_input_and_answer() {
         .with_tool(Add(Arc::new(Barrier::new(2))))
         .build()
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent, store.clone());
     let k = key("tia", "tools");
     let outcome = within(rt.call(&k, "add 2+3 and 4+5")).await.unwrap();
@@ -185,7 +185,7 @@ async fn an_unknown_tool_is_an_error_result_the_model_sees() {
         .with_tool(Add(Arc::new(Barrier::new(1))))
         .build()
         .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(agent, store.clone());
     let k = key("tia", "unknown");
     let outcome = within(rt.call(&k, "beam me up")).await.unwrap();
@@ -215,7 +215,7 @@ async fn a_model_that_keeps_calling_tools_is_stopped_at_the_round_limit() {
         .with_max_tool_rounds(2)
         .build()
         .unwrap();
-    let rt = runtime(agent, Arc::new(MemoryStore::new()));
+    let rt = runtime(agent, Arc::new(InMemoryStore::new()));
     let err = within(rt.call(&key("tia", "loop"), "loop"))
         .await
         .unwrap_err();

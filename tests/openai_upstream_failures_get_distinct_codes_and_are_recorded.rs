@@ -17,7 +17,7 @@ use support::fake_openai::{content, data, FakeOpenAi, Reply};
 use support::harness::*;
 use support::http::{code, get, post, TestGateway, ADMIN, ALICE};
 use turnstile::http::HttpConfig;
-use turnstile::{MemoryStore, OpenAiAgent, Runtime, Store};
+use turnstile::{InMemoryStore, OpenAiAgent, Runtime, Store};
 
 const KEY: &str = "sk-upstream-secret-0123456789";
 
@@ -166,7 +166,7 @@ async fn history(store: &dyn Store) -> Vec<Value> {
 async fn each_upstream_failure_has_its_own_code_and_is_recorded_as_failed() {
     for case in cases() {
         let fake = FakeOpenAi::start_with(case.script, case.check_key).await;
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         let attempt = if stalls(case.name) {
             STALL_TIMEOUT
         } else {
@@ -224,7 +224,7 @@ async fn a_turn_answered_504_ends_up_in_the_history_as_failed() {
     // The model never answers; the client's wait (200 ms) ends before the agent gives up (its
     // 300 ms timeout, four attempts).
     let fake = FakeOpenAi::start((0..4).map(|_| Reply::NoHeaders).collect()).await;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let gw = gateway(
         &fake,
         store.clone(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
-use turnstile::{MemoryStore, OpenAiAgent, Runtime};
+use turnstile::{InMemoryStore, OpenAiAgent, Runtime};
 
 #[tokio::test]
 async fn prompt_and_completion_tokens_reach_the_counter() {
@@ -36,7 +36,7 @@ async fn prompt_and_completion_tokens_reach_the_counter() {
         .unwrap();
     let rt = Runtime::builder()
         .agent(agent)
-        .store_arc(Arc::new(MemoryStore::new()))
+        .store_arc(Arc::new(InMemoryStore::new()))
         .build()
         .unwrap();
     within(rt.call(&key("mo", "s"), "one")).await.unwrap();

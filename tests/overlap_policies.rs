@@ -12,12 +12,12 @@ use futures::future::join_all;
 use support::harness::*;
 use turnstile::state::{EventKind, InputDisposition, InterruptReason, OutputStatus};
 use turnstile::{
-    CallOptions, Error, MemoryStore, MockLlmAgent, OutcomeKind, OverlapPolicy, Runtime, Store,
+    CallOptions, Error, InMemoryStore, MockLlmAgent, OutcomeKind, OverlapPolicy, Runtime, Store,
 };
 
 /// A runtime over a memory store whose agent records what it started and takes `latency`.
 fn recording(latency: Duration) -> (Runtime, Arc<RecordingAgent>, Arc<dyn Store>) {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let agent = Arc::new(RecordingAgent::with_latency(latency));
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
@@ -89,7 +89,7 @@ async fn reject_answers_busy_at_once() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_policy(OverlapPolicy::Reject)
         .build()
         .unwrap();
@@ -136,7 +136,7 @@ async fn reject_answers_busy_at_once() {
 #[tokio::test(start_paused = true)]
 async fn merge_hands_queued_messages_to_one_turn() {
     let agent = Arc::new(GateAgent::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
         .store_arc(store.clone())
@@ -261,7 +261,7 @@ async fn a_full_session_queue_refuses_with_overloaded() {
     let agent = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_max_queue(2)
         .build()
         .unwrap();
@@ -293,7 +293,7 @@ async fn a_full_session_queue_refuses_with_overloaded() {
 async fn latest_interrupts_a_mock_llm_turn_promptly() {
     let rt = Runtime::builder()
         .agent(MockLlmAgent::new().with_latency(Duration::from_secs(30)))
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .with_policy(OverlapPolicy::Latest)
         .build()
         .unwrap();

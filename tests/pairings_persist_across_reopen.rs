@@ -5,7 +5,7 @@
 mod support;
 
 use support::stores::temp_file_store;
-use turnstile::store::FileStore;
+use turnstile::backend::FileStore;
 use turnstile::{
     channel::FilePairingStore, channel::MemoryPairingStore, channel::Pairing,
     channel::PairingError, channel::PairingStore, channel::PAIRINGS_FILE,
@@ -171,8 +171,8 @@ async fn the_postgres_pairing_store_keeps_the_contract_and_is_shared() {
     // Property: the PostgreSQL store keeps the contract, and a second store on the same
     // database and schema (another process, with its own pool) sees and changes the same
     // pairings; another schema is another namespace.
+    use turnstile::backend::PostgresOptions;
     use turnstile::channel::PostgresPairingStore;
-    use turnstile::store::PostgresOptions;
     let database = support::postgres::TestDatabase::create().await;
     let options = PostgresOptions::default().with_schema("pairs");
     let store = PostgresPairingStore::connect(database.url(), options.clone())
@@ -227,8 +227,8 @@ async fn postgres_pairings_bind_hostile_ids_as_parameters() {
     // Property: ids are data, never SQL: injection-shaped channels, accounts and users are
     // stored, found and removed as opaque names, the table survives, other pairings are
     // untouched, and an id PostgreSQL cannot store (NUL) is refused clearly.
+    use turnstile::backend::PostgresOptions;
     use turnstile::channel::PostgresPairingStore;
-    use turnstile::store::PostgresOptions;
     let database = support::postgres::TestDatabase::create().await;
     let options = PostgresOptions::default().with_schema("hostile");
     let store = PostgresPairingStore::connect(database.url(), options.clone())
@@ -285,8 +285,8 @@ async fn the_pairing_store_opened_beside_a_postgres_store_is_postgres_and_shared
     // Property: what `turnstile serve --store postgres://…` opens (`open_store`, then
     // `open_pairings`) keeps pairings in the database, in the store's schema, so a second
     // opener (another process) sees them; never process memory.
+    use turnstile::backend::{open_store, StoreUrl};
     use turnstile::channel::open_pairings;
-    use turnstile::store::{open_store, StoreUrl};
     let database = support::postgres::TestDatabase::create().await;
     let joint = if database.url().contains('?') {
         '&'
@@ -324,8 +324,8 @@ async fn concurrent_postgres_pairings_of_one_account_each_replace_exactly_one() 
     // it replaced, and each user is replaced at most once — the final one never.
     use std::collections::BTreeSet;
     use std::sync::Arc;
+    use turnstile::backend::PostgresOptions;
     use turnstile::channel::PostgresPairingStore;
-    use turnstile::store::PostgresOptions;
     let database = support::postgres::TestDatabase::create().await;
     let options = PostgresOptions::default().with_schema("race");
     let a = Arc::new(

@@ -5,7 +5,7 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use turnstile::store::{PostgresOptions, PostgresStore};
+use turnstile::backend::{PostgresOptions, PostgresStore};
 use turnstile::StoreError;
 
 /// Generous bound for "quickly": the configured timeouts below are 300 ms.

@@ -12,8 +12,9 @@ mod support;
 use std::time::Duration;
 
 use support::postgres::TestDatabase;
+use turnstile::backend::{PostgresOptions, PostgresStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{Claim, Claimant, Lease, Leases, PostgresOptions, PostgresStore};
+use turnstile::store::{Claim, Claimant, Lease, Leases};
 use turnstile::{SessionKey, Store, StoreError};
 
 const TTL: Duration = Duration::from_secs(60);

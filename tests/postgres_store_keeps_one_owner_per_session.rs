@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use support::harness::{key, stored_inputs, within, TIMEOUT};
 use support::postgres::TestDatabase;
+use turnstile::backend::PostgresOptions;
 use turnstile::config::Ownership;
-use turnstile::store::PostgresOptions;
 use turnstile::{EchoAgent, Error, Placement, Runtime, Store};
 
 fn runtime(store: Arc<dyn Store>, address: &str) -> Runtime {

@@ -5,8 +5,8 @@
 
 mod support;
 
+use turnstile::backend::{PostgresOptions, POSTGRES_LAYOUT_VERSION};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{PostgresOptions, POSTGRES_LAYOUT_VERSION};
 use turnstile::{PostgresStore, SessionKey, Store, StoreError};
 
 use support::postgres::TestDatabase;

@@ -10,8 +10,8 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use turnstile::backend::{PostgresOptions, SslMode};
 use turnstile::store::conformance::{self, turn_events};
-use turnstile::store::{PostgresOptions, SslMode};
 use turnstile::{PostgresStore, SessionKey, Store, StoreError};
 
 use support::postgres::TestDatabase;

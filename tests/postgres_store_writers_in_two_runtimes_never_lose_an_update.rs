@@ -8,8 +8,8 @@ mod support;
 
 use std::sync::Arc;
 
+use turnstile::backend::PostgresOptions;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::PostgresOptions;
 use turnstile::{EchoAgent, Error, Runtime, SessionKey, Store, StoreError};
 
 use support::harness::stored_events;

@@ -23,7 +23,7 @@ use std::time::Duration;
 use support::harness::*;
 use turnstile::memory::InMemory;
 use turnstile::store::{FaultyStore, StoreCall};
-use turnstile::{EchoAgent, Error, Ingest, MemoryOptions, MemoryStore, Runtime, SessionKey};
+use turnstile::{EchoAgent, Error, InMemoryStore, Ingest, MemoryOptions, Runtime, SessionKey};
 
 fn runtime(store: &Arc<FaultyStore>) -> Runtime {
     let memory = MemoryOptions {
@@ -59,7 +59,7 @@ async fn hold_the_last_read(rt: &Runtime, faulty: &FaultyStore, a: &SessionKey) 
 
 #[tokio::test(start_paused = true)]
 async fn a_call_during_a_held_last_read_loads_only_after_it() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let rt = runtime(&faulty);
     let a = key("held", "read");
     hold_the_last_read(&rt, &faulty, &a).await;
@@ -93,7 +93,7 @@ async fn a_call_during_a_held_last_read_loads_only_after_it() {
 
 #[tokio::test(start_paused = true)]
 async fn activations_rise_only_after_the_old_actor_has_ended() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let rt = runtime(&faulty);
     let a = key("held", "count");
     hold_the_last_read(&rt, &faulty, &a).await;
@@ -116,7 +116,7 @@ async fn activations_rise_only_after_the_old_actor_has_ended() {
 
 #[tokio::test(start_paused = true)]
 async fn a_call_behind_a_held_delete_starts_a_fresh_session_after_it() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let rt = runtime(&faulty);
     let a = key("held", "delete");
     rt.call(&a, "old").await.unwrap();

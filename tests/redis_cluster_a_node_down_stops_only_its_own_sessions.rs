@@ -17,8 +17,8 @@ use std::time::Duration;
 use support::harness::{eventually_ok_within, within};
 use support::redis_cluster::{ClusterLayout, RedisCluster};
 use support::redis_server::fresh_prefix;
+use turnstile::backend::RedisOptions;
 use turnstile::config::Ownership;
-use turnstile::store::RedisOptions;
 use turnstile::{EchoAgent, Runtime, SessionKey, Store};
 
 /// Long enough for the cluster client's own repair after a node is lost: while it asks the

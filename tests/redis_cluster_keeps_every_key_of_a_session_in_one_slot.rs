@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use turnstile::backend::RedisOptions;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{Claim, Claimant, Leases, RedisOptions};
+use turnstile::store::{Claim, Claimant, Leases};
 use turnstile::{SessionKey, Store};
 
 use support::redis_cluster::RedisCluster;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use support::harness::{eventually_stored, within};
 use support::redis_cluster::{log_length_on, ClusterLayout, RedisCluster};
 use support::redis_server::fresh_prefix;
-use turnstile::store::RedisOptions;
+use turnstile::backend::RedisOptions;
 use turnstile::{EchoAgent, Runtime, SessionKey, Store};
 
 fn replicated(prefix: &str) -> RedisOptions {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use support::harness::{key, within, TIMEOUT};
 use support::redis_cluster::RedisCluster;
 use support::redis_server::fresh_prefix;
+use turnstile::backend::RedisOptions;
 use turnstile::config::Ownership;
-use turnstile::store::RedisOptions;
 use turnstile::{EchoAgent, Error, Placement, Runtime, Store};
 
 fn runtime(store: Arc<dyn Store>, address: &str) -> Runtime {

@@ -40,7 +40,7 @@ async fn redis_cluster_store_waiting_for_replicas_passes_the_conformance_suite()
 
     use support::redis_cluster::ClusterLayout;
     use support::redis_server::fresh_prefix;
-    use turnstile::store::RedisOptions;
+    use turnstile::backend::RedisOptions;
 
     let cluster = Arc::new(RedisCluster::start_with(ClusterLayout {
         replicas: true,

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use support::harness::{eventually_ok, key, within};
 use support::redis_server::{fresh_prefix, RedisServer};
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::config::Ownership;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{Claim, Claimant, FaultyStore, RedisOptions, RedisStore};
+use turnstile::store::{Claim, Claimant, FaultyStore};
 use turnstile::{EchoAgent, Runtime, Store};
 
 const SESSIONS: u64 = 40;

@@ -10,9 +10,9 @@
 mod support;
 
 use serde_json::json;
+use turnstile::backend::RedisOptions;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::RedisOptions;
 use turnstile::{SessionKey, Store};
 
 use support::redis_server::{fresh_prefix, RedisServer};

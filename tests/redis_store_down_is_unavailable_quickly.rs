@@ -7,8 +7,8 @@ mod support;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{RedisOptions, RedisStore};
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::redis_server::{free_port, RedisServer};

@@ -20,8 +20,9 @@ mod support;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{Claim, Claimant, Lease, Leases, RedisOptions, RedisStore};
+use turnstile::store::{Claim, Claimant, Lease, Leases};
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::redis_server::{dump, fresh_prefix, RedisServer};

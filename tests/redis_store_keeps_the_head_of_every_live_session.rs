@@ -8,8 +8,8 @@
 mod support;
 
 use futures::stream::{self, StreamExt};
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{RedisOptions, RedisStore};
 use turnstile::{SessionKey, Store};
 
 use support::redis_server::{fresh_prefix, RedisServer};

@@ -12,8 +12,9 @@ mod support;
 
 use std::time::Duration;
 
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{Claim, Claimant, Lease, Leases, RedisOptions, RedisStore};
+use turnstile::store::{Claim, Claimant, Lease, Leases};
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::harness::eventually_ok;

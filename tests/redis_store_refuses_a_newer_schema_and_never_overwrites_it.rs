@@ -10,9 +10,10 @@
 mod support;
 
 use serde_json::json;
+use turnstile::backend::RedisOptions;
 use turnstile::state::SCHEMA_VERSION;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{PageRequest, RedisOptions};
+use turnstile::store::PageRequest;
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::redis_server::{dump, fresh_prefix, RedisServer};

@@ -10,8 +10,9 @@ mod support;
 
 use std::time::Duration;
 
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{Claim, Claimant, Leases, RedisOptions, RedisStore};
+use turnstile::store::{Claim, Claimant, Leases};
 use turnstile::{SessionKey, Store, StoreError};
 
 use support::redis_server::{fresh_prefix, RedisServer};

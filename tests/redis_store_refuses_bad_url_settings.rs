@@ -7,7 +7,7 @@
 
 mod support;
 
-use turnstile::store::{open_store, OpenStoreError, RedisOptions, RedisStore, StoreUrl};
+use turnstile::backend::{open_store, OpenStoreError, RedisOptions, RedisStore, StoreUrl};
 use turnstile::StoreError;
 
 use support::cli::turnstile;

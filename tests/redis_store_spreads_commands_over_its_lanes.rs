@@ -6,8 +6,8 @@
 mod support;
 
 use futures::future::join_all;
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::{RedisOptions, RedisStore};
 use turnstile::{SessionKey, Store};
 
 use support::redis_server::{fresh_prefix, RedisServer};

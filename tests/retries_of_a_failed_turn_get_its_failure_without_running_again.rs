@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use support::harness::{eventually, key, stored_inputs, within, TIMEOUT};
 use turnstile::{
-    Agent, AgentError, AgentFailure, CallOptions, Error, FailureKind, MemoryStore, Runtime, Store,
-    TurnContext,
+    Agent, AgentError, AgentFailure, CallOptions, Error, FailureKind, InMemoryStore, Runtime,
+    Store, TurnContext,
 };
 
 /// Fails its first turn as a rate-limited model would; answers the ones after.
@@ -49,7 +49,7 @@ fn runtime(agent: Arc<FailsOnce>, store: Arc<dyn Store>) -> Runtime {
 #[tokio::test]
 async fn a_retried_failed_turn_is_answered_with_its_failure_and_never_runs_again() {
     let agent = Arc::new(FailsOnce::default());
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let k = key("wes", "retry");
     let rt = runtime(agent.clone(), store.clone());
     let first = within(rt.call_with(&k, "hello", with_id("req-1"))).await;

@@ -13,7 +13,8 @@ use support::harness::{eventually, key, stored_inputs, within, GateAgent, TIMEOU
 use turnstile::state::Event;
 use turnstile::store::{FaultyStore, ForwardingStore};
 use turnstile::{
-    CallOptions, EchoAgent, Error, MemoryStore, OutcomeKind, Runtime, SessionKey, Store, StoreError,
+    CallOptions, EchoAgent, Error, InMemoryStore, OutcomeKind, Runtime, SessionKey, Store,
+    StoreError,
 };
 
 fn with_id(id: &str) -> CallOptions {
@@ -40,7 +41,7 @@ fn echo_runtime(store: Arc<dyn Store>) -> Runtime {
 /// also from a new runtime after the first one drained; the log holds the message once.
 #[tokio::test]
 async fn a_retry_is_answered_from_the_log_also_after_passivation() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let k = key("alice", "retry");
     let rt = echo_runtime(store.clone());
     let first = within(rt.call_with(&k, "hello", with_id("req-1")))
@@ -70,7 +71,7 @@ async fn a_retry_is_answered_from_the_log_also_after_passivation() {
 /// the agent runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_of_a_message_in_flight_shares_its_answer() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let gate = Arc::new(GateAgent::default());
     let rt = Runtime::builder()
         .agent_arc(gate.clone())
@@ -103,7 +104,7 @@ async fn a_retry_of_a_message_in_flight_shares_its_answer() {
 /// turn; the retry writes it and gets its outcome. The log holds it once.
 #[tokio::test]
 async fn a_retry_after_a_store_outage_is_not_a_second_copy() {
-    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let memory: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let faulty = FaultyStore::new(memory.clone());
     let rt = echo_runtime(faulty.clone());
     let k = key("alice", "outage");
@@ -154,7 +155,7 @@ impl ForwardingStore for CommitsThenTimesOut {
 /// message gets its stored outcome.
 #[tokio::test]
 async fn an_append_with_an_unknown_outcome_is_read_back() {
-    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let memory: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let store = Arc::new(CommitsThenTimesOut {
         inner: memory.clone(),
         armed: AtomicBool::new(false),
@@ -180,7 +181,7 @@ async fn an_append_with_an_unknown_outcome_is_read_back() {
 /// before anything runs.
 #[tokio::test]
 async fn malformed_request_ids_are_refused() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = echo_runtime(store.clone());
     let k = key("alice", "ids");
     for bad in [String::new(), "x".repeat(129), "a b".into(), "a\nb".into()] {

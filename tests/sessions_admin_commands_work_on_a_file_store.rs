@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde_json::Value;
 use support::cli::{turnstile, turnstile_json, Run};
+use turnstile::backend::FileStore;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 /// `turnstile sessions --store file:ROOT ARGS…`.

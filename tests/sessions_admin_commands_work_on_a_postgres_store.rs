@@ -9,8 +9,10 @@ mod support;
 use serde_json::Value;
 use support::cli::{turnstile, turnstile_json, Run};
 use support::postgres::TestDatabase;
-use turnstile::artifact::{ArtifactScope, FileArtifactStore};
-use turnstile::store::{PageRequest, PostgresOptions};
+use turnstile::artifact::ArtifactScope;
+use turnstile::backend::FileArtifactStore;
+use turnstile::backend::PostgresOptions;
+use turnstile::store::PageRequest;
 use turnstile::{ArtifactStore, SessionKey, Store};
 
 /// Sessions in the store, over the users a load run writes.

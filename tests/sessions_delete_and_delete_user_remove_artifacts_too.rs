@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 use support::artifacts::SavingAgent;
 use support::cli::{turnstile, turnstile_json, Run};
 use support::harness::{eventually_ok, key};
-use turnstile::artifact::{ArtifactScope, FileArtifactStore};
-use turnstile::store::FileStore;
+use turnstile::artifact::ArtifactScope;
+use turnstile::backend::FileArtifactStore;
+use turnstile::backend::FileStore;
 use turnstile::{ArtifactStore, Runtime, SessionKey, Store};
 
 /// The sessions every test writes: two of ada, one of bob, one of carol.
@@ -175,8 +176,8 @@ async fn the_cli_removes_artifacts_beside_a_file_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_removes_artifacts_kept_in_the_same_redis() {
     use support::redis_server::RedisServer;
-    use turnstile::artifact::RedisArtifactStore;
-    use turnstile::store::{open_store, RedisOptions, StoreUrl};
+    use turnstile::backend::RedisArtifactStore;
+    use turnstile::backend::{open_store, RedisOptions, StoreUrl};
 
     let server = RedisServer::start();
     let url = server.url().to_owned();

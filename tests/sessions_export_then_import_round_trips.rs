@@ -6,9 +6,9 @@ mod support;
 
 use serde_json::json;
 use support::cli::turnstile;
+use turnstile::backend::FileStore;
 use turnstile::state::StateDelta;
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 #[tokio::test]

@@ -7,9 +7,9 @@ mod support;
 use serde_json::json;
 use support::cli::turnstile;
 use support::stores::contents;
+use turnstile::backend::FileStore;
 use turnstile::state::{SessionRecord, SCHEMA_VERSION};
 use turnstile::store::conformance::turn_events;
-use turnstile::store::FileStore;
 use turnstile::{SessionKey, Store};
 
 fn document(key: &SessionKey) -> serde_json::Value {

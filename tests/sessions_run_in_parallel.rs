@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use support::harness::*;
 use tokio::time::Instant;
-use turnstile::{MemoryStore, Runtime};
+use turnstile::{InMemoryStore, Runtime};
 
 /// 1,000 sessions whose agent takes 50 ms finish in about 50 ms of (paused) time, not 50 s.
 #[tokio::test(start_paused = true)]
@@ -17,7 +17,7 @@ async fn a_thousand_sessions_take_one_agent_latency_not_a_thousand() {
     let agent = Arc::new(RecordingAgent::with_latency(Duration::from_millis(50)));
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .build()
         .unwrap();
     let keys: Vec<_> = (0..1_000).map(|i| key("u", &format!("s{i}"))).collect();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use support::harness::{eventually, key, within};
-use turnstile::artifact::FileArtifactStore;
+use turnstile::backend::FileArtifactStore;
 use turnstile::context::Summarizer;
 use turnstile::state::Event;
 use turnstile::{AgentError, EchoAgent, FileStore, Runtime};

@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::json;
 use turnstile::state_keys::{KeyType, Mode, StateKey, StateKeys};
-use turnstile::{MemoryStore, Runtime};
+use turnstile::{InMemoryStore, Runtime};
 
 use support::artifacts::StateAgent;
 use support::harness::key;
@@ -24,7 +24,7 @@ async fn unset_declared_keys_read_as_their_defaults() {
         .unwrap();
     let rt = Runtime::builder()
         .agent(StateAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .state_keys(keys)
         .build()
         .expect("runtime");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use turnstile::state::EventKind;
 use turnstile::state_keys::{KeyType, Mode, StateKey, StateKeys};
-use turnstile::{Error, MemoryStore, Runtime, Store};
+use turnstile::{Error, InMemoryStore, Runtime, Store};
 
 use support::artifacts::StateAgent;
 use support::harness::{key, stored_events};
@@ -24,7 +24,7 @@ fn registry() -> StateKeys {
 
 #[tokio::test]
 async fn an_undeclared_or_mistyped_write_fails_the_turn_and_stores_none_of_it() {
-    let store = Arc::new(MemoryStore::new());
+    let store = Arc::new(InMemoryStore::new());
     let rt = Runtime::builder()
         .agent(StateAgent)
         .store_arc(store.clone())

@@ -5,7 +5,7 @@
 mod support;
 
 use turnstile::state_keys::{KeyType, Mode, StateKey, StateKeys};
-use turnstile::{MemoryStore, Runtime};
+use turnstile::{InMemoryStore, Runtime};
 
 use support::artifacts::StateAgent;
 use support::harness::key;
@@ -16,7 +16,7 @@ fn runtime(mode: Mode) -> Runtime {
         .unwrap();
     Runtime::builder()
         .agent(StateAgent)
-        .store(MemoryStore::new())
+        .store(InMemoryStore::new())
         .state_keys(keys)
         .build()
         .expect("runtime")

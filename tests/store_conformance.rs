@@ -8,8 +8,9 @@ mod support;
 
 use std::sync::Arc;
 
-use turnstile::store::{conformance, FileStore};
-use turnstile::{MemoryStore, Store};
+use turnstile::backend::FileStore;
+use turnstile::store::conformance;
+use turnstile::{InMemoryStore, Store};
 
 #[cfg(feature = "postgres")]
 use support::postgres::TestDatabase;
@@ -19,14 +20,14 @@ use support::redis_server::RedisServer;
 /// The memory store keeps every promise of the `Store` trait.
 #[tokio::test]
 async fn memory_store_passes_the_conformance_suite() {
-    conformance::run_all(|| async { Arc::new(MemoryStore::new()) as Arc<dyn Store> }).await;
+    conformance::run_all(|| async { Arc::new(InMemoryStore::new()) as Arc<dyn Store> }).await;
 }
 
 /// Two handles on one memory store are one store: its compare-and-set is its only check.
 #[tokio::test]
 async fn memory_store_refuses_stale_writes_from_a_second_handle() {
     conformance::run_two_handles(|| async {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         (store.clone(), store)
     })
     .await;
@@ -37,7 +38,7 @@ async fn memory_store_refuses_stale_writes_from_a_second_handle() {
 #[tokio::test]
 async fn memory_store_passes_the_lease_checks() {
     conformance::run_leases(|| async {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         (store.clone(), store)
     })
     .await;
@@ -144,7 +145,7 @@ async fn redis_store_refuses_stale_writes_from_a_second_connection() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_refuses_stale_writes_from_a_second_pool() {
-    use turnstile::store::PostgresOptions;
+    use turnstile::backend::PostgresOptions;
     let database = Arc::new(TestDatabase::create().await);
     conformance::run_two_handles(|| {
         let database = database.clone();
@@ -164,7 +165,7 @@ async fn postgres_store_refuses_stale_writes_from_a_second_pool() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_passes_the_lease_checks() {
-    use turnstile::store::PostgresOptions;
+    use turnstile::backend::PostgresOptions;
     let database = Arc::new(TestDatabase::create().await);
     conformance::run_leases(|| {
         let database = database.clone();

@@ -16,7 +16,7 @@ use support::harness::*;
 use turnstile::state::EventKind;
 use turnstile::store::FaultyStore;
 use turnstile::{
-    Agent, AgentError, EchoAgent, Error, MemoryStore, Runtime, SessionKey, Store, StoreError,
+    Agent, AgentError, EchoAgent, Error, InMemoryStore, Runtime, SessionKey, Store, StoreError,
     TurnContext,
 };
 
@@ -69,7 +69,7 @@ fn is_unreadable(result: &Result<turnstile::Outcome, Error>) -> bool {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_save_is_not_acknowledged_shown_or_built_on() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let agent = Arc::new(ContextAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
@@ -102,7 +102,7 @@ async fn a_failed_save_is_not_acknowledged_shown_or_built_on() {
 
 #[tokio::test(start_paused = true)]
 async fn a_save_whose_answer_was_lost_is_read_back_before_the_next_turn() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let agent = Arc::new(ContextAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
@@ -125,7 +125,7 @@ async fn a_save_whose_answer_was_lost_is_read_back_before_the_next_turn() {
 
 #[tokio::test(start_paused = true)]
 async fn a_session_whose_save_failed_may_be_passivated_and_resumes_from_the_store() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let rt = Runtime::builder()
         .agent(EchoAgent)
         .store_arc(faulty.clone())
@@ -145,7 +145,7 @@ async fn a_session_whose_save_failed_may_be_passivated_and_resumes_from_the_stor
 
 #[tokio::test(start_paused = true)]
 async fn a_session_that_cannot_be_loaded_fails_its_calls_and_keeps_its_data() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let store: Arc<dyn Store> = faulty.clone();
     let rt = Runtime::builder()
         .agent(EchoAgent)
@@ -176,7 +176,7 @@ async fn a_session_that_cannot_be_loaded_fails_its_calls_and_keeps_its_data() {
 /// turns acknowledged, in order.
 #[tokio::test(start_paused = true)]
 async fn an_outage_runs_no_agent_on_a_session_it_cannot_read_back() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let agent = Arc::new(RecordingAgent::with_latency(Duration::ZERO));
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
@@ -214,7 +214,7 @@ async fn an_outage_runs_no_agent_on_a_session_it_cannot_read_back() {
 /// one, and the queued turns are refused, without running, while the store cannot be read.
 #[tokio::test(start_paused = true)]
 async fn an_outage_under_a_steady_queue_runs_no_agent_either() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let agent = Arc::new(RecordingAgent::with_latency(Duration::from_millis(100)));
     let rt = Runtime::builder()
         .agent_arc(agent.clone())

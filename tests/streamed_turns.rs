@@ -9,7 +9,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use support::harness::*;
 use turnstile::state::{EventKind, InterruptReason, OutputStatus};
-use turnstile::{CallOptions, MemoryStore, MockLlmAgent, OutcomeKind, Runtime, Store, StreamEvent};
+use turnstile::{
+    CallOptions, InMemoryStore, MockLlmAgent, OutcomeKind, Runtime, Store, StreamEvent,
+};
 
 fn runtime(store: Arc<dyn Store>) -> Runtime {
     Runtime::builder()
@@ -37,7 +39,7 @@ async fn last_output(store: &dyn Store, k: &turnstile::SessionKey) -> (String, O
 
 #[tokio::test(start_paused = true)]
 async fn chunks_arrive_in_order_and_the_outcome_comes_last() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(store.clone());
     let k = key("wes", "stream");
     let stream = rt
@@ -63,7 +65,7 @@ async fn chunks_arrive_in_order_and_the_outcome_comes_last() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_stream_does_not_cancel_its_turn() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(store.clone());
     let k = key("xia", "gone");
     let mut stream = rt
@@ -91,7 +93,7 @@ async fn a_dropped_stream_does_not_cancel_its_turn() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_stream_cancels_its_turn_when_asked() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let rt = runtime(store.clone());
     let k = key("yan", "cancel");
     let mut stream = rt

@@ -10,13 +10,13 @@ use std::time::Duration;
 use futures::future::join_all;
 use support::harness::*;
 use turnstile::state::InputDisposition;
-use turnstile::{MemoryStore, OutcomeKind, Runtime, Store};
+use turnstile::{InMemoryStore, OutcomeKind, Runtime, Store};
 
 /// 100 concurrent calls on one key: the stored history is exactly the entry order, and the
 /// agent never saw two turns of that key at once.
 #[tokio::test(start_paused = true)]
 async fn one_hundred_concurrent_callers_are_served_in_entry_order() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let agent = Arc::new(RecordingAgent::with_latency(Duration::from_millis(5)));
     let rt = Runtime::builder()
         .agent_arc(agent.clone())
@@ -63,7 +63,7 @@ async fn one_hundred_concurrent_callers_are_served_in_entry_order() {
 /// covers the call's first poll; history order matches it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_on_many_threads_are_served_in_entry_order() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let agent = Arc::new(RecordingAgent::default());
     let rt = Runtime::builder()
         .agent_arc(agent.clone())

@@ -1,4 +1,4 @@
--- Tables shaped as the store's (src/store/postgres/schema.rs), one head per pgbench client.
+-- Tables shaped as the store's (src/backend/postgres/schema.rs), one head per pgbench client.
 DROP SCHEMA IF EXISTS ceiling CASCADE;
 CREATE SCHEMA ceiling;
 CREATE TABLE ceiling.heads (

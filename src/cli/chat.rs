@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use clap::Args;
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use turnstile::backend::{open_store, StoreUrl};
 use turnstile::state::InterruptReason;
-use turnstile::store::{open_store, StoreUrl};
 use turnstile::{CallOptions, OutcomeKind, Runtime, SessionKey, StreamEvent};
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
@@ -203,7 +203,7 @@ mod tests {
     use parking_lot::Mutex;
     use tokio::io::AsyncWriteExt;
     use turnstile::state::{EventKind, OutputStatus};
-    use turnstile::{Agent, AgentError, MemoryStore, Store, TurnContext};
+    use turnstile::{Agent, AgentError, InMemoryStore, Store, TurnContext};
 
     use super::*;
 
@@ -260,7 +260,7 @@ mod tests {
 
     #[tokio::test]
     async fn ctrl_c_interrupts_the_reply_and_the_conversation_goes_on() {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         let runtime = Runtime::builder()
             .agent(Endless)
             .store_arc(store.clone())

@@ -33,7 +33,8 @@ use std::time::Duration;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use turnstile::store::{open_store, FaultyStore, StoreUrl};
+use turnstile::backend::{open_store, StoreUrl};
+use turnstile::store::FaultyStore;
 use turnstile::{
     config::{Ownership, DEFAULT_WINDOW},
     context::ExtractiveSummarizer,
@@ -96,7 +97,7 @@ pub struct LoadArgs {
     /// report names it), `file` (the data folder, as for `serve` and `sessions`: $TURNSTILE_HOME,
     /// else $XDG_DATA_HOME/turnstile, else ~/.local/share/turnstile), `file:PATH`, `memory`,
     /// `redis://HOST:PORT`, `redis+cluster://HOST:PORT[,HOST:PORT…]` or `postgres://USER@HOST/DB`.
-    #[arg(long, default_value = turnstile::store::TEMP_FOLDER_URL)]
+    #[arg(long, default_value = turnstile::backend::TEMP_FOLDER_URL)]
     store: StoreUrl,
     /// Overlap policy: queue, latest, reject or merge.
     #[arg(long, default_value = "queue")]

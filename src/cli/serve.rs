@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use clap::Args;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use turnstile::backend::{open_store, StoreUrl};
 use turnstile::config::Ownership;
-use turnstile::store::{open_store, StoreUrl};
 use turnstile::{
     channel::open_pairings, channel::ChannelRouter, context::ExtractiveSummarizer, http::Gateway,
     http::HttpConfig, http::ServeError, http::Tokens, OverlapPolicy, Runtime, Store,
@@ -201,7 +201,7 @@ struct Prepared {
     tokens: Tokens,
     listener: tokio::net::TcpListener,
     local: SocketAddr,
-    opened: turnstile::store::OpenedStore,
+    opened: turnstile::backend::OpenedStore,
     ownership: Option<Ownership>,
     extras: Extras,
 }

@@ -17,7 +17,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use serde_json::json;
-use turnstile::store::{open_store, GcPolicy, PageRequest, SessionMeta, StoreUrl};
+use turnstile::backend::{open_store, StoreUrl};
+use turnstile::store::{GcPolicy, PageRequest, SessionMeta};
 use turnstile::{SessionKey, Store};
 
 use self::format::{clip, utc, HumanDuration};

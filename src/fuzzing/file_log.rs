@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
+use crate::backend::file::probe;
 use crate::key::SessionKey;
 use crate::state::{Author, Event, EventKind, SessionRecord};
-use crate::store::file::probe;
 use crate::store::StoreError;
 
 /// The bytes of one session's files; `None` when the file does not exist.

@@ -3,9 +3,9 @@
 
 use std::path::{Component, Path};
 
+use crate::backend::file::probe;
 use crate::channel::{channel_session_key, ChannelError, CHANNEL_USER_PREFIX};
 use crate::key::{validate_id, KeyPart, SessionKey};
-use crate::store::file::probe;
 
 /// `text` as a canonical key string (`user/session`).
 pub fn check_canonical_key(text: &str) {

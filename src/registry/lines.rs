@@ -119,7 +119,7 @@ mod tests {
     use super::*;
     use crate::registry::RouteError;
     use crate::session::SessionMsg;
-    use crate::{EchoAgent, MemoryStore, Runtime};
+    use crate::{EchoAgent, InMemoryStore, Runtime};
 
     fn clear() -> SessionMsg {
         SessionMsg::ClearContext(oneshot::channel().0)
@@ -130,7 +130,7 @@ mod tests {
     async fn cancelled_callers_leave_no_line_behind() {
         let rt = Runtime::builder()
             .agent(crate::agent::MockLlmAgent::new().with_latency(Duration::from_secs(10)))
-            .store(MemoryStore::new())
+            .store(InMemoryStore::new())
             .with_capacity(1)
             .with_capacity_wait(Duration::from_secs(60))
             .build()
@@ -172,7 +172,7 @@ mod tests {
     async fn a_newcomer_queues_behind_callers_waiting_for_a_slot() {
         let rt = Runtime::builder()
             .agent(EchoAgent)
-            .store(MemoryStore::new())
+            .store(InMemoryStore::new())
             .with_capacity(1)
             .with_capacity_wait(Duration::from_secs(60))
             .build()

@@ -38,7 +38,7 @@ pub enum BuildError {
     MissingAgent,
     /// No store was given.
     #[error(
-        "no store: call RuntimeBuilder::store (MemoryStore for tests, FileStore for one host)"
+        "no store: call RuntimeBuilder::store (InMemoryStore for tests, FileStore for one host)"
     )]
     MissingStore,
     /// A setting is out of range.
@@ -369,12 +369,12 @@ impl RuntimeBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EchoAgent, MemoryStore};
+    use crate::{EchoAgent, InMemoryStore};
 
     fn builder() -> RuntimeBuilder {
         Runtime::builder()
             .agent(EchoAgent)
-            .store(MemoryStore::new())
+            .store(InMemoryStore::new())
     }
 
     #[tokio::test]

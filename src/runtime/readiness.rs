@@ -139,7 +139,7 @@ pub(crate) async fn prober(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{FaultyStore, MemoryStore};
+    use crate::store::{FaultyStore, InMemoryStore};
 
     const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -186,7 +186,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_store_that_never_answers_a_probe_is_not_ready() {
         let silent = Arc::new(Silent {
-            inner: Arc::new(MemoryStore::new()),
+            inner: Arc::new(InMemoryStore::new()),
         });
         let health = Arc::new(StoreHealth::new(INTERVAL));
         let shutdown = CancellationToken::new();
@@ -207,7 +207,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_store_silent_for_three_probes_is_not_ready_and_ready_again_once_it_answers() {
         let switch = Arc::new(Switch {
-            inner: FaultyStore::new(Arc::new(MemoryStore::new())),
+            inner: FaultyStore::new(Arc::new(InMemoryStore::new())),
             up: std::sync::atomic::AtomicBool::new(true),
         });
         let health = Arc::new(StoreHealth::new(INTERVAL));

@@ -13,13 +13,13 @@ use tokio::time::Instant;
 
 use super::journal::Journal;
 use super::queue::{Admission, TurnQueue};
-use super::task::{self, TurnEnd, TurnPermits, TurnWrite};
+use super::task::{self, TurnPermits};
 use super::{
     now_ms, SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind,
     TurnControl, TurnFinished, TurnRequest,
 };
 use crate::agent::{TurnContext, TurnRecording};
-use crate::call::{Outcome, OutcomeKind};
+use crate::call::Outcome;
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Author, Event, EventKind};
@@ -28,6 +28,7 @@ use crate::store::StoreError;
 
 mod compaction;
 mod memory;
+mod outcome;
 mod replay;
 mod state_keys;
 mod stop;
@@ -336,34 +337,29 @@ impl Live {
             &self.key,
             &self.deps.config,
         );
-        let superseded_inputs: Vec<String> = superseded.iter().map(|r| r.input.clone()).collect();
-        let ran = !matches!(end, TurnEnd::Nothing);
-        let write = TurnWrite {
-            inputs: &running.inputs,
-            record,
+        let decided = outcome::decide(outcome::Ended {
             end,
+            failure,
+            record,
+            inputs: &running.inputs,
+            request_ids: running
+                .requests
+                .iter()
+                .map(|r| r.request_id.clone())
+                .collect(),
+            superseded: superseded
+                .iter()
+                .map(|r| (r.input.clone(), r.request_id.clone()))
+                .collect(),
             duration_ms: u64::try_from(running.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            superseded: &superseded_inputs,
-        };
-        let mut events = task::turn_events(write, self.journal.next_seq(), now_ms());
-        let answers = replay::answers_for(&running.requests, &events, failure);
-        let first_superseded = events.len() - superseded.len();
-        // Inputs carry their request ids: the turn's own first (when it left a trace), then the
-        // superseded ones at the end.
-        if ran {
-            for (event, request) in events.iter_mut().zip(&running.requests) {
-                event.request_id.clone_from(&request.request_id);
-            }
-        }
-        for (event, request) in events[first_superseded..].iter_mut().zip(&superseded) {
-            event.request_id.clone_from(&request.request_id);
-        }
-        let superseded_seqs: Vec<u64> = events[first_superseded..].iter().map(|e| e.seq).collect();
+            next_seq: self.journal.next_seq(),
+            now_ms: now_ms(),
+        });
         // Answers go out only after the store's: a turn it did not acknowledge left nothing
         // behind (or is held apart until read back), so it is never answered as done.
-        let saved = self.journal.commit(events).await;
+        let saved = self.journal.commit(decided.events).await;
         let conflict = saved.as_ref().err().is_some_and(Error::is_conflict);
-        for (request, answer) in running.requests.into_iter().zip(answers) {
+        for (request, planned) in running.requests.into_iter().zip(decided.answers) {
             // After a conflict the session reloaded what the store holds: a retry that raced
             // its original there (the original's write landed late) finds it stored, and is
             // answered with its outcome rather than told nothing was kept.
@@ -371,27 +367,11 @@ impl Live {
                 (Some(id), true) => self.stored_answer(id).await,
                 _ => None,
             };
-            if let Some(answer) = stored {
-                self.answer(request, answer);
-                continue;
-            }
-            let answer = match (&saved, answer) {
-                // A failure is recorded as the turn's outcome: unsaved, it is not acknowledged.
-                (Err(err), Ok(_) | Err(Error::AgentFailed { .. })) => Err(err.clone()),
-                (_, answer) => answer,
-            };
+            let answer = stored.unwrap_or_else(|| outcome::after_write(&saved, planned));
             self.answer(request, answer);
         }
-        for (request, seq) in superseded.into_iter().zip(superseded_seqs) {
-            let answer = match &saved {
-                Ok(()) => Ok(Outcome {
-                    kind: OutcomeKind::Superseded,
-                    output: String::new(),
-                    seq,
-                }),
-                Err(err) => Err(err.clone()),
-            };
-            self.answer(request, answer);
+        for (request, seq) in superseded.into_iter().zip(decided.superseded_seqs) {
+            self.answer(request, outcome::superseded_answer(&saved, seq));
         }
     }
 

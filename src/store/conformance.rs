@@ -5,7 +5,7 @@
 //! ```no_run
 //! # async fn demo() {
 //! use std::sync::Arc;
-//! turnstile::store::conformance::run_all(|| async { Arc::new(turnstile::MemoryStore::new()) as _ }).await;
+//! turnstile::store::conformance::run_all(|| async { Arc::new(turnstile::InMemoryStore::new()) as _ }).await;
 //! # }
 //! ```
 //!
@@ -73,9 +73,9 @@ where
 /// ```no_run
 /// # async fn demo() {
 /// use std::sync::Arc;
-/// use turnstile::{MemoryStore, Store};
+/// use turnstile::{InMemoryStore, Store};
 /// turnstile::store::conformance::run_two_handles(|| async {
-///     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+///     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
 ///     (store.clone(), store)
 /// })
 /// .await;

@@ -359,11 +359,11 @@ impl std::fmt::Debug for FaultyStore {
 mod tests {
     use super::*;
     use crate::store::conformance::turn_events;
-    use crate::store::MemoryStore;
+    use crate::store::InMemoryStore;
 
     #[tokio::test]
     async fn each_fault_hits_only_the_calls_it_was_asked_for() {
-        let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+        let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
         let store: &dyn Store = faulty.as_ref();
         let key = SessionKey::new("u", "s").unwrap();
         faulty.fail_next_appends(1);
@@ -396,7 +396,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_held_call_waits_for_its_release_and_loads_are_counted_per_key() {
-        let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+        let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
         let (a, b) = (
             SessionKey::new("u", "a").unwrap(),
             SessionKey::new("u", "b").unwrap(),

@@ -27,7 +27,7 @@ use crate::state::{Event, Seq};
 ///
 /// use async_trait::async_trait;
 /// use turnstile::store::{ForwardingStore, LoadedSession};
-/// use turnstile::{MemoryStore, SessionKey, Store, StoreError};
+/// use turnstile::{InMemoryStore, SessionKey, Store, StoreError};
 ///
 /// /// Counts loads; everything else goes straight through.
 /// struct CountLoads {
@@ -48,7 +48,7 @@ use crate::state::{Event, Seq};
 /// }
 ///
 /// let store: Arc<dyn Store> = Arc::new(CountLoads {
-///     inner: Arc::new(MemoryStore::new()),
+///     inner: Arc::new(InMemoryStore::new()),
 ///     loads: AtomicU64::new(0),
 /// });
 /// assert_eq!(store.name(), "memory");
@@ -224,7 +224,7 @@ impl<T: ForwardingStore> Store for T {
 ///
 /// use async_trait::async_trait;
 /// use turnstile::store::{Claim, Claimant, ForwardingLeases, Lease, Leases};
-/// use turnstile::{MemoryStore, SessionKey, Store, StoreError};
+/// use turnstile::{InMemoryStore, SessionKey, Store, StoreError};
 ///
 /// /// Counts releases; everything else goes straight through.
 /// struct CountReleases {
@@ -245,7 +245,7 @@ impl<T: ForwardingStore> Store for T {
 /// }
 ///
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let store = MemoryStore::new();
+/// let store = InMemoryStore::new();
 /// let counted = Arc::new(CountReleases {
 ///     inner: store.leases().expect("the memory store keeps leases"),
 ///     releases: AtomicU64::new(0),

@@ -43,10 +43,10 @@ pub async fn read_log(
 mod tests {
     use super::*;
     use crate::store::conformance::turn_events;
-    use crate::store::MemoryStore;
+    use crate::store::InMemoryStore;
 
-    async fn session_of(turns: u64) -> (MemoryStore, SessionKey) {
-        let store = MemoryStore::new();
+    async fn session_of(turns: u64) -> (InMemoryStore, SessionKey) {
+        let store = InMemoryStore::new();
         let key = SessionKey::new("u", "s").unwrap();
         for turn in 0..turns {
             let events = turn_events(2 * turn + 1, "hi", None);

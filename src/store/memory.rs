@@ -22,7 +22,7 @@ mod leases;
 /// keeps [`Leases`] too, so that several runtimes in one process can share it with one owner
 /// per session, as processes share a Redis.
 #[derive(Debug)]
-pub struct MemoryStore {
+pub struct InMemoryStore {
     /// Session heads and logs, sharded by key hash.
     shards: Box<[Mutex<HashMap<SessionKey, StoredSession>>]>,
     /// Shared state, which outlives any one session.
@@ -48,13 +48,13 @@ struct StoredSession {
     fence: u64,
 }
 
-impl Default for MemoryStore {
+impl Default for InMemoryStore {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl MemoryStore {
+impl InMemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self {
@@ -139,7 +139,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl Store for InMemoryStore {
     fn name(&self) -> &'static str {
         "memory"
     }

@@ -347,8 +347,8 @@ pub async fn turn(
 impl Cluster {
     /// The store the children share, opened here to check what they stored.
     pub async fn store(&self) -> std::sync::Arc<dyn turnstile::Store> {
-        let url = turnstile::store::StoreUrl::parse(&self.store_url).expect("a store URL");
-        turnstile::store::open_store(&url)
+        let url = turnstile::backend::StoreUrl::parse(&self.store_url).expect("a store URL");
+        turnstile::backend::open_store(&url)
             .await
             .expect("open the shared store")
             .store()

@@ -11,7 +11,7 @@ use std::time::Duration;
 use turnstile::channel::{ChannelRouter, MemoryPairingStore};
 use turnstile::config::Ownership;
 use turnstile::http::{Gateway, HttpConfig};
-use turnstile::{Agent, MemoryStore, Runtime, Store};
+use turnstile::{Agent, InMemoryStore, Runtime, Store};
 
 use super::http::tokens;
 
@@ -70,7 +70,7 @@ impl Gateways {
         lease_ttl: Duration,
         config: HttpConfig,
     ) -> Self {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         Self::start_over(store.clone(), vec![store; n], agent, lease_ttl, config).await
     }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 use turnstile::{
     channel::ChannelRouter, channel::MemoryPairingStore, channel::PairingStore, http::Gateway,
-    http::HttpConfig, http::Tokens, Agent, MemoryStore, Runtime, RuntimeBuilder, Store,
+    http::HttpConfig, http::Tokens, Agent, InMemoryStore, Runtime, RuntimeBuilder, Store,
 };
 
 /// An admin token.
@@ -48,7 +48,7 @@ impl TestGateway {
 
     /// A gateway with the test tokens over a runtime from `builder` (a memory store is added).
     pub fn with(builder: RuntimeBuilder, config: HttpConfig) -> Self {
-        Self::with_store(builder, Arc::new(MemoryStore::new()), config)
+        Self::with_store(builder, Arc::new(InMemoryStore::new()), config)
     }
 
     /// A gateway with the test tokens over a runtime from `builder` and `store`.

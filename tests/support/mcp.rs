@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use turnstile::{McpServer, McpTools, MemoryStore, OpenAiAgent, Runtime, Store};
+use turnstile::{InMemoryStore, McpServer, McpTools, OpenAiAgent, Runtime, Store};
 
 use super::fake_openai::{FakeOpenAi, Reply};
 
@@ -203,7 +203,7 @@ pub async fn model_runtime(
         .with_mcp(tools.clone())
         .build()
         .expect("the agent builds");
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let runtime = Runtime::builder()
         .agent(agent)
         .store_arc(store.clone())

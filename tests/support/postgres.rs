@@ -7,7 +7,7 @@
 use std::str::FromStr;
 
 use tokio_postgres::NoTls;
-use turnstile::store::{PostgresOptions, PostgresStore};
+use turnstile::backend::{PostgresOptions, PostgresStore};
 
 /// The server the tests use unless `TURNSTILE_TEST_POSTGRES` names another (any database on it
 /// the user may connect to; databases are created beside it).

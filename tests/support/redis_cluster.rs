@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use sha2::{Digest, Sha256};
-use turnstile::store::{RedisOptions, RedisStore};
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::{SessionKey, Store};
 
 use super::redis_server::{free_port, fresh_prefix, poll, query, redis_cli, spawn_server};

@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use turnstile::store::{RedisOptions, RedisStore};
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::Store;
 
 use super::harness::eventually_ok;

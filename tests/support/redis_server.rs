@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
-use turnstile::store::{RedisOptions, RedisStore};
+use turnstile::backend::{RedisOptions, RedisStore};
 use turnstile::Store;
 
 /// How long a freshly started server may take to answer PING.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use turnstile::store::FileStore;
+use turnstile::backend::FileStore;
 
 /// A file store in a new temporary folder; the folder is removed when the guard drops.
 pub fn temp_file_store() -> (tempfile::TempDir, FileStore) {

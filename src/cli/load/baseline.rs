@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use turnstile::backend::{open_store, FileStore, StoreUrl};
 use turnstile::config::DEFAULT_WINDOW;
-use turnstile::store::{open_store, FileStore, StoreUrl};
 
 use self::bare_ractor::BareRactor;
 use self::mutex_gate::MutexGate;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use turnstile::{CallOptions, Error, Runtime, SessionKey};
 
+use turnstile::backend::{open_store, StoreUrl};
 use turnstile::config::Ownership;
-use turnstile::store::{open_store, StoreUrl};
 
 use super::report::{ClusterFigures, Report};
 use super::target::{acknowledge, Failure, Pending, Target, TargetCounters, TurnstileTarget};

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use turnstile::artifact::ArtifactStore;
+use turnstile::backend::{ArtifactPlace, OpenedStore};
 use turnstile::state_keys::{Mode, StateKeys};
-use turnstile::store::OpenedStore;
 
 use super::ServeArgs;
-use crate::cli::artifacts_arg::ArtifactPlace;
 
 /// Opens the artifact store `--artifacts` names (see [`ArtifactPlace::resolve`]). With a store
 /// that has no place for artifacts beside it, `auto` is refused: a server would otherwise take
@@ -17,12 +16,17 @@ pub(super) async fn open_artifacts(
     args: &ServeArgs,
     opened: &OpenedStore,
 ) -> Result<Option<Arc<dyn ArtifactStore>>, String> {
-    match ArtifactPlace::resolve(&args.artifacts, opened)? {
+    let place =
+        ArtifactPlace::resolve(&args.artifacts, opened).map_err(|e| format!("--artifacts: {e}"))?;
+    match place {
         ArtifactPlace::NoneBeside(store) => Err(format!(
             "--artifacts auto has no place for artifacts beside the store {store}; \
              give --artifacts memory, file:DIR, redis://… or off"
         )),
-        place => place.open(args.artifact_max_bytes).await,
+        place => place
+            .open(args.artifact_max_bytes)
+            .await
+            .map_err(|e| format!("--artifacts: {e}")),
     }
 }
 

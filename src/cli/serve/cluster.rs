@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::http::Uri;
+use turnstile::backend::StoreUrl;
 use turnstile::config::Ownership;
-use turnstile::store::StoreUrl;
 use turnstile::Store;
 
 use super::ServeArgs;

@@ -1,7 +1,8 @@
 //! `serve`'s memory options: which memory store, when sessions are ingested, automatic recall.
 
 use clap::Args;
-use turnstile::memory::{open_memory, MemorySpec};
+use turnstile::backend::open_memory;
+use turnstile::memory::MemorySpec;
 use turnstile::{Ingest, MemoryOptions, RuntimeBuilder};
 
 /// Memory across sessions.

@@ -9,11 +9,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 use turnstile::artifact::{ArtifactError, ArtifactScope, ArtifactStore, DEFAULT_MAX_BYTES};
-use turnstile::store::{GcPolicy, OpenedStore};
+use turnstile::backend::{ArtifactPlace, OpenedStore};
+use turnstile::store::GcPolicy;
 use turnstile::SessionKey;
 
 use super::{exit, print_json};
-use crate::cli::artifacts_arg::ArtifactPlace;
 
 /// The artifact store beside the session store, if there is one to delete from.
 pub(super) enum Artifacts {
@@ -31,7 +31,8 @@ impl Artifacts {
     /// Opens what `--artifacts` names for this store. A file store's `artifacts/` folder that
     /// does not exist is not created: it holds nothing to delete.
     pub(super) async fn open(spelled: &str, opened: &OpenedStore) -> Result<Self, String> {
-        let place = ArtifactPlace::resolve(spelled, opened)?;
+        let place =
+            ArtifactPlace::resolve(spelled, opened).map_err(|e| format!("--artifacts: {e}"))?;
         match &place {
             ArtifactPlace::NoneBeside(store) => {
                 return Ok(Self::None(Some(format!(
@@ -50,7 +51,11 @@ impl Artifacts {
             }
             _ => {}
         }
-        Ok(match place.open(DEFAULT_MAX_BYTES).await? {
+        let opened = place
+            .open(DEFAULT_MAX_BYTES)
+            .await
+            .map_err(|e| format!("--artifacts: {e}"))?;
+        Ok(match opened {
             Some(store) => Self::Store(store),
             None => Self::None(None),
         })

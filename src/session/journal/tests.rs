@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::Ownership;
 use crate::state::{Author, EventKind, InputDisposition, OutputStatus};
-use crate::store::{FaultyStore, MemoryStore};
+use crate::store::{FaultyStore, InMemoryStore};
 
 const WINDOW: usize = 16;
 
@@ -68,7 +68,7 @@ async fn stored(store: &dyn Store) -> Vec<String> {
 
 #[tokio::test]
 async fn an_acknowledged_write_is_folded_in() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let mut journal = open(store.clone(), None).await;
     journal.commit(turn(&journal, "one")).await.expect("stored");
     assert_eq!(shown(&journal), ["one"]);
@@ -80,7 +80,7 @@ async fn an_acknowledged_write_is_folded_in() {
 
 #[tokio::test]
 async fn a_refused_write_leaves_nothing_behind() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let mut journal = open(faulty.clone(), None).await;
     journal.commit(turn(&journal, "one")).await.expect("stored");
     faulty.fail_next_appends(1);
@@ -102,7 +102,7 @@ async fn a_refused_write_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn a_write_whose_answer_was_lost_is_adopted_once_read_back() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let mut journal = open(faulty.clone(), None).await;
     faulty.lose_next_answers(1);
     assert!(journal.commit(turn(&journal, "one")).await.is_err());
@@ -132,7 +132,7 @@ async fn a_write_whose_answer_was_lost_is_adopted_once_read_back() {
 
 #[tokio::test]
 async fn a_journal_that_cannot_read_back_writes_nothing() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let mut journal = open(faulty.clone(), None).await;
     faulty.lose_next_answers(1);
     assert!(journal.commit(turn(&journal, "one")).await.is_err());
@@ -157,7 +157,7 @@ async fn a_journal_that_cannot_read_back_writes_nothing() {
 
 #[tokio::test]
 async fn a_conflict_reloads_what_the_other_writer_stored() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let mut journal = open(store.clone(), None).await;
     journal.commit(turn(&journal, "one")).await.expect("stored");
     let mut other = open(store.clone(), None).await;
@@ -182,7 +182,7 @@ async fn a_conflict_reloads_what_the_other_writer_stored() {
 
 #[tokio::test]
 async fn a_conflict_whose_reload_fails_leaves_the_journal_stale_until_it_can() {
-    let faulty = FaultyStore::new(Arc::new(MemoryStore::new()));
+    let faulty = FaultyStore::new(Arc::new(InMemoryStore::new()));
     let mut journal = open(faulty.clone(), None).await;
     let mut other = open(faulty.inner().clone(), None).await;
     other.commit(turn(&other, "theirs")).await.expect("stored");
@@ -196,7 +196,7 @@ async fn a_conflict_whose_reload_fails_leaves_the_journal_stale_until_it_can() {
 
 #[tokio::test(start_paused = true)]
 async fn a_write_refused_as_not_the_owners_loses_the_lease_and_shows_nothing() {
-    let memory = MemoryStore::new();
+    let memory = InMemoryStore::new();
     let leases = memory.leases().expect("memory leases");
     let store: Arc<dyn Store> = Arc::new(memory);
     let ttl = Duration::from_secs(10);

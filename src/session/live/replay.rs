@@ -189,12 +189,12 @@ pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Found)> {
 /// The answer for each message of a turn: the last message gets the turn's outcome, earlier
 /// (merged) ones `Merged` with the same output.
 pub(super) fn answers_for(
-    requests: &[TurnRequest],
+    n: usize,
     events: &[Event],
     failure: Option<Error>,
 ) -> Vec<Result<Outcome, Error>> {
     if let Some(err) = failure {
-        return requests.iter().map(|_| Err(err.clone())).collect();
+        return (0..n).map(|_| Err(err.clone())).collect();
     }
     let output = events.iter().rev().find_map(|e| match &e.kind {
         EventKind::AgentOutput { text, status, .. } => Some((e.seq, text.clone(), *status)),
@@ -207,7 +207,6 @@ pub(super) fn answers_for(
         OutputStatus::Final => OutcomeKind::Completed,
         OutputStatus::Interrupted(reason) => OutcomeKind::Interrupted(reason),
     };
-    let n = requests.len();
     (0..n)
         .map(|i| {
             Ok(Outcome {

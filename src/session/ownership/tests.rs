@@ -1,11 +1,11 @@
 //! The keeper against the memory store's leases, in paused time.
 
 use super::*;
-use crate::store::{Claimant, MemoryStore, Store};
+use crate::store::{Claimant, InMemoryStore, Store};
 
 const TTL: Duration = Duration::from_secs(10);
 
-fn keeper(store: &MemoryStore, address: &str) -> LeaseKeeper {
+fn keeper(store: &InMemoryStore, address: &str) -> LeaseKeeper {
     let ownership = Ownership::new(address).with_lease_ttl(TTL);
     LeaseKeeper::new(store.leases().expect("memory leases"), ownership, "memory")
 }
@@ -16,7 +16,7 @@ fn key(s: &str) -> SessionKey {
 
 #[tokio::test(start_paused = true)]
 async fn a_lease_fences_writes_until_four_fifths_of_its_ttl_without_renewal() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let keeper = keeper(&store, "http://a");
     let k = key("s");
     keeper.acquire(&k).await.expect("granted");
@@ -35,7 +35,7 @@ async fn a_lease_fences_writes_until_four_fifths_of_its_ttl_without_renewal() {
 
 #[tokio::test(start_paused = true)]
 async fn renewal_extends_the_local_deadline_from_before_the_request() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let keeper = keeper(&store, "http://a");
     let k = key("s");
     keeper.acquire(&k).await.expect("granted");
@@ -93,7 +93,7 @@ fn keeper_over(leases: Unanswered) -> LeaseKeeper {
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_lease_whose_renewals_fail_is_reported_lost_at_its_local_deadline() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let inner = store.leases().expect("memory leases");
     let keeper = keeper_over(Unanswered { inner, only: None });
     let k = key("idle");
@@ -114,7 +114,7 @@ async fn an_idle_lease_whose_renewals_fail_is_reported_lost_at_its_local_deadlin
 
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_renewal_stops_only_its_own_session() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let inner = store.leases().expect("memory leases");
     let (down, up) = (key("on-a-node-that-is-down"), key("elsewhere"));
     let keeper = keeper_over(Unanswered {
@@ -138,7 +138,7 @@ async fn an_unanswered_renewal_stops_only_its_own_session() {
 
 #[tokio::test(start_paused = true)]
 async fn a_lease_taken_by_another_process_is_reported_lost_and_forgotten() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let a = keeper(&store, "http://a");
     let k = key("s");
     a.acquire(&k).await.expect("granted");
@@ -161,7 +161,7 @@ async fn a_lease_taken_by_another_process_is_reported_lost_and_forgotten() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_forgets_the_lease_and_frees_the_session() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let a = keeper(&store, "http://a");
     let k = key("s");
     a.acquire(&k).await.expect("granted");
@@ -179,7 +179,7 @@ async fn a_release_forgets_the_lease_and_frees_the_session() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stale_report_never_stops_a_session_that_holds_its_lease() {
-    let store = MemoryStore::new();
+    let store = InMemoryStore::new();
     let keeper = keeper(&store, "http://a");
     let k = key("s");
     let first = keeper.acquire(&k).await.expect("granted");

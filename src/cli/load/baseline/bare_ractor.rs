@@ -206,7 +206,7 @@ mod tests {
     use std::time::Duration;
 
     use turnstile::store::FaultyStore;
-    use turnstile::MemoryStore;
+    use turnstile::InMemoryStore;
 
     use super::super::super::options::{AgentKind, Latency};
     use super::*;
@@ -215,7 +215,7 @@ mod tests {
     /// turn must get a new actor rather than a dead `ActorRef`.
     #[tokio::test]
     async fn a_session_whose_actor_stopped_gets_a_new_one() {
-        let store = FaultyStore::new(Arc::new(MemoryStore::new()));
+        let store = FaultyStore::new(Arc::new(InMemoryStore::new()));
         let sim = AgentSim {
             kind: AgentKind::Mock,
             latency: Latency {

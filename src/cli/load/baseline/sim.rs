@@ -237,7 +237,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_simulated_turn_is_stored_like_a_turnstile_turn() {
-        let store = turnstile::MemoryStore::new();
+        let store = turnstile::InMemoryStore::new();
         let key = SessionKey::new("u", "s").unwrap();
         let sim = AgentSim {
             kind: AgentKind::Mock,

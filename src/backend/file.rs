@@ -1,0 +1,21 @@
+//! Files on a local disk: the embedded default backend.
+//!
+//! The kit — what every family kept in files shares — is [`layout`] (how ids become file
+//! names, and the folders of a root) and `fsio` (atomic replacement, directory syncs, reads that
+//! tell a missing file from a failing one). On it: the session store ([`FileStore`]), pairings
+//! ([`FilePairingStore`], `pairings.json` in the store's root), artifacts
+//! ([`FileArtifactStore`]) and memory across sessions ([`FileMemory`]).
+
+mod artifacts;
+mod fsio;
+pub(crate) mod layout;
+mod memory;
+mod pairings;
+mod sessions;
+
+pub use artifacts::FileArtifactStore;
+pub use memory::{FileMemory, MAX_LOADED_USERS};
+pub use pairings::{FilePairingStore, PAIRINGS_FILE};
+#[cfg(feature = "testing")]
+pub(crate) use sessions::probe;
+pub use sessions::FileStore;

@@ -1,0 +1,479 @@
+//! The embedded default store: JSON files under one root folder, fsync'd before an append is
+//! acknowledged.
+//!
+//! See `docs/stores.md` for the layout and the crash-safety argument. In short: each session has
+//! a folder with an append-only `log.jsonl` (the source of truth, each append ending in a line
+//! marked with the session's new version and the append's length and CRC-32) and a `head.json`
+//! (its fold up to some point, replaced atomically every [`session::HEAD_EVERY`] appends — and
+//! by an append with no events, which has no line to mark — recording how many log bytes it
+//! covers); reads fold the appends past the head onto it, and an in-memory cache, bounded by
+//! bytes, spares appends even that.
+
+mod cache;
+mod line;
+mod listing;
+mod log;
+// Reached only through `crate::fuzzing`.
+#[cfg(feature = "testing")]
+pub(crate) mod probe;
+mod session;
+mod shared;
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::{Mutex, OwnedMutexGuard, OwnedRwLockReadGuard, RwLock};
+
+use self::cache::HeadCache;
+use super::layout::{SessionPaths, APP_FILE, LOCK_FILE, TRASH_DIR, USER_FILE};
+use super::{fsio, layout};
+use crate::key::SessionKey;
+use crate::state::{Event, Seq, SplitDelta, StateMap};
+use crate::store::{
+    check_page, select_for_gc, GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store,
+    StoreError,
+};
+
+/// Stripes of the per-user gate: held shared by every session operation, exclusively by
+/// `delete_user`. Fixed, so memory stays bounded whatever the number of users.
+const USER_GATES: usize = 64;
+/// Stripes of the per-session write lock. Two sessions share a stripe by hash only; with 256
+/// stripes and one turn at a time per session, such waits are rare.
+const SESSION_LOCKS: usize = 256;
+/// Stripes of the lock around one user's `user.json` read-modify-write.
+const USER_STATE_LOCKS: usize = 64;
+
+/// Stores sessions as files under one root folder: the embedded default, for one process on one
+/// host.
+///
+/// Every append is fsync'd before it returns `Ok`, and survives `kill -9` or a power cut. A root
+/// is used by one process at a time: [`FileStore::open`] takes a lock file and a second opener
+/// gets [`StoreError::Locked`]. Cloning is cheap and shares the store.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    /// The store's folder.
+    root: PathBuf,
+    /// Holds the root's locks for as long as the store lives; dropping them releases them.
+    _lock: RootLock,
+    /// See [`USER_GATES`].
+    user_gates: Box<[Arc<RwLock<()>>]>,
+    /// See [`SESSION_LOCKS`]. Owned guards travel into the blocking task, so a caller that stops
+    /// waiting cannot let a second writer in while the first one's I/O still runs.
+    session_locks: Box<[Arc<Mutex<()>>]>,
+    /// See [`USER_STATE_LOCKS`]; taken inside blocking tasks only.
+    user_state_locks: Box<[parking_lot::Mutex<()>]>,
+    /// Serialises read-modify-writes of `app.json`; taken inside blocking tasks only.
+    app_state_lock: parking_lot::Mutex<()>,
+    /// Each recently used session's state, so that an append reads no file; see `cache.rs`.
+    cache: HeadCache,
+    /// A readiness probe's `stat` is on the blocking pool: set while one runs, so that a folder
+    /// that hangs (a stuck network mount) costs one blocked thread, not one per probe.
+    probing: std::sync::atomic::AtomicBool,
+}
+
+/// What a session operation holds: its user's gate (shared) and its own lock.
+type SessionGuards = (OwnedRwLockReadGuard<()>, OwnedMutexGuard<()>);
+
+impl FileStore {
+    /// Opens (creating if needed) the store at `root` and locks it against other processes.
+    ///
+    /// Blocking: it creates folders and takes a file lock, so call it at start-up (or from
+    /// `spawn_blocking`). Fails with [`StoreError::Locked`] when another process — or another
+    /// `FileStore` in this one — has the root open.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let root = root.into();
+        std::fs::create_dir_all(&root).map_err(fsio::io_error("create folder", &root))?;
+        let lock = lock_root(&root)?;
+        fsio::empty_trash(&root.join(TRASH_DIR))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                _lock: lock,
+                user_gates: (0..USER_GATES).map(|_| Arc::new(RwLock::new(()))).collect(),
+                session_locks: (0..SESSION_LOCKS)
+                    .map(|_| Arc::new(Mutex::new(())))
+                    .collect(),
+                user_state_locks: (0..USER_STATE_LOCKS)
+                    .map(|_| parking_lot::Mutex::new(()))
+                    .collect(),
+                app_state_lock: parking_lot::Mutex::new(()),
+                cache: HeadCache::new(),
+                probing: std::sync::atomic::AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Opens the store at the default root: `$TURNSTILE_HOME` if set, else
+    /// `$XDG_DATA_HOME/turnstile`, else `$HOME/.local/share/turnstile`.
+    pub fn open_default() -> Result<Self, StoreError> {
+        Self::open(Self::default_root()?)
+    }
+
+    /// The default root (the data folder), without opening it: `$TURNSTILE_HOME` if set, else
+    /// `$XDG_DATA_HOME/turnstile`, else `$HOME/.local/share/turnstile`.
+    pub fn default_root() -> Result<PathBuf, StoreError> {
+        layout::default_root(|name| std::env::var_os(name)).ok_or_else(|| {
+            StoreError::InvalidRequest(
+                "no store root: set TURNSTILE_HOME (or XDG_DATA_HOME or HOME)".to_owned(),
+            )
+        })
+    }
+
+    /// The folder this store keeps its files in.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    async fn lock(&self, key: &SessionKey) -> SessionGuards {
+        let gate = self.inner.user_gate(key.user_id()).read_owned().await;
+        let index = stripe(key, SESSION_LOCKS);
+        let session = self.inner.session_locks[index].clone().lock_owned().await;
+        (gate, session)
+    }
+}
+
+/// The two locks that make a root one process's: on the folder itself, which no clean-up of
+/// "stale lock files" can delete from under a running process, and on the lock file, which
+/// holds the holder's process id for the message a refused opener gives.
+#[derive(Debug)]
+struct RootLock {
+    _folder: File,
+    _file: File,
+}
+
+/// Takes the root's locks (see [`RootLock`]): the lock file (whose refusal names the holder),
+/// then the folder, which still refuses a second process when the lock file was deleted. Our
+/// process id is written only once both are held.
+fn lock_root(root: &Path) -> Result<RootLock, StoreError> {
+    let mut file = lock_file(root)?;
+    let folder = File::open(root).map_err(fsio::io_error("open", root))?;
+    match folder.try_lock() {
+        Ok(()) => {
+            let path = root.join(LOCK_FILE);
+            file.set_len(0)
+                .and_then(|()| write!(file, "{}", std::process::id()))
+                .map_err(fsio::io_error("write", &path))?;
+            Ok(RootLock {
+                _folder: folder,
+                _file: file,
+            })
+        }
+        Err(TryLockError::WouldBlock) => Err(StoreError::Locked {
+            path: root.to_owned(),
+            detail: "held by another open store (its lock file was removed; the folder's own \
+                     lock still holds)"
+                .to_owned(),
+        }),
+        Err(TryLockError::Error(source)) => Err(StoreError::Io {
+            op: "lock",
+            path: root.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Takes the root's lock file; a refusal says which process holds it (as the file records).
+fn lock_file(root: &Path) -> Result<File, StoreError> {
+    let path = root.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(fsio::io_error("open", &path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            // Best effort: the holder's pid is only a hint for the message.
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(StoreError::Locked {
+                path,
+                detail: if holder.is_empty() {
+                    "held by another open store".to_owned()
+                } else {
+                    format!("held by process {holder}")
+                },
+            });
+        }
+        Err(TryLockError::Error(source)) => {
+            return Err(StoreError::Io {
+                op: "lock",
+                path,
+                source,
+            })
+        }
+    }
+    Ok(file)
+}
+
+/// Which of `stripes` locks guards `value`.
+fn stripe(value: &impl std::hash::Hash, stripes: usize) -> usize {
+    // A fixed hasher: stripes only spread contention, so predictability costs nothing.
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(value);
+    (hash % stripes as u64) as usize
+}
+
+impl Inner {
+    fn user_gate(&self, user_id: &str) -> Arc<RwLock<()>> {
+        self.user_gates[stripe(&user_id, USER_GATES)].clone()
+    }
+
+    fn user_file(&self, user_id: &str) -> PathBuf {
+        layout::user_dir(&self.root, user_id).join(USER_FILE)
+    }
+
+    fn shared_state(&self, key: &SessionKey) -> Result<(StateMap, StateMap), StoreError> {
+        let user = if key.is_anonymous() {
+            StateMap::new()
+        } else {
+            let what = format!("user {}", key.user_id());
+            shared::read_state(&self.user_file(key.user_id()), key, &what)?
+        };
+        let app = shared::read_state(&self.root.join(APP_FILE), key, "app state")?;
+        Ok((user, app))
+    }
+
+    fn write_shared(&self, key: &SessionKey, delta: &SplitDelta) -> Result<(), StoreError> {
+        if !key.is_anonymous() && !delta.user.is_empty() {
+            let user_id = key.user_id();
+            let _guard = self.user_state_locks[stripe(&user_id, USER_STATE_LOCKS)].lock();
+            let what = format!("user {user_id}");
+            let path = self.user_file(user_id);
+            layout::refuse_links(&self.root, &[&path])?;
+            shared::update(&path, key, &what, Some(user_id), &delta.user)?;
+        }
+        if !delta.app.is_empty() {
+            let _guard = self.app_state_lock.lock();
+            layout::refuse_links(&self.root, &[&self.root.join(APP_FILE)])?;
+            shared::update(
+                &self.root.join(APP_FILE),
+                key,
+                "app state",
+                None,
+                &delta.app,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn trash(&self) -> PathBuf {
+        self.root.join(TRASH_DIR)
+    }
+}
+
+/// Runs blocking file I/O on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        // A panic is a bug: let it surface where it would have without the thread hop.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(StoreError::Unavailable {
+            backend: "file",
+            detail: format!("the I/O task did not run: {e}"),
+        }),
+    }
+}
+
+#[async_trait]
+impl Store for FileStore {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    /// The root folder is still there and a folder: one `stat`, on the blocking pool, and never
+    /// two at once (one still running answers `Unavailable`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        use std::sync::atomic::Ordering;
+        if self.inner.probing.swap(true, Ordering::AcqRel) {
+            return Err(StoreError::Unavailable {
+                backend: "file",
+                detail: "the last look at the store's folder has not finished".into(),
+            });
+        }
+        let inner = self.inner.clone();
+        blocking(move || {
+            let seen = match std::fs::metadata(&inner.root) {
+                Ok(meta) if meta.is_dir() => Ok(()),
+                Ok(_) => Err(StoreError::Unavailable {
+                    backend: "file",
+                    detail: format!("{} is no longer a folder", inner.root.display()),
+                }),
+                Err(error) => Err(fsio::io_error("read", &inner.root)(error)),
+            };
+            inner.probing.store(false, Ordering::Release);
+            seen
+        })
+        .await
+    }
+
+    async fn load(&self, key: &SessionKey, window: usize) -> Result<LoadedSession, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key) = (self.inner.clone(), key.clone());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            let current = inner.cache.current(&paths, &key, false)?;
+            let events = match &current.record {
+                Some(record) => {
+                    log::read_tail(&paths, &key, current.log_end, record.next_seq, window)?
+                }
+                None => Vec::new(),
+            };
+            let (user_state, app_state) = inner.shared_state(&key)?;
+            Ok(LoadedSession {
+                record: current.record,
+                events,
+                user_state,
+                app_state,
+            })
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<u64, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key, events) = (self.inner.clone(), key.clone(), events.to_vec());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            layout::refuse_links(&inner.root, &[&paths.log, &paths.head])?;
+            let current = inner.cache.current(&paths, &key, true)?;
+            let prepared = match session::prepare(&key, &current, base_version, &events) {
+                Ok(prepared) => prepared,
+                Err(e) => {
+                    // Nothing was written: what is known still holds.
+                    inner.cache.keep(&key, current);
+                    return Err(e);
+                }
+            };
+            if prepared.is_empty() {
+                // No line to carry a commit marker, yet the version rises: the head records
+                // it, durably, before the append is acknowledged.
+                session::ensure_dirs(&inner.root, &paths, &key, &current)?;
+                let after = session::write_head(&paths, prepared.after)?;
+                inner.cache.keep(&key, after);
+                return Ok(prepared.version);
+            }
+            session::write_log(&inner.root, &paths, &key, &current, &prepared)?;
+            // Shared state is written before the append is acknowledged, so that an
+            // acknowledged turn's shared changes are always on disk (see docs/stores.md for the
+            // crash window this leaves).
+            if let Err(e) = inner.write_shared(&key, &prepared.shared) {
+                session::rollback(&paths, current.log_end);
+                return Err(e);
+            }
+            if let Some(after) = session::write_head_if_due(&paths, prepared.after) {
+                inner.cache.keep(&key, after);
+            }
+            Ok(prepared.version)
+        })
+        .await
+    }
+
+    async fn read_events(
+        &self,
+        key: &SessionKey,
+        from: Seq,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key) = (self.inner.clone(), key.clone());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            let current = inner.cache.current(&paths, &key, false)?;
+            let next_seq = current.record.as_ref().map_or(1, |r| r.next_seq);
+            log::scan(&paths, &key, current.log_end, next_seq, from, limit)
+        })
+        .await
+    }
+
+    async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
+        let guards = self.lock(key).await;
+        let (inner, key) = (self.inner.clone(), key.clone());
+        blocking(move || {
+            let _guards = guards;
+            let paths = SessionPaths::of(&inner.root, &key);
+            let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+            inner.cache.forget(&key);
+            removed
+        })
+        .await
+    }
+
+    async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
+        check_page(page)?;
+        let (inner, user_id, page) = (self.inner.clone(), user_id.to_owned(), page.clone());
+        blocking(move || listing::list(&inner.root, &inner.cache, &user_id, &page)).await
+    }
+
+    async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
+        // Exclusive: no operation on any of this user's sessions runs meanwhile.
+        let gate = self.inner.user_gate(user_id).write_owned().await;
+        let (inner, user_id) = (self.inner.clone(), user_id.to_owned());
+        blocking(move || {
+            let _gate = gate;
+            let sessions = layout::sessions_dir(&inner.root, &user_id);
+            let count = listing::session_dirs(&sessions)?
+                .into_iter()
+                .filter(|(_, dir)| {
+                    dir.join(layout::HEAD_FILE).exists() || dir.join(layout::LOG_FILE).exists()
+                })
+                .count() as u64;
+            let removed =
+                fsio::remove_dir(&layout::user_dir(&inner.root, &user_id), &inner.trash());
+            inner.cache.forget_user(&user_id);
+            removed.map(|_| count)
+        })
+        .await
+    }
+
+    async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
+        let inner = self.inner.clone();
+        let scanned: HashMap<SessionKey, u64> =
+            blocking(move || listing::scan_updated(&inner.root, &inner.cache)).await?;
+        let candidates = scanned.iter().map(|(k, u)| (k.clone(), *u)).collect();
+        let mut removed = Vec::new();
+        for key in select_for_gc(candidates, policy, now_ms) {
+            let guards = self.lock(&key).await;
+            let (inner, seen) = (self.inner.clone(), scanned.get(&key).copied());
+            let key2 = key.clone();
+            let gone = blocking(move || {
+                let _guards = guards;
+                let paths = SessionPaths::of(&inner.root, &key2);
+                // Skip a session written since the scan: it is no longer what gc chose.
+                if listing::updated_ms(&inner.cache, &paths, &key2) != seen {
+                    return Ok(false);
+                }
+                let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+                inner.cache.forget(&key2);
+                removed
+            })
+            .await?;
+            if gone {
+                removed.push(key);
+            }
+        }
+        Ok(GcReport { removed })
+    }
+}

@@ -1,0 +1,20 @@
+//! PostgreSQL (feature `postgres`).
+//!
+//! The kit — what every family kept in PostgreSQL shares — is [`PostgresOptions`] (pool, schema,
+//! timeouts), `tls` ([`SslMode`] as libpq spells it) and `schema` (the tables and their
+//! migrations, [`LAYOUT_VERSION`]); the pool and its bounded statements live in the session
+//! store, whose handle the other families share. On it: the session store ([`PostgresStore`])
+//! and pairings ([`PostgresPairingStore`]). Artifacts and memory are not kept in PostgreSQL:
+//! [`open_backend`](super::open_backend) says so rather than putting them elsewhere.
+
+mod options;
+mod pairings;
+mod schema;
+mod sessions;
+mod tls;
+
+pub use options::PostgresOptions;
+pub use pairings::PostgresPairingStore;
+pub use schema::LAYOUT_VERSION;
+pub use sessions::PostgresStore;
+pub use tls::SslMode;
