@@ -30,6 +30,7 @@ exec timeout "${MUTANTS_BUDGET:-8h}" cargo mutants \
     --file 'src/session.rs' --file 'src/session/**' \
     --file 'src/registry.rs' --file 'src/registry/**' \
     --file 'src/store.rs' --file 'src/store/**' \
+    --file 'src/backend.rs' --file 'src/backend/**' \
     --exclude 'src/store/conformance.rs' \
     --timeout "${MUTANTS_TIMEOUT:-300}" \
     "$@"

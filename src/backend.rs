@@ -22,6 +22,7 @@
 mod artifact_place;
 pub mod file;
 mod open;
+mod open_backend;
 mod open_memory;
 mod open_pairings;
 #[cfg(feature = "postgres")]
@@ -29,13 +30,14 @@ pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 mod url;
-mod whole;
 
 pub use artifact_place::ArtifactPlace;
 pub use file::{
-    FileArtifactStore, FileMemory, FilePairingStore, FileStore, MAX_LOADED_USERS, PAIRINGS_FILE,
+    FileArtifactStore, FileMemory, FilePairingStore, FileStore, ARTIFACTS_FOLDER, MAX_LOADED_USERS,
+    MEMORY_FOLDER, PAIRINGS_FILE,
 };
 pub use open::{open_store, OpenStoreError, OpenedStore};
+pub use open_backend::{open_backend, Backend, BackendError, Family};
 pub use open_memory::{open_memory, REDIS_MEMORY_PREFIX};
 pub use open_pairings::open_pairings;
 #[cfg(feature = "postgres")]
@@ -46,4 +48,3 @@ pub use postgres::{
 #[cfg(feature = "redis")]
 pub use redis::{RedisArtifactStore, RedisMemory, RedisOptions, RedisPairingStore, RedisStore};
 pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};
-pub use whole::{open_backend, Backend, BackendError, Family, MEMORY_FOLDER};

@@ -33,7 +33,7 @@
 //! - `stream`: [`TurnStream`], a streamed turn's chunks and outcome.
 //! - `runtime`: the facade and its builder; it only delegates.
 //! - `registry`: which sessions are live — a synchronous state machine (`registry/slots`) whose
-//!   decisions the registry carries out, capacity waiting lines, each session's lifecycle task
+//!   decisions the registry carries out, capacity waiting lines, each session's supervising task
 //!   and the idle reaper.
 //! - `session`: the actor that owns one session's state — its overlap-policy queue, the running
 //!   turn, persistence and compaction, retries answered from the log, and (with ownership) the

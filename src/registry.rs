@@ -2,11 +2,11 @@
 //!
 //! Its decisions live in [`slots`], a synchronous state machine; this file holds the lock around
 //! it and carries out what each decision asks for once the lock is released (spawning a
-//! session's lifecycle task, answering refused callers, waking waiters, recording counters).
+//! session's supervising task, answering refused callers, waking waiters, recording counters).
 //! Every message for a session passes through [`Registry::route`], so the registry always knows
 //! where a message must go:
 //!
-//! - no slot: the session is activated (a lifecycle task spawns its actor) and the message is
+//! - no slot: the session is activated (a supervising task spawns its actor) and the message is
 //!   held until the actor is up;
 //! - `Starting`: held, in order;
 //! - `Live`: pushed into the actor's mailbox (a synchronous, unbounded push; the per-session
@@ -14,7 +14,7 @@
 //! - `Stopping`: held for the *next* activation, which starts only after this one's last store call.
 //!
 //! Callers that find the runtime full wait in their key's line ([`lines`]); the idle reaper and
-//! each session's lifecycle task are in [`lifecycle`].
+//! each session's supervising task are in [`supervisor`].
 
 use std::sync::Arc;
 
@@ -172,7 +172,7 @@ impl Registry {
         self.inner.lock().slots.len()
     }
 
-    /// A bounded page of live sessions, copied under the lock (see [`live`]).
+    /// A bounded page of live sessions, copied under the lock (see [`live_page`]).
     pub(crate) fn live_page(&self, query: &LiveQuery) -> LivePage {
         let stamp = self.deps.stamp();
         self.inner.lock().slots.live_page(query, stamp)
@@ -293,7 +293,7 @@ impl Registry {
         result
     }
 
-    /// The lifecycle task spawned an actor: deliver what was held and mark it live.
+    /// The supervising task spawned an actor: deliver what was held and mark it live.
     pub(crate) fn publish(self: &Arc<Self>, key: &SessionKey, actor: ActorRef<SessionMsg>) {
         let mut fx = Effects::default();
         self.inner

@@ -283,7 +283,7 @@ impl Runtime {
             clean = registry.wait_empty(Instant::now() + SHUTDOWN_GRACE).await;
         }
         self.inner.shutdown.cancel();
-        // A freed slot is not a finished task: a lifecycle task still holds the registry (and
+        // A freed slot is not a finished task: a supervising task still holds the registry (and
         // the store) after it frees its slot, and a compaction outlives its actor. Every such
         // task is tracked; once they end, nothing but the caller's clones holds the store.
         // Waited for only after a clean drain: sessions still live past the grace keep their

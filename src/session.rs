@@ -75,7 +75,7 @@ pub(crate) struct SessionDeps {
     pub state_keys: Option<Arc<crate::state_keys::StateKeys>>,
     /// Memory across sessions, when the runtime has a memory store.
     pub memory: Option<MemoryDeps>,
-    /// Every task that may hold these deps (lifecycle tasks, compactions, claims, the reaper
+    /// Every task that may hold these deps (supervising tasks, compactions, claims, the reaper
     /// and renewer): a drain waits for all of them, so the store is let go of when it returns.
     pub tasks: tokio_util::task::TaskTracker,
     /// Cancelled when the runtime starts to drain: work whose result a stopping session would

@@ -62,29 +62,76 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The code of a file with its comments left out: `//` comments, doc comments included (their
-/// links name modules without using them).
-fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().filter_map(|(number, line)| {
-        let code = line.split("//").next().unwrap_or("");
-        (!code.trim().is_empty()).then_some((number + 1, code))
-    })
+/// The code of a file with its comments left out (`//` comments, doc comments included: their
+/// links name modules without using them) and its unit tests too: everything from a
+/// `#[cfg(test)]` followed by `mod tests` on, and all of a `tests.rs`. Unit tests may use any
+/// room (a registry test may start a runtime); the floors bind what ships. Lines keep their
+/// numbers.
+fn code_of(text: &str, path: &Path) -> String {
+    if path.file_name().is_some_and(|name| name == "tests.rs") {
+        return String::new();
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let tests_start = lines
+        .windows(2)
+        .position(|pair| {
+            pair[0].trim() == "#[cfg(test)]" && pair[1].trim().starts_with("mod tests")
+        })
+        .unwrap_or(lines.len());
+    lines[..tests_start]
+        .iter()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-/// The names that follow `prefix` in `line`: `crate::a::b` gives `a` for the prefix `crate::`.
-fn names_after<'a>(line: &'a str, prefix: &str) -> Vec<&'a str> {
+/// The line (from 1) of byte `at` in `code`.
+fn line_of(code: &str, at: usize) -> usize {
+    code[..at].matches('\n').count() + 1
+}
+
+/// The names that follow `prefix` in `code`, with where each is: `crate::a::b` gives `a` for
+/// the prefix `crate::`, and a group `crate::{a::X, b}` (on one line or several) gives `a` and
+/// `b`.
+fn names_after(code: &str, prefix: &str) -> Vec<(usize, String)> {
+    let is_name = |c: char| c.is_alphanumeric() || c == '_';
+    let first_name = |text: &str| -> String {
+        let text = text.trim_start();
+        text[..text.find(|c: char| !is_name(c)).unwrap_or(text.len())].to_owned()
+    };
     let mut names = Vec::new();
-    let mut rest = line;
-    while let Some(at) = rest.find(prefix) {
-        let before = rest[..at].chars().next_back();
-        rest = &rest[at + prefix.len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+    let mut from = 0;
+    while let Some(found) = code[from..].find(prefix) {
+        let at = from + found;
+        from = at + prefix.len();
+        if code[..at].chars().next_back().is_some_and(is_name) {
             continue; // `foocrate::` is not a path of this crate
         }
-        let end = rest
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        names.push(&rest[..end]);
+        let rest = &code[from..];
+        if !rest.starts_with('{') {
+            names.push((at, first_name(rest)));
+            continue;
+        }
+        // A group: its items at the outer level, each named by its first segment.
+        let mut depth = 0;
+        let mut item_start = 1;
+        for (i, c) in rest.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' | ',' if depth == 1 => {
+                    let name = first_name(&rest[item_start..i]);
+                    if !name.is_empty() && name != "self" {
+                        names.push((at, name));
+                    }
+                    item_start = i + 1;
+                    if c == '}' {
+                        break;
+                    }
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
     }
     names
 }
@@ -123,18 +170,17 @@ fn every_module_uses_only_the_floors_below_it() {
             continue;
         };
         let text = fs::read_to_string(path).expect("readable source");
-        for (number, line) in code_lines(&text) {
-            for used in names_after(line, "crate::") {
-                if used == module || used.is_empty() {
-                    continue;
-                }
-                match floor_of(used) {
-                    Some(floor) if floor > own => {}
-                    _ => against
-                        .entry(format!("{module} -> {used}"))
-                        .or_default()
-                        .push(format!("{}:{number}", path.display())),
-                }
+        let code = code_of(&text, path);
+        for (at, used) in names_after(&code, "crate::") {
+            if used == *module || used.is_empty() {
+                continue;
+            }
+            match floor_of(&used) {
+                Some(floor) if floor > own => {}
+                _ => against
+                    .entry(format!("{module} -> {used}"))
+                    .or_default()
+                    .push(format!("{}:{}", path.display(), line_of(&code, at))),
             }
         }
     }
@@ -169,21 +215,21 @@ fn only_the_router_and_the_openapi_document_use_a_route_handler() {
             .expect("a file name");
         let may_use_handlers = own == "openapi";
         let text = fs::read_to_string(path).expect("readable source");
+        let code = code_of(&text, path);
         let depth = relative.components().count();
-        for (number, line) in code_lines(&text) {
-            // A sibling is `super::x` from a file directly under src/http, and
-            // `super::super::x` one folder further down; `crate::http::x` from anywhere.
-            let mut used = names_after(line, "crate::http::");
-            if depth == 1 {
-                used.extend(names_after(line, "super::"));
-            } else if depth == 2 {
-                used.extend(names_after(line, "super::super::"));
-            }
-            for name in used {
-                let handler = HANDLERS.contains(&name) && !may_use_handlers;
-                if (handler || name == "openapi") && name != own {
-                    found.push(format!("{}:{number} uses `{name}`", path.display()));
-                }
+        // A sibling is `super::x` from a file directly under src/http, and `super::super::x`
+        // one folder further down; `crate::http::x` from anywhere.
+        let mut used = names_after(&code, "crate::http::");
+        if depth == 1 {
+            used.extend(names_after(&code, "super::"));
+        } else if depth == 2 {
+            used.extend(names_after(&code, "super::super::"));
+        }
+        for (at, name) in used {
+            let handler = HANDLERS.contains(&name.as_str()) && !may_use_handlers;
+            if (handler || name == "openapi") && name != own {
+                let line = line_of(&code, at);
+                found.push(format!("{}:{line} uses `{name}`", path.display()));
             }
         }
     }
@@ -210,20 +256,30 @@ fn the_handler_list_matches_the_router() {
 
 #[test]
 fn the_checks_see_a_back_edge_when_there_is_one() {
+    let names = |code: &str| -> Vec<String> {
+        names_after(code, "crate::")
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect()
+    };
+    assert_eq!(names("use crate::store::Store;"), ["store"]);
+    assert_eq!(names("let x = foocrate::a;"), Vec::<String>::new());
     assert_eq!(
-        names_after("use crate::store::Store;", "crate::"),
-        ["store"]
+        names("use crate::{\n    runtime::Runtime,\n    store::{InMemoryStore, Store},\n    self,\n};"),
+        ["runtime", "store"]
     );
+    let file = Path::new("src/x.rs");
+    let code = code_of(
+        "/// [x](crate::http)\nuse crate::key; // crate::http\n#[cfg(test)]\nmod tests {\n    use crate::http;\n}\n",
+        file,
+    );
+    let found = names_after(&code, "crate::");
+    assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(
-        names_after("let x = foocrate::a;", "crate::"),
-        Vec::<&str>::new()
+        (line_of(&code, found[0].0), found[0].1.as_str()),
+        (2, "key")
     );
-    assert_eq!(
-        code_lines("/// [x](crate::http)\nuse crate::key; // crate::http\n")
-            .map(|(n, l)| (n, l.trim()))
-            .collect::<Vec<_>>(),
-        [(2, "use crate::key;")]
-    );
+    assert!(code_of("use crate::http;", Path::new("src/x/tests.rs")).is_empty());
     assert!(floor_of("store").unwrap() > floor_of("session").unwrap());
     assert!(floor_of("http").unwrap() < floor_of("channel").unwrap());
 }

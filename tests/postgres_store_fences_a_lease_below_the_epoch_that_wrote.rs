@@ -4,7 +4,7 @@
 //! would let it through: the token is the session's current one.
 //!
 //! Breakage caught: the fenced append without its epoch check (`fence <= $17` in
-//! `src/store/postgres/sql.rs`) commits the write.
+//! `src/backend/postgres/sessions/sql.rs`) commits the write.
 #![cfg(feature = "postgres")]
 
 mod support;

@@ -7,8 +7,8 @@
 //! passivates, or deleting the session — is held open with `FaultyStore`'s gate while a call for
 //! the same key arrives. (A session has nothing left to flush when it stops: every event it
 //! shows was acknowledged when it was made.) Breakages these tests catch:
-//! - the lifecycle task goes on as soon as the actor is `Stopping`, without awaiting its stop
-//!   (`registry/lifecycle.rs`): the old actor's read is still held when the next activation
+//! - the supervising task goes on as soon as the actor is `Stopping`, without awaiting its stop
+//!   (`registry/supervisor.rs`): the old actor's read is still held when the next activation
 //!   loads (`a_call_during_a_held_last_read_loads_only_after_it`,
 //!   `activations_rise_only_after_the_old_actor_has_ended`);
 //! - a `Stopping` slot is dropped, so that the next message re-activates at once

@@ -6,13 +6,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::file::FileArtifactStore;
+use super::file::{FileArtifactStore, ARTIFACTS_FOLDER};
 use super::{OpenedStore, StoreUrl};
 use crate::artifact::{ArtifactError, ArtifactStore, MemoryArtifactStore};
 use crate::parse::ParseError;
-
-/// The folder of a file store's artifacts, inside its root.
-const ARTIFACTS_FOLDER: &str = "artifacts";
 
 /// Where artifacts live, as `--artifacts` and the session store say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,15 +39,9 @@ impl ArtifactPlace {
     pub fn resolve(spelled: &str, opened: &OpenedStore) -> Result<Self, ParseError> {
         Ok(match spelled {
             "off" => Self::Off,
-            "auto" => match (opened.url(), opened.file_store()) {
-                (_, Some(file)) => Self::Folder {
-                    dir: file.root().join(ARTIFACTS_FOLDER),
-                    beside: true,
-                },
-                (StoreUrl::Memory, _) => Self::Memory,
-                (StoreUrl::Redis(url) | StoreUrl::RedisCluster(url), _) => Self::Redis(url.clone()),
-                (other, _) => Self::NoneBeside(other.to_string()),
-            },
+            "auto" => {
+                Self::beside(opened).unwrap_or_else(|| Self::NoneBeside(opened.url().to_string()))
+            }
             "memory" => Self::Memory,
             _ => match spelled.strip_prefix("file:") {
                 Some(dir) if !dir.is_empty() => Self::Folder {
@@ -67,6 +58,23 @@ impl ArtifactPlace {
                 }
             },
         })
+    }
+
+    /// Where artifacts live beside `opened`'s sessions (what `auto` chooses); `None` for a
+    /// store that keeps none (PostgreSQL). Exhaustive on purpose: a new spelling says here
+    /// where its artifacts live.
+    pub fn beside(opened: &OpenedStore) -> Option<Self> {
+        match opened.url() {
+            StoreUrl::Memory => Some(Self::Memory),
+            StoreUrl::DataFolder | StoreUrl::Folder(_) | StoreUrl::TempFolder => {
+                opened.file_store().map(|file| Self::Folder {
+                    dir: file.root().join(ARTIFACTS_FOLDER),
+                    beside: true,
+                })
+            }
+            StoreUrl::Redis(url) | StoreUrl::RedisCluster(url) => Some(Self::Redis(url.clone())),
+            StoreUrl::Postgres(_) => None,
+        }
     }
 
     /// Opens the artifact store, with `limit` bytes per version; `None` for `Off` and

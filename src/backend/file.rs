@@ -14,6 +14,7 @@ mod pairings;
 mod sessions;
 
 pub use artifacts::FileArtifactStore;
+pub use layout::{ARTIFACTS_FOLDER, MEMORY_FOLDER};
 pub use memory::{FileMemory, MAX_LOADED_USERS};
 pub use pairings::{FilePairingStore, PAIRINGS_FILE};
 #[cfg(feature = "testing")]

@@ -2,11 +2,13 @@
 //!
 //! The kit — what every family kept in PostgreSQL shares — is [`PostgresOptions`] (pool, schema,
 //! timeouts), `tls` ([`SslMode`] as libpq spells it) and `schema` (the tables and their
-//! migrations, [`LAYOUT_VERSION`]); the pool and its bounded statements live in the session
+//! migrations, [`LAYOUT_VERSION`]) and `errors` (the driver's and the pool's errors as the
+//! families' errors); the pool and its bounded statements live in the session
 //! store, whose handle the other families share. On it: the session store ([`PostgresStore`])
 //! and pairings ([`PostgresPairingStore`]). Artifacts and memory are not kept in PostgreSQL:
 //! [`open_backend`](super::open_backend) says so rather than putting them elsewhere.
 
+mod errors;
 mod options;
 mod pairings;
 mod schema;

@@ -1,14 +1,16 @@
 //! Redis and Redis Cluster (feature `redis`).
 //!
 //! The kit — what every family kept in Redis shares — is `conn` (connecting to a standalone
-//! Redis or a Cluster, bounded waits, finding a Cluster's nodes) and [`RedisOptions`] (the
-//! prefix every key lives under, checked once here, and the timeouts). On it: the session store
+//! Redis or a Cluster, bounded waits, finding a Cluster's nodes), [`RedisOptions`] (the
+//! prefix every key lives under and the timeouts) and `errors` (Redis errors as the families'
+//! errors, and the one check of a prefix). On it: the session store
 //! ([`RedisStore`]), pairings ([`RedisPairingStore`]), artifacts ([`RedisArtifactStore`]) and
 //! memory across sessions ([`RedisMemory`]), all under one prefix so that one Redis holds a
 //! deployment's families side by side.
 
 mod artifacts;
 pub(crate) mod conn;
+mod errors;
 mod memory;
 mod options;
 mod pairings;

@@ -22,7 +22,7 @@ const EXPECTED: &str = "expected memory, file, file:PATH, file:tmp, redis://HOST
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreUrl {
-    /// `memory`: an [`InMemoryStore`](super::InMemoryStore); gone when the process exits.
+    /// `memory`: an [`InMemoryStore`](crate::store::InMemoryStore); gone when the process exits.
     Memory,
     /// `file`: the JSON file store in the data folder — `$TURNSTILE_HOME`, else
     /// `$XDG_DATA_HOME/turnstile`, else `~/.local/share/turnstile` (see

@@ -132,7 +132,7 @@ pub(crate) enum Route<M> {
 
 /// What the caller does after a transition, outside its lock.
 pub(crate) struct Effects<M> {
-    /// Start a lifecycle task for this new slot.
+    /// Start a supervising task for this new slot.
     pub spawn: Option<(SessionKey, Arc<SessionShared>)>,
     /// Answer these messages' callers with the error (turns and clears; deletes never land
     /// here, they still run).

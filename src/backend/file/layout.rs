@@ -10,6 +10,12 @@ use sha2::{Digest, Sha256};
 use crate::key::SessionKey;
 use crate::store::StoreError;
 
+/// The folder of a file backend's artifacts, inside its root.
+pub const ARTIFACTS_FOLDER: &str = "artifacts";
+
+/// The folder of a file backend's memory across sessions, inside its root.
+pub const MEMORY_FOLDER: &str = "memory";
+
 /// Longest folder name the encoder emits. File systems allow 255 bytes per name component;
 /// staying well below leaves room for editors' and tools' temporary suffixes.
 pub(super) const MAX_NAME_BYTES: usize = 200;

@@ -9,7 +9,7 @@
 use deadpool_postgres::Client;
 use sha2::{Digest, Sha256};
 
-use super::sessions::codec::pg_error;
+use super::errors::pg_error;
 use crate::store::StoreError;
 
 /// The migrations, oldest first; the database layout version is how many of them ran.

@@ -4,7 +4,7 @@
 //! (head, events, shared state) in one transaction. See `docs/stores.md` for the tables.
 
 mod append;
-pub(super) mod codec;
+mod codec;
 mod leases;
 mod removal;
 mod sql;
@@ -21,11 +21,9 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use tokio_postgres::types::ToSql;
 
-use self::codec::{
-    bigint, connection_lost, corrupt, decode_events, decode_head, decode_state, pg_error,
-    pool_error, unavailable, StoredHead,
-};
+use self::codec::{bigint, corrupt, decode_events, decode_head, decode_state, StoredHead};
 use self::sql::Sql;
+use super::errors::{self, connection_lost, pg_error, pool_error, unavailable};
 use super::options::PostgresOptions;
 use super::tls::{SslMode, Tls};
 use super::{options, schema, tls};

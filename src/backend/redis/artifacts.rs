@@ -85,15 +85,7 @@ impl RedisArtifactStore {
         max_bytes: u64,
     ) -> Result<Self, ArtifactError> {
         let prefix = options.prefix();
-        let ok = !prefix.is_empty()
-            && prefix
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-        if !ok {
-            return Err(unavailable(format!(
-                "redis key prefix {prefix:?} must be A-Z a-z 0-9 _ - . :"
-            )));
-        }
+        super::errors::check_prefix(prefix).map_err(unavailable)?;
         let options = options
             .clone()
             .with_connect_timeout(CONNECT_TIMEOUT)

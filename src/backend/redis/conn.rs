@@ -15,8 +15,8 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use super::errors::unavailable;
 use super::options::RedisOptions;
-use super::sessions::codec::unavailable;
 use crate::key::SessionKey;
 use crate::store::StoreError;
 

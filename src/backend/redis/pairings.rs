@@ -25,8 +25,6 @@ use crate::store::StoreError;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Bound on one command's answer.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest accepted key prefix, as for the session store.
-const MAX_PREFIX_BYTES: usize = 64;
 
 /// Hex-encodes a string inside a script, exactly as [`hex::encode`] does.
 const HEX_LUA: &str = r"
@@ -96,16 +94,7 @@ impl RedisPairingStore {
     /// Connects to `url` and keeps pairings under `prefix` (the session store's default is
     /// `turnstile`): ASCII letters, digits, `_ - . :`.
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, PairingError> {
-        let ok = !prefix.is_empty()
-            && prefix.len() <= MAX_PREFIX_BYTES
-            && prefix
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-        if !ok {
-            return Err(PairingError::InvalidRequest(format!(
-                "redis key prefix {prefix:?} must be 1..={MAX_PREFIX_BYTES} of A-Z a-z 0-9 _ - . :"
-            )));
-        }
+        super::errors::check_prefix(prefix).map_err(PairingError::InvalidRequest)?;
         let options = RedisOptions::default()
             .with_connect_timeout(CONNECT_TIMEOUT)
             .with_response_timeout(RESPONSE_TIMEOUT);

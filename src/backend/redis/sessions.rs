@@ -6,7 +6,7 @@
 //! `docs/stores.md` for the key layout and what is promised when a follow-up write fails.
 
 mod append;
-pub(super) mod codec;
+mod codec;
 pub(crate) mod keys;
 mod layout;
 mod leases;
@@ -24,10 +24,11 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use redis::{RedisError, Script};
 
-use self::codec::{corrupt, decode_events, decode_head, decode_state, redis_error, StoredHead};
+use self::codec::{corrupt, decode_events, decode_head, decode_state, StoredHead};
 use self::keys::{gc_member, Keys, SessionKeys};
 use self::replicated::Replicated;
 use super::conn::{self, Connection};
+use super::errors::{self, redis_error};
 use super::options::{self, RedisOptions};
 use crate::key::SessionKey;
 use crate::state::{Event, Seq, SplitDelta, StateMap};
@@ -183,7 +184,7 @@ impl RedisStore {
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.deadline, exchange).await {
             Ok(result) => result.map_err(|e| redis_error(&about.to_string(), e)),
-            Err(_) => Err(codec::unavailable(format!(
+            Err(_) => Err(errors::unavailable(format!(
                 "no answer within {:?}",
                 self.deadline
             ))),

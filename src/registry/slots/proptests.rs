@@ -48,7 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
 /// One key's actors as the harness sees them.
 #[derive(Default)]
 struct Actors {
-    /// A lifecycle task is about to spawn an actor with this pending count.
+    /// A supervising task is about to spawn an actor with this pending count.
     spawning: Option<Arc<SessionShared>>,
     /// The actor spawned and not ended, with how many of its messages it processed.
     alive: Option<(Inbox, Arc<SessionShared>, usize)>,

@@ -18,7 +18,7 @@ impl<A: Mailbox> Slots<A> {
     /// The session's actor is up: deliver what was held and mark it live.
     ///
     /// # Panics
-    /// When `key` has no `Starting` slot: only the lifecycle task of a starting slot publishes.
+    /// When `key` has no `Starting` slot: only the supervising task of a starting slot publishes.
     pub(crate) fn publish(
         &mut self,
         key: &SessionKey,
@@ -27,7 +27,7 @@ impl<A: Mailbox> Slots<A> {
         fx: &mut Effects<A::Msg>,
     ) {
         let Some(Slot::Starting { shared, held }) = self.slots.pop(key) else {
-            unreachable!("only the lifecycle task of a Starting slot publishes");
+            unreachable!("only the supervising task of a Starting slot publishes");
         };
         let deadline = now + self.limits.idle_ttl;
         fx.wake_reaper = self

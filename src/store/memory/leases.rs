@@ -12,7 +12,7 @@ use crate::key::SessionKey;
 use crate::store::lease::not_owner;
 use crate::store::{Claim, Claimant, Lease, Leases, Owner, Renewal, StoreError};
 
-/// The leases of an [`InMemoryStore`](super::MemoryStore). Expiry follows tokio's clock, so tests
+/// The leases of an [`InMemoryStore`](super::InMemoryStore). Expiry follows tokio's clock, so tests
 /// that pause time control it.
 #[derive(Debug, Default)]
 pub(crate) struct MemoryLeases {

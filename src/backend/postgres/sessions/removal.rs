@@ -1,6 +1,7 @@
 //! Removing sessions — one, a user's, or those gc chooses: heads first, then their events.
 
-use super::codec::{bigint, pg_error};
+use super::codec::bigint;
+use super::errors::pg_error;
 use super::{PostgresStore, BATCH};
 use crate::key::SessionKey;
 use crate::store::{GcPolicy, GcReport, StoreError};

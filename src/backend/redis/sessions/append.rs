@@ -210,7 +210,7 @@ impl RedisStore {
         match Store::read_events(self, key, first.seq, events.len()).await {
             Ok(stored) => Ok(stored.len() == events.len()
                 && stored.iter().zip(events).all(|(s, mine)| s.id == mine.id)),
-            Err(error) => Err(super::codec::unavailable(format!(
+            Err(error) => Err(super::errors::unavailable(format!(
                 "the append met a newer version and reading back whether it was its own failed \
                  ({error}): its outcome is unknown"
             ))),

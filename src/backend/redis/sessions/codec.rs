@@ -3,36 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use redis::RedisError;
-
 use super::keys::SessionKeys;
 use crate::key::SessionKey;
 use crate::state::{Event, SchemaError, Seq, SessionRecord, StateDelta, StateMap};
 use crate::store::StoreError;
-
-pub(crate) fn unavailable(detail: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable {
-        backend: "redis",
-        detail: detail.to_string(),
-    }
-}
-
-/// Maps a Redis error: the server's or the network's trouble is `Unavailable`; a reply of the
-/// wrong shape means a key holds data this store did not write, which is `Corrupt`.
-pub(super) fn redis_error(about: &str, e: RedisError) -> StoreError {
-    let wrong_data = matches!(
-        e.kind(),
-        redis::ErrorKind::UnexpectedReturnType | redis::ErrorKind::Parse
-    ) || e.code() == Some("WRONGTYPE");
-    if wrong_data {
-        StoreError::Corrupt {
-            key: about.to_owned(),
-            detail: format!("redis: {e}"),
-        }
-    } else {
-        unavailable(e)
-    }
-}
 
 pub(super) fn corrupt(key: &SessionKey, detail: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt {

@@ -28,9 +28,6 @@ pub(crate) const LAYOUT_VERSION: u32 = 3;
 /// [`LAYOUT_VERSION`]. Its builds do not write the mirror, so none may still run on the prefix.
 pub(crate) const UPGRADES_FROM: u32 = 2;
 
-/// Longest accepted key prefix; a prefix only separates deployments.
-const MAX_PREFIX_BYTES: usize = 64;
-
 /// Hex digits of the digest inside the hash tag: 64 bits spread sessions evenly over the 16,384
 /// slots, and are short enough to keep keys small.
 const TAG_HEX: usize = 16;
@@ -60,16 +57,7 @@ impl Keys {
     /// Checks the prefix: ASCII letters, digits, `_`, `-`, `.` and `:` only, so it can never
     /// open a hash tag or a pattern.
     pub(super) fn new(prefix: &str) -> Result<Self, StoreError> {
-        let ok = !prefix.is_empty()
-            && prefix.len() <= MAX_PREFIX_BYTES
-            && prefix
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-        if !ok {
-            return Err(StoreError::InvalidRequest(format!(
-                "redis key prefix {prefix:?} must be 1..={MAX_PREFIX_BYTES} of A-Z a-z 0-9 _ - . :"
-            )));
-        }
+        super::errors::check_prefix(prefix).map_err(StoreError::InvalidRequest)?;
         Ok(Self {
             prefix: prefix.to_owned(),
         })

@@ -24,8 +24,8 @@ use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleResult};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 
-use super::codec::{redis_error, unavailable};
 use super::conn;
+use super::errors::{redis_error, unavailable};
 use super::options::RedisOptions;
 
 mod masters;

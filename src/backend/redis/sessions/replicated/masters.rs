@@ -20,8 +20,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{AsyncConnectionConfig, Script, Value};
 
+use super::super::errors::{redis_error, unavailable};
 use super::Manager;
-use crate::backend::redis::sessions::codec::{redis_error, unavailable};
 use crate::store::StoreError;
 
 /// How a pool of one master is built, and how long the map of masters may take to read.

@@ -5,15 +5,14 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::file::FileMemory;
-use super::{open_pairings, open_store, ArtifactPlace, OpenStoreError, OpenedStore, StoreUrl};
+use super::file::MEMORY_FOLDER;
+use super::{
+    open_memory, open_pairings, open_store, ArtifactPlace, OpenStoreError, OpenedStore, StoreUrl,
+};
 use crate::artifact::{ArtifactError, ArtifactStore};
-use crate::memory::{InMemory, MemoryError, MemoryStore};
+use crate::memory::{MemoryError, MemorySpec, MemoryStore};
 use crate::pairing::{PairingError, PairingStore};
 use crate::store::Store;
-
-/// The folder of a file backend's memory across sessions, inside its root (beside `artifacts/`).
-pub const MEMORY_FOLDER: &str = "memory";
 
 /// A kind of data a backend may keep, each behind its own trait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +128,8 @@ impl Backend {
     pub fn keeps(&self, family: Family) -> bool {
         match family {
             Family::Sessions | Family::Pairings => true,
-            Family::Artifacts | Family::Memory => self.name() != "postgres",
+            Family::Artifacts => ArtifactPlace::beside(&self.opened).is_some(),
+            Family::Memory => memory_beside(&self.opened).is_some(),
         }
     }
 
@@ -155,65 +155,31 @@ impl Backend {
         &self,
         max_bytes: u64,
     ) -> Result<Arc<dyn ArtifactStore>, BackendError> {
-        let failed = |source| BackendError::Artifacts {
-            url: self.opened.url().clone(),
-            source,
-        };
-        let place = ArtifactPlace::resolve("auto", &self.opened)
-            .expect("`auto` is always a spelling of a place");
-        match place.open(max_bytes).await.map_err(failed)? {
-            Some(store) => Ok(store),
-            None => Err(self.not_kept(Family::Artifacts)),
-        }
+        let place =
+            ArtifactPlace::beside(&self.opened).ok_or_else(|| self.not_kept(Family::Artifacts))?;
+        let opened = place
+            .open(max_bytes)
+            .await
+            .map_err(|source| BackendError::Artifacts {
+                url: self.opened.url().clone(),
+                source,
+            })?;
+        opened.ok_or_else(|| self.not_kept(Family::Artifacts))
     }
 
     /// Opens the memory across sessions kept beside the sessions: in memory, a file backend's
-    /// `memory/` folder, or the same Redis under
+    /// `memory/` folder, or the same (standalone) Redis under
     /// [`REDIS_MEMORY_PREFIX`](super::REDIS_MEMORY_PREFIX). [`BackendError::NotKept`] for a
-    /// backend that keeps none (PostgreSQL).
-    ///
-    /// A file backend's folder is read on tokio's blocking pool.
+    /// backend that keeps none: PostgreSQL, and Redis Cluster (memory talks to one node).
     pub async fn open_memory(&self) -> Result<Arc<dyn MemoryStore>, BackendError> {
-        let url = self.opened.url();
-        let failed = |source| BackendError::Memory {
-            url: url.clone(),
-            source,
-        };
-        match url {
-            StoreUrl::Memory => Ok(Arc::new(InMemory::new())),
-            StoreUrl::DataFolder | StoreUrl::Folder(_) | StoreUrl::TempFolder => {
-                let file = self
-                    .opened
-                    .file_store()
-                    .expect("a file URL opens a file store");
-                let dir = file.root().join(MEMORY_FOLDER);
-                let opened = tokio::task::spawn_blocking(move || FileMemory::open(dir))
-                    .await
-                    .map_err(|e| {
-                        failed(MemoryError::Unavailable {
-                            backend: "file",
-                            detail: format!("the open task did not finish: {e}"),
-                        })
-                    })?;
-                Ok(Arc::new(opened.map_err(failed)?))
-            }
-            #[cfg(feature = "redis")]
-            StoreUrl::Redis(address) | StoreUrl::RedisCluster(address) => {
-                let memory =
-                    super::redis::RedisMemory::connect(address, super::REDIS_MEMORY_PREFIX)
-                        .await
-                        .map_err(failed)?;
-                Ok(Arc::new(memory))
-            }
-            #[cfg(not(feature = "redis"))]
-            StoreUrl::Redis(_) | StoreUrl::RedisCluster(_) => {
-                Err(failed(MemoryError::Unavailable {
-                    backend: "redis",
-                    detail: "this build has no Redis support (feature `redis`)".into(),
-                }))
-            }
-            StoreUrl::Postgres(_) => Err(self.not_kept(Family::Memory)),
-        }
+        let spec = memory_beside(&self.opened).ok_or_else(|| self.not_kept(Family::Memory))?;
+        let opened = open_memory(&spec)
+            .await
+            .map_err(|source| BackendError::Memory {
+                url: self.opened.url().clone(),
+                source,
+            })?;
+        opened.ok_or_else(|| self.not_kept(Family::Memory))
     }
 
     fn not_kept(&self, family: Family) -> BackendError {
@@ -221,6 +187,19 @@ impl Backend {
             backend: self.name(),
             family,
         }
+    }
+}
+
+/// Where the memory across sessions of `opened`'s backend lives; `None` where it keeps none.
+/// Exhaustive on purpose: a new spelling says here whether memory lives beside it.
+fn memory_beside(opened: &OpenedStore) -> Option<MemorySpec> {
+    match opened.url() {
+        StoreUrl::Memory => Some(MemorySpec::Memory),
+        StoreUrl::DataFolder | StoreUrl::Folder(_) | StoreUrl::TempFolder => opened
+            .file_store()
+            .map(|file| MemorySpec::File(file.root().join(MEMORY_FOLDER))),
+        StoreUrl::Redis(url) => Some(MemorySpec::Redis(url.clone())),
+        StoreUrl::RedisCluster(_) | StoreUrl::Postgres(_) => None,
     }
 }
 
