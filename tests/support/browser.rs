@@ -154,6 +154,8 @@ impl Browser {
             .arg("--allowed-ips=127.0.0.1")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A process group of its own, which the Chromium it starts joins: see `Drop`.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .expect("start chromedriver");
@@ -370,9 +372,11 @@ impl Browser {
             .to_owned()
     }
 
-    /// Ends the browser session and chromedriver, then removes the profile folder.
+    /// Ends the browser session, chromedriver and every Chromium process, then removes the
+    /// profile folder.
     pub async fn stop(mut self) {
         let _ = self.client.clone().close().await;
+        self.kill_group();
         let _ = self.driver.kill().await;
         let _ = self.driver.wait().await;
         let profile = self.profile.take().expect("stop runs once");
@@ -390,6 +394,16 @@ impl Browser {
         })
         .await;
         drop(profile);
+    }
+
+    /// Kills chromedriver's process group: chromedriver and the Chromium processes it started.
+    fn kill_group(&self) {
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 
     /// The page's width as laid out (the widest of the document and its body), in CSS pixels.
@@ -436,6 +450,24 @@ impl Browser {
                 )
             })
             .collect()
+    }
+}
+
+/// A test that fails before [`Browser::stop`] still leaves no Chromium running and no profile
+/// folder behind (without this a failed test's Chromium lived on, writing into its profile).
+impl Drop for Browser {
+    fn drop(&mut self) {
+        self.kill_group();
+        if let Some(profile) = self.profile.take() {
+            let path = profile.path().to_owned();
+            // Killed processes may still hold the folder for an instant: a few tries, no wait.
+            for _ in 0..100 {
+                match std::fs::remove_dir_all(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => continue,
+                    _ => break,
+                }
+            }
+        }
     }
 }
 
