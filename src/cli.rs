@@ -13,6 +13,7 @@ mod mcp_arg;
 #[cfg(feature = "http")]
 mod serve;
 mod sessions;
+mod sse;
 
 /// One actor per live conversation session, for chat and LLM-agent backends.
 #[derive(Debug, Parser)]

@@ -1,6 +1,7 @@
 //! In a real browser: the operator console lists a session as running while its slow turn
 //! runs and idle after it, its charts take a point from each stats snapshot, "Passivate"
-//! removes the session from the live list, and a user token is refused (403) with a message.
+//! removes the session from the live list, and a user token is sent back to the sign-in card
+//! with a message asking for an admin token.
 //! A screenshot of the console is written under `target/console-screenshots/`.
 
 #![cfg(feature = "http")]
@@ -74,9 +75,10 @@ async fn the_console_follows_a_slow_turn_and_passivates_the_session() {
     browser.sign_in(&server.url("/console"), ALICE, None).await;
     browser
         .until_true(
-            "a user token is refused with a message",
+            "a user token is asked for an admin token at once",
             "const n = document.getElementById('notice');
-             return !n.hidden && n.textContent.includes('403');",
+             return !n.hidden && n.textContent.includes('needs an admin token')
+                 && !document.getElementById('signin').hidden;",
         )
         .await;
     browser.stop().await;

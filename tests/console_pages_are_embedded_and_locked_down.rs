@@ -22,7 +22,7 @@ fn plain_get(uri: &str) -> Request<Body> {
 #[tokio::test]
 async fn pages_carry_a_strict_csp_and_name_only_served_assets() {
     let gw = TestGateway::new(EchoAgent);
-    for page in ["/", "/console"] {
+    for page in ["/", "/console", "/inspect"] {
         let (status, headers, html) = gw.send_raw(plain_get(page)).await;
         assert_eq!(status, StatusCode::OK, "{page}");
         assert!(headers[header::CONTENT_TYPE]
@@ -55,6 +55,8 @@ async fn pages_carry_a_strict_csp_and_name_only_served_assets() {
             let kind = headers[header::CONTENT_TYPE].to_str().unwrap();
             let want = if asset.ends_with(".js") {
                 "text/javascript"
+            } else if asset.ends_with(".svg") {
+                "image/svg+xml"
             } else {
                 "text/css"
             };

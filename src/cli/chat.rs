@@ -2,6 +2,9 @@
 //! runtime and store as `serve`. Replies stream as they come; Ctrl-C interrupts the reply (the
 //! partial reply stays in the history, marked interrupted), not the program; Ctrl-D or `/quit`
 //! leaves, after the session is flushed.
+//!
+//! With `--url`, the conversation goes to a running `turnstile serve` instead (`chat/remote.rs`):
+//! the store stays the server's, and so do the agent and its settings.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -17,11 +20,30 @@ use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use super::limits_arg::TurnLimitArgs;
 use super::mcp_arg::{self, McpArgs};
 
+#[cfg(feature = "http")]
+mod remote;
+
 /// Options of `turnstile chat`.
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     /// The session, as `USER/SESSION`.
     session: String,
+    /// Talk to a running `turnstile serve` at this URL (`http://127.0.0.1:8080`) over HTTP and
+    /// server-sent events, instead of opening a store: the server's store, agent and settings
+    /// are used, and the store, agent and model options here are refused.
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["store", "agent", "latency", "chunks"])]
+    url: Option<String>,
+    /// With `--url`: the environment variable that holds the bearer token (never the token
+    /// itself, which other users of the machine could read on the command line).
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "VAR", requires = "url")]
+    token_env: Option<String>,
+    /// With `--url`: how many of the session's newest events to show on opening (0..=1000).
+    #[cfg(feature = "http")]
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "url",
+        value_parser = clap::value_parser!(u16).range(0..=1000))]
+    history: u16,
     /// The store, as for `serve` (`file`, `file:PATH`, `memory`, `redis://…`,
     /// `redis+cluster://…`, `postgres://…`).
     #[arg(long, default_value = "file")]
@@ -46,6 +68,12 @@ pub struct ChatArgs {
 /// Runs the conversation until Ctrl-D or `/quit`, then flushes the session.
 pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
     let key = parse_key(&args.session)?;
+    #[cfg(feature = "http")]
+    if let Some(url) = &args.url {
+        let remote = remote::Remote::new(url, args.token_env.as_deref(), key)?;
+        let history = usize::from(args.history).min(remote::MAX_HISTORY);
+        return remote::run(remote, history, interrupts()?).await;
+    }
     let mcp = mcp_arg::connect(&args.mcp, args.agent == AgentChoice::OpenAi).await?;
     let talked = chat(&args, &key, &mcp).await;
     mcp.shutdown().await;

@@ -1,5 +1,5 @@
-//! The pages `serve` shows: `/` (chat with one's sessions) and `/console` (live sessions, for
-//! operators). Every asset is compiled into the binary; the pages hold no inline script or
+//! The pages `serve` shows: `/` (chat with one's sessions), `/console` (live sessions, for
+//! operators) and `/inspect` (one session's state, timing, events and artifacts). Every asset is compiled into the binary; the pages hold no inline script or
 //! style, and their Content-Security-Policy allows only this origin's files, so text a user
 //! typed can never run as code even if some page code mistakenly wrote it as HTML. The pages
 //! call the same JSON API as any client, with the token the person typed, kept in the tab's
@@ -30,6 +30,7 @@ struct Asset {
 
 const CHAT_PAGE: &str = include_str!("console/index.html");
 const CONSOLE_PAGE: &str = include_str!("console/console.html");
+const INSPECT_PAGE: &str = include_str!("console/inspect.html");
 
 /// Files under `/assets/`.
 const ASSETS: &[Asset] = &[
@@ -53,14 +54,31 @@ const ASSETS: &[Asset] = &[
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("console/console.js"),
     },
+    Asset {
+        name: "inspect.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("console/inspect.js"),
+    },
+    Asset {
+        name: "favicon.svg",
+        content_type: FAVICON_TYPE,
+        body: FAVICON,
+    },
 ];
+
+/// The pages' icon, also answered at `/favicon.ico` (which browsers ask for on their own) so
+/// that no page load logs a 404.
+const FAVICON: &str = include_str!("console/favicon.svg");
+const FAVICON_TYPE: &str = "image/svg+xml";
 
 /// The page routes. They need no token: the pages are the same for everyone and ask for one.
 pub(crate) fn routes() -> Router<Gateway> {
     Router::new()
         .route("/", get(|| async { page(CHAT_PAGE) }))
         .route("/console", get(|| async { page(CONSOLE_PAGE) }))
+        .route("/inspect", get(|| async { page(INSPECT_PAGE) }))
         .route("/assets/{name}", get(asset))
+        .route("/favicon.ico", get(favicon))
 }
 
 fn page(html: &'static str) -> Response {
@@ -83,6 +101,12 @@ async fn asset(Path(name): Path<String>) -> Result<Response, ApiError> {
     let mut response = ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response();
     common_headers(response.headers_mut());
     Ok(response)
+}
+
+async fn favicon() -> Response {
+    let mut response = ([(header::CONTENT_TYPE, FAVICON_TYPE)], FAVICON).into_response();
+    common_headers(response.headers_mut());
+    response
 }
 
 /// No sniffing a type other than the one given, no `Referer` leaving the page, and no cache
@@ -109,7 +133,7 @@ mod tests {
 
     #[test]
     fn pages_carry_no_inline_script_or_style_and_name_only_embedded_assets() {
-        for html in [CHAT_PAGE, CONSOLE_PAGE] {
+        for html in [CHAT_PAGE, CONSOLE_PAGE, INSPECT_PAGE] {
             let lower = html.to_lowercase();
             assert!(!lower.contains("<script>"), "an inline script");
             assert!(!lower.contains("<style"), "an inline style");
@@ -124,7 +148,8 @@ mod tests {
                 let target = src.split('"').next().unwrap_or_default();
                 let name = target.trim_start_matches("/assets/");
                 assert!(
-                    target == "/" || target == "/console" || ASSETS.iter().any(|a| a.name == name),
+                    ["/", "/console", "/inspect"].contains(&target)
+                        || ASSETS.iter().any(|a| a.name == name),
                     "{target} is not embedded"
                 );
             }

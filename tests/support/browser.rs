@@ -1,7 +1,9 @@
 //! A real browser for the page tests: headless Chromium driven over WebDriver (chromedriver on
 //! a free loopback port), against a `turnstile serve` started on a free port with the mock
 //! agent. Both processes are started per test and killed when dropped. Missing Chromium or
-//! chromedriver fails the test with the command that installs them.
+//! chromedriver fails the test with the command that installs them; so does a missing axe-core
+//! for the accessibility checks. Each browser gets a profile folder of its own in a temporary
+//! folder that [`Browser::stop`] (or dropping the browser) removes.
 
 #![allow(dead_code)]
 
@@ -55,12 +57,23 @@ impl Server {
 
     /// Starts `serve` with the agent these arguments choose (`--agent openai --base-url …`).
     pub async fn with_agent(agent: &[&str]) -> Self {
+        Self::at("127.0.0.1:0", agent).await
+    }
+
+    /// Starts `serve` again where `self` was (after [`Server::stop`]), with the mock agent: a
+    /// server that comes back, with an empty memory store.
+    pub async fn restart_at(base: &str) -> Self {
+        let addr = base.trim_start_matches("http://");
+        Self::at(addr, &["--agent", "mock", "--latency", "10"]).await
+    }
+
+    async fn at(addr: &str, agent: &[&str]) -> Self {
         let tokens = tempfile::tempdir().expect("a temporary folder");
         let file = tokens.path().join("tokens");
         std::fs::write(&file, format!("{ADMIN} admin\n{ALICE} user:alice\n"))
             .expect("write the tokens file");
         let mut child = Command::new(TURNSTILE)
-            .args(["serve", "--addr", "127.0.0.1:0", "--store", "memory"])
+            .args(["serve", "--addr", addr, "--store", "memory"])
             .args(agent)
             .arg("--tokens")
             .arg(&file)
@@ -106,7 +119,15 @@ pub struct Browser {
     /// The WebDriver client.
     pub client: Client,
     driver: Child,
+    /// Chromium's profile (`--user-data-dir`): without one chromedriver makes a ~2 MB folder
+    /// in the temporary folder per session and never removes it.
+    profile: Option<tempfile::TempDir>,
 }
+
+/// Desktop and phone widths the page tests look at (CSS pixels).
+pub const DESKTOP: (u32, u32) = (1280, 800);
+/// The narrowest phone the pages are made for.
+pub const PHONE: (u32, u32) = (360, 740);
 
 fn require(path: &str) {
     assert!(
@@ -117,8 +138,14 @@ fn require(path: &str) {
 }
 
 impl Browser {
-    /// Starts chromedriver on a free port and opens a headless window.
+    /// Starts chromedriver on a free port and opens a headless window of 1280×900.
     pub async fn start() -> Self {
+        Self::sized(1280, 900).await
+    }
+
+    /// Starts chromedriver on a free port and opens a headless window whose page (viewport)
+    /// is `width`×`height` CSS pixels.
+    pub async fn sized(width: u32, height: u32) -> Self {
         require(CHROMIUM);
         require(CHROMEDRIVER);
         let port = free_port();
@@ -127,10 +154,16 @@ impl Browser {
             .arg("--allowed-ips=127.0.0.1")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A process group of its own, which the Chromium it starts joins: see `Drop`.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .expect("start chromedriver");
         let url = format!("http://127.0.0.1:{port}");
+        let profile = tempfile::Builder::new()
+            .prefix("turnstile-chromium-")
+            .tempdir()
+            .expect("a temporary profile folder");
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
@@ -138,7 +171,9 @@ impl Browser {
                 "binary": CHROMIUM,
                 // No sandbox: tests run as root in CI, where Chromium refuses its sandbox.
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,900",
+                         "--disable-dev-shm-usage",
+                         format!("--window-size={width},{height}"),
+                         format!("--user-data-dir={}", profile.path().display()),
                          "--no-first-run", "--disable-extensions"],
             }),
         );
@@ -152,7 +187,31 @@ impl Browser {
                 .await
         })
         .await;
-        Self { client, driver }
+        let browser = Self {
+            client,
+            driver,
+            profile: Some(profile),
+        };
+        // The window holds some browser chrome even when headless: grow it by that much, so
+        // that the page itself is `width`×`height`.
+        let sizes = browser
+            .eval("return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight];")
+            .await;
+        let extra = |i: usize| u32::try_from(sizes[i].as_u64().unwrap_or(0)).unwrap_or(0);
+        browser
+            .client
+            .set_window_size(width + extra(0), height + extra(1))
+            .await
+            .expect("size the window");
+        let inner = browser
+            .eval("return [window.innerWidth, window.innerHeight];")
+            .await;
+        assert_eq!(
+            inner,
+            json!([width, height]),
+            "the page is {width}×{height} CSS pixels"
+        );
+        browser
     }
 
     /// Opens `url` and signs in with `token` (and, for an admin on the chat page, `as_user`).
@@ -222,6 +281,47 @@ impl Browser {
         self.visible(css).await.send_keys(text).await.expect("type");
     }
 
+    /// Presses and releases `key` on whatever has the focus, as a keyboard would.
+    pub async fn press(&self, key: fantoccini::key::Key) {
+        use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+        let value = char::from(key);
+        let actions = KeyActions::new("keyboard".into())
+            .then(KeyAction::Down { value })
+            .then(KeyAction::Up { value });
+        self.client
+            .perform_actions(actions)
+            .await
+            .expect("press a key");
+    }
+
+    /// Presses Tab until the focus is on the element `css` names (at most `max_tabs` times), as
+    /// a person without a mouse would: fails if it cannot be reached.
+    pub async fn tab_to(&self, css: &str, max_tabs: usize) {
+        let check = format!(
+            "return document.activeElement !== null && document.activeElement.matches({});",
+            serde_json::to_string(css).expect("a JSON string")
+        );
+        for _ in 0..max_tabs {
+            if self.eval(&check).await == Value::Bool(true) {
+                return;
+            }
+            self.press(fantoccini::key::Key::Tab).await;
+        }
+        let at = self
+            .eval("const a = document.activeElement; return a ? a.outerHTML.slice(0, 200) : null;")
+            .await;
+        panic!("{css} was not reached with {max_tabs} presses of Tab; the focus is on {at}");
+    }
+
+    /// Whether the focus is on the element `css` names.
+    pub async fn focused(&self, css: &str) -> bool {
+        let check = format!(
+            "return document.activeElement !== null && document.activeElement.matches({});",
+            serde_json::to_string(css).expect("a JSON string")
+        );
+        self.eval(&check).await == Value::Bool(true)
+    }
+
     /// Runs `script` (a function body that `return`s a JSON value) in the page.
     pub async fn eval(&self, script: &str) -> Value {
         self.client
@@ -263,11 +363,153 @@ impl Browser {
         path
     }
 
-    /// Ends the browser session and chromedriver.
-    pub async fn stop(mut self) {
-        let _ = self.client.close().await;
-        let _ = self.driver.kill().await;
+    /// The profile folder Chromium writes to (removed by [`Browser::stop`]).
+    pub fn profile(&self) -> PathBuf {
+        self.profile
+            .as_ref()
+            .expect("the profile lives until stop")
+            .path()
+            .to_owned()
     }
+
+    /// Ends the browser session, chromedriver and every Chromium process, then removes the
+    /// profile folder.
+    pub async fn stop(mut self) {
+        let _ = self.client.clone().close().await;
+        self.kill_group();
+        let _ = self.driver.kill().await;
+        let _ = self.driver.wait().await;
+        let profile = self.profile.take().expect("stop runs once");
+        let path = profile.path().to_owned();
+        // Chromium's last processes may still write for a moment after the session closed.
+        eventually_ok("the browser profile folder is removed", POLL, || {
+            let path = path.clone();
+            async move {
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await;
+        drop(profile);
+    }
+
+    /// Kills chromedriver's process group: chromedriver and the Chromium processes it started.
+    fn kill_group(&self) {
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    /// The page's width as laid out (the widest of the document and its body), in CSS pixels.
+    pub async fn layout_width(&self) -> u64 {
+        self.eval(
+            "return Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);",
+        )
+        .await
+        .as_u64()
+        .expect("a width")
+    }
+
+    /// Runs axe-core in the page and returns its serious and critical violations, one line
+    /// each (rule, impact, how many elements and the first one's selector).
+    pub async fn axe_serious(&self) -> Vec<String> {
+        self.client
+            .execute(axe_source(), vec![])
+            .await
+            .expect("inject axe-core into the page");
+        let result = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, { resultTypes: ['violations'] })
+                    .then(r => done(r.violations.map(v => ({
+                        id: v.id, impact: v.impact, help: v.help, count: v.nodes.length,
+                        first: v.nodes[0] ? v.nodes[0].target.join(' ') : '',
+                        summary: v.nodes[0] ? v.nodes[0].failureSummary : '' }))))
+                    .catch(e => done([{ id: 'axe-failed', impact: 'critical',
+                        help: String(e), count: 0, first: '', summary: '' }]));",
+                vec![],
+            )
+            .await
+            .expect("run axe-core");
+        result
+            .as_array()
+            .expect("a list of violations")
+            .iter()
+            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .map(|v| {
+                format!(
+                    "{} ({}): {} — {} element(s), first {} — {}",
+                    v["id"], v["impact"], v["help"], v["count"], v["first"], v["summary"]
+                )
+            })
+            .collect()
+    }
+}
+
+/// A test that fails before [`Browser::stop`] still leaves no Chromium running and no profile
+/// folder behind (without this a failed test's Chromium lived on, writing into its profile).
+impl Drop for Browser {
+    fn drop(&mut self) {
+        self.kill_group();
+        if let Some(profile) = self.profile.take() {
+            let path = profile.path().to_owned();
+            // Killed processes may still hold the folder for an instant: a few tries, no wait.
+            for _ in 0..100 {
+                match std::fs::remove_dir_all(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => continue,
+                    _ => break,
+                }
+            }
+        }
+    }
+}
+
+/// The pinned axe-core version `.ci/run` installs (`npm install -g axe-core@…`).
+pub const AXE_CORE_VERSION: &str = "4.14.1";
+
+/// axe-core's browser script, read once from the global npm folder (or `$TURNSTILE_AXE_CORE`,
+/// a path to `axe.min.js`). Missing, the test fails with the command that installs it.
+fn axe_source() -> &'static str {
+    static SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SOURCE.get_or_init(|| {
+        let path = std::env::var_os("TURNSTILE_AXE_CORE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let root = std::process::Command::new("npm")
+                    .args(["root", "-g"])
+                    .output()
+                    .ok()
+                    .filter(|o| o.status.success())
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                    .unwrap_or_else(|| "/usr/lib/node_modules".to_owned());
+                Path::new(&root).join("axe-core/axe.min.js")
+            });
+        let install = format!(
+            "the accessibility checks need axe-core, which is missing at {}: install it with \
+             `npm install -g axe-core@{AXE_CORE_VERSION}` (.ci/run does this when it is \
+             missing) or point TURNSTILE_AXE_CORE at its axe.min.js",
+            path.display()
+        );
+        let source = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{install}"));
+        let package = path.with_file_name("package.json");
+        if let Ok(manifest) = std::fs::read_to_string(package) {
+            let version = serde_json::from_str::<Value>(&manifest).ok();
+            let version = version.as_ref().and_then(|m| m["version"].as_str());
+            assert_eq!(
+                version,
+                Some(AXE_CORE_VERSION),
+                "another axe-core is installed: {install}"
+            );
+        }
+        source
+    })
 }
 
 /// `target/console-screenshots` of this build (honouring `CARGO_TARGET_DIR`).

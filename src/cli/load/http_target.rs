@@ -8,7 +8,6 @@
 //! Nothing is sent anywhere but the given URLs: no proxy from the environment, no redirects.
 
 mod answers;
-mod sse;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -24,11 +23,11 @@ use turnstile::{OverlapPolicy, SessionKey};
 use self::answers::{
     acknowledge, error_of, failure_of, failure_of_response, refused_read, unreachable,
 };
-use self::sse::SseReader;
 use super::ledger::turn_of;
 use super::options::Spread;
 use super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
 use super::verify::History;
+use crate::cli::sse::SseReader;
 
 /// How long connecting to a target may take: a local or same-network `serve` answers in
 /// milliseconds, and a refused or black-holed address should fail the probe quickly.

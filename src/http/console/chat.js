@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { api, stream, el, notice, confirmed, splitKey, path, ago } = TS;
+  const { api, stream, el, notice, confirmed, splitKey, path, ago, visible, idNode } = TS;
   const $ = (id) => document.getElementById(id);
   const USER = "turnstile.user";
   const OPEN = "turnstile.session";
@@ -26,8 +26,23 @@
   function updateStop() { $("stop").disabled = streaming(session) === 0; }
   let sync = Promise.resolve(); // appends from the store, one after another
 
-  function status(text) {
-    $("status").textContent = text;
+  const statuses = new Map(); // session id → the last status line said about it
+
+  /** Says `text` about the session `key` (the open one by default); shown only while open. */
+  function status(text, key) {
+    const about = key === undefined ? session : key;
+    statuses.set(about, text);
+    if (about === session) $("status").textContent = text;
+  }
+
+  /** Marks the open session's button in the list. */
+  function highlight() {
+    for (const b of document.querySelectorAll("#session-list button[data-session]")) {
+      const open = b.dataset.session === session;
+      b.classList.toggle("current", open);
+      if (open) b.setAttribute("aria-current", "true");
+      else b.removeAttribute("aria-current");
+    }
   }
 
   function fail(err) {
@@ -35,14 +50,22 @@
       sessionStorage.clear();
       TS.showSignIn(err.message);
     } else {
-      notice(err.message);
+      notice(err);
     }
   }
 
   async function start(me) {
-    // A user token may name another user: the API then answers 403, shown as such.
-    user = $("as-user").value.trim() || sessionStorage.getItem(USER) || me.user || "";
-    if (me.grant !== "user") {
+    const asked = $("as-user").value.trim();
+    $("as-user").value = "";
+    if (me.grant === "user") {
+      // A user token speaks for its own user only, whatever was typed or remembered.
+      user = me.user;
+      if (asked && asked !== user) {
+        notice("This token speaks for " + visible(user) + " only, so the page shows " +
+          visible(user) + "'s sessions, not " + visible(asked) + "'s.", "warn");
+      }
+    } else {
+      user = asked || sessionStorage.getItem(USER) || "";
       if (!user) {
         sessionStorage.clear();
         TS.showSignIn("This token reaches every user: give the user id to chat as.");
@@ -50,7 +73,8 @@
       }
     }
     sessionStorage.setItem(USER, user);
-    $("who").textContent = "signed in as " + user + (me.grant === "user" ? "" : " (" + me.grant + ")");
+    $("who").replaceChildren("signed in as ", idNode(user),
+      me.grant === "user" ? "" : " (" + me.grant + " token)");
     await loadSessions();
     const open = sessionStorage.getItem(OPEN);
     if (open) await openSession(open);
@@ -77,19 +101,35 @@
     const list = $("session-list");
     for (const meta of sessions.slice(shown, shown + SESSIONS_SHOWN)) {
       const id = splitKey(meta.key).session;
-      const button = el("button", { type: "button", "data-session": id }, id);
+      const button = el("button", { type: "button", "data-session": id }, idNode(id));
       button.addEventListener("click", () => openSession(id).catch(fail));
       list.append(el("li", {}, button, el("small", {}, " " + meta.events + " events, " + ago(Date.now() - meta.updated_ms))));
     }
     shown = Math.min(sessions.length, shown + SESSIONS_SHOWN);
+    highlight();
     $("more-sessions").hidden = shown >= sessions.length;
+  }
+
+  /** Puts a session opened by id at the top of the list until the store lists it. */
+  function ensureListed(id) {
+    if (sessions.some((meta) => splitKey(meta.key).session === id)) return;
+    const escape = (s) => s.replace(/%/g, "%25").replace(/\//g, "%2F");
+    sessions.unshift({ key: escape(user) + "/" + escape(id), events: 0, updated_ms: Date.now() });
+    shown = 0;
+    $("session-list").replaceChildren();
+    showMoreSessions();
   }
 
   async function openSession(id) {
     session = id;
+    ensureListed(id);
     sessionStorage.setItem(OPEN, id);
     notice("");
-    $("conv-title").textContent = id;
+    $("conv-title").replaceChildren(idNode(id));
+    $("inspect-link").href = "/inspect#" + encodeURIComponent(user) + "/" + encodeURIComponent(id);
+    $("inspect-link").hidden = false;
+    highlight();
+    $("status").textContent = statuses.get(id) || "";
     $("history").replaceChildren();
     for (const x of ["input", "send", "clear"]) $(x).disabled = false;
     updateStop();
@@ -104,7 +144,7 @@
     lastSeq = firstSeq - 1;
     if (total > 0) await appendFrom(firstSeq);
     $("older").hidden = firstSeq <= 1;
-    status(total + " events");
+    if (!streaming(id)) status(total + " events", id);
   }
 
   async function readEvents(from, limit) {
@@ -173,6 +213,7 @@
     const input = $("input").value;
     if (!input.trim() || !session) return;
     $("input").value = "";
+    notice(""); // a new try: the banner about the last one is done
     const body = { input };
     if ($("policy").value) body.policy = $("policy").value;
     const mine = el("li", { class: "msg user pending", "data-state": "sending" },
@@ -185,7 +226,7 @@
     const key = session;
     streams.set(key, streaming(key) + 1);
     updateStop();
-    status("streaming…");
+    status("streaming…", key);
     let outcome = null;
     try {
       await stream("POST", path(user, session) + "/turns", body, (name, data) => {
@@ -200,14 +241,18 @@
         }
       });
       if (!outcome) throw new TS.ApiFailure(0, "dropped", "");
-      status(outcome.outcome + (outcome.reason ? " (" + outcome.reason + ")" : ""));
+      status(outcome.outcome + (outcome.reason ? " (" + outcome.reason + ")" : ""), key);
     } catch (err) {
-      if (err.code === "dropped" || err instanceof TypeError) {
+      if (err.code === "dropped" || (err instanceof TypeError && reply.dataset.state === "streaming")) {
         notice("The reply stream was cut off; the turn goes on on the server. Reloaded the history from the store.", "warn");
       } else {
         fail(err);
       }
-      status("failed");
+      // Nothing reached the server: give the typed text back unless something new was typed.
+      if (reply.dataset.state === "waiting" && key === session && !$("input").value) {
+        $("input").value = input;
+      }
+      status("failed", key);
     } finally {
       streams.set(key, streaming(key) - 1);
       updateStop();
@@ -228,8 +273,8 @@
     const answer = await api("POST", path(user, key) + "/interrupt");
     // The turn may have ended, and the page said how, while the interrupt was on its way; or
     // another session may be open by now.
-    if (key === session && streaming(key) > 0) {
-      status(answer.interrupted ? "stopping…" : "nothing was running");
+    if (streaming(key) > 0) {
+      status(answer.interrupted ? "stopping…" : "nothing was running", key);
     }
   }
 
@@ -238,7 +283,7 @@
     await api("POST", path(user, session) + "/fork", { to, at_seq: seq });
     await loadSessions();
     await openSession(to);
-    notice("Forked at #" + seq + " into " + to + ".", "info");
+    notice("Forked at #" + seq + " into " + visible(to) + ".", "info");
   }
 
   async function clear() {

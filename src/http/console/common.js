@@ -55,6 +55,25 @@ const TS = (() => {
     return new ApiFailure(response.status, code, explain(response.status, code, message));
   }
 
+  /** `fetch`, with a network failure (the browser's bare "Failed to fetch") told plainly. */
+  async function reach(path, init) {
+    try {
+      return await fetch(path, init);
+    } catch (err) {
+      if (err && err.name === "AbortError") throw err;
+      throw new ApiFailure(0, "unreachable",
+        "The server could not be reached (is turnstile serve running, and the network up?). " +
+        "Nothing was lost on this page: try again.");
+    }
+  }
+
+  /** A good answer ends a banner that said the server could not be reached or was
+   *  unavailable: it is back. (A refusal such as 403 or 409 stays until the next action.) */
+  function recovered() {
+    const box = document.getElementById("notice");
+    if (!box.hidden && box.dataset.recover === "1") notice("");
+  }
+
   /** Calls the API; resolves to the JSON body, rejects with an ApiFailure. */
   async function api(method, path, body) {
     const init = { method, headers: headers(), cache: "no-store" };
@@ -62,8 +81,9 @@ const TS = (() => {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path, init);
+    const response = await reach(path, init);
     if (!response.ok) throw await failure(response);
+    recovered();
     return response.json();
   }
 
@@ -74,8 +94,9 @@ const TS = (() => {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await fetch(path, init);
+    const response = await reach(path, init);
     if (!response.ok) throw await failure(response);
+    recovered();
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     for (;;) {
@@ -112,8 +133,17 @@ const TS = (() => {
     return node;
   }
 
+  /** Shows `text` in the page's banner (`kind`: error, warn or info; none clears it). An
+   *  ApiFailure may be given instead of text: one the server's return cures clears itself. */
   function notice(text, kind) {
     const box = document.getElementById("notice");
+    if (text instanceof ApiFailure) {
+      box.dataset.recover = text.code === "unreachable" || text.status === 503 ? "1" : "";
+      text = text.message;
+    } else {
+      box.dataset.recover = "";
+      if (text instanceof Error) text = text.message;
+    }
     if (!text) {
       box.hidden = true;
       box.textContent = "";
@@ -121,7 +151,23 @@ const TS = (() => {
     }
     box.textContent = text;
     box.className = "notice " + (kind || "error");
+    box.dataset.kind = kind || "error";
     box.hidden = false;
+  }
+
+  /** Characters that reorder or hide text: bidi controls, zero-width and invisible marks. */
+  const INVISIBLE = /[\u00AD\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+
+  /** An untrusted id with every invisible or reordering character written as ⟦U+XXXX⟧. */
+  function visible(id) {
+    return String(id).replace(INVISIBLE, (c) =>
+      "\u27E6U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27E7");
+  }
+
+  /** An id as an isolated, cut-short element whose title (hover) holds the whole id. */
+  function idNode(id, tag) {
+    const text = visible(id);
+    return el(tag || "span", { class: "id", title: text }, text);
   }
 
   /** A button that asks once more before acting: the first click arms it for a few seconds. */
@@ -165,8 +211,10 @@ const TS = (() => {
     return Math.round(ms / 3600000) + " h ago";
   }
 
-  /** Wires the sign-in form and the sign-out button; `start` runs once signed in. */
-  function signIn(start) {
+  /** Wires the sign-in form and the sign-out button; `start` runs once signed in. With
+   *  `needAdmin`, a token that is not an admin's is refused at once, saying so. */
+  function signIn(start, needAdmin) {
+    admin = Boolean(needAdmin);
     const form = document.getElementById("signin-form");
     form.addEventListener("submit", (e) => {
       e.preventDefault();
@@ -191,9 +239,17 @@ const TS = (() => {
     if (message) notice(message);
   }
 
+  let admin = false;
+
   async function begin(start) {
     try {
       const me = await api("GET", "/v1/me");
+      if (admin && me.grant === "user") {
+        sessionStorage.removeItem(TOKEN);
+        showSignIn("This page needs an admin token: the token given is " + visible(me.user) +
+          "'s user token, which reaches only that user's own sessions (open the chat page for them).");
+        return;
+      }
       notice("");
       document.getElementById("signin").hidden = true;
       document.getElementById("app").hidden = false;
@@ -204,10 +260,13 @@ const TS = (() => {
         sessionStorage.removeItem(TOKEN);
         showSignIn(err.message);
       } else {
-        notice(err.message);
+        notice(err);
       }
     }
   }
 
-  return { api, stream, el, notice, confirmed, splitKey, path, ago, signIn, showSignIn, ApiFailure };
+  return {
+    api, stream, el, notice, confirmed, splitKey, path, ago, signIn, showSignIn, ApiFailure,
+    visible, idNode,
+  };
 })();

@@ -23,7 +23,7 @@
   let armed = null; // the session whose Delete waits for its confirming click
 
   async function start(me) {
-    $("who").textContent = "signed in (" + me.grant + ")";
+    $("who").textContent = "signed in (" + me.grant + " token)";
     setInterval(() => refresh().catch(fail), REFRESH_MS);
     stats();
     await refresh();
@@ -38,7 +38,7 @@
         return;
       }
     }
-    notice(err.message);
+    notice(err);
   }
 
   async function refresh() {
@@ -60,6 +60,10 @@
     return row.state === "queued" ? "queued " + row.waiting : row.state;
   }
 
+  /** The table rows drawn, by session key: updated in place, so that a focused button keeps
+   *  its focus (and a pressed Enter its target) while the table is read again every second. */
+  const drawn = new Map();
+
   function draw() {
     const sorted = rows.slice().sort((a, b) => {
       const x = a[sortBy], y = b[sortBy];
@@ -67,30 +71,79 @@
       return ascending ? order : -order;
     });
     const body = $("live-rows");
-    body.replaceChildren(...sorted.map(row));
-    for (const th of document.querySelectorAll("th[data-sort]")) {
-      th.classList.toggle("sorted", th.dataset.sort === sortBy);
-      th.classList.toggle("descending", th.dataset.sort === sortBy && !ascending);
+    const keep = new Set();
+    const wanted = sorted.map((r) => {
+      const key = r.user + "/" + r.session;
+      keep.add(key);
+      let tr = drawn.get(key);
+      if (!tr) {
+        tr = row(r);
+        drawn.set(key, tr);
+      }
+      update(tr, r);
+      return tr;
+    });
+    for (const [key, tr] of drawn) {
+      if (!keep.has(key)) {
+        tr.remove();
+        drawn.delete(key);
+      }
     }
+    // Move rows only where the order changed: moving a focused node takes its focus away,
+    // so whatever had it gets it back.
+    const focused = document.activeElement;
+    wanted.forEach((tr, i) => {
+      if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
+    });
+    if (focused && focused !== document.activeElement && focused.isConnected) focused.focus();
+    for (const th of document.querySelectorAll("th[data-sort]")) {
+      if (th.dataset.sort === sortBy) th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      else th.removeAttribute("aria-sort");
+    }
+    $("live-rows").dataset.drawn = String(Number($("live-rows").dataset.drawn || 0) + 1);
+  }
+
+  /** Sets `node`'s text only when it changed (a screen reader is not told of unchanged text). */
+  function put(node, text) {
+    if (node.textContent !== text) node.textContent = text;
+  }
+
+  function update(tr, r) {
+    const key = r.user + "/" + r.session;
+    tr.dataset.state = r.state;
+    const cells = tr.children;
+    cells[2].className = "state " + r.state;
+    put(cells[2], stateOf(r));
+    put(cells[3], String(r.turns));
+    cells[4].title = new Date(r.last_active_ms).toISOString();
+    put(cells[4], ago(r.idle_ms));
+    put(cells[5], String(r.unsaved));
+    put(cells[6], String(r.bytes));
+    const remove = tr.querySelector("button.danger");
+    remove.classList.toggle("armed", armed === key);
+    put(remove, armed === key ? "Really delete?" : "Delete");
   }
 
   function row(r) {
     const key = r.user + "/" + r.session;
-    const interrupt = el("button", { type: "button" }, "Interrupt");
+    const label = TS.visible(key);
+    const interrupt = el("button", { type: "button", class: "interrupt" }, "Interrupt");
+    interrupt.setAttribute("aria-label", "Interrupt " + label);
     interrupt.addEventListener("click", () =>
-      act("POST", path(r.user, r.session) + "/interrupt", "Interrupted " + key, "Nothing was running in " + key, "interrupted"));
+      act("POST", path(r.user, r.session) + "/interrupt", "Interrupted " + label, "Nothing was running in " + label, "interrupted"));
     const passivate = el("button", { type: "button", class: "passivate" }, "Passivate");
+    passivate.setAttribute("aria-label", "Passivate " + label);
     passivate.addEventListener("click", () =>
       act("POST", "/v1/admin/sessions/" + encodeURIComponent(r.user) + "/" + encodeURIComponent(r.session) + "/passivate",
-        "Passivating " + key, key + " is not live (starting or already stopping)", "passivating"));
-    // The table is drawn again every second, so the confirmation lives in `armed`, not in
-    // the button: the first click arms it for a few seconds, the second deletes.
-    const remove = el("button", { type: "button", class: armed === key ? "danger armed" : "danger" },
-      armed === key ? "Really delete?" : "Delete");
+        "Passivating " + label, label + " is not live (starting or already stopping)", "passivating"));
+    // The confirmation lives in `armed` (the row is updated every second): the first click
+    // arms it for a few seconds, the second deletes.
+    const remove = el("button", { type: "button", class: "danger" }, "Delete");
+    remove.setAttribute("aria-label", "Delete " + label);
     remove.addEventListener("click", () => {
       if (armed === key) {
         armed = null;
-        act("DELETE", path(r.user, r.session), "Deleted " + key, key + " did not exist", "deleted");
+        act("DELETE", path(r.user, r.session), "Deleted " + label, label + " did not exist", "deleted");
         return;
       }
       armed = key;
@@ -100,14 +153,13 @@
       }, 4000);
       draw();
     });
+    const inspect = el("a", { class: "inspect", href: "/inspect#" + encodeURIComponent(r.user) + "/" + encodeURIComponent(r.session) }, "Inspect");
+    inspect.setAttribute("aria-label", "Inspect " + label);
     return el("tr", { "data-key": key, "data-state": r.state },
-      el("td", {}, r.user), el("td", {}, r.session),
-      el("td", { class: "state " + r.state }, stateOf(r)),
-      el("td", { class: "num" }, String(r.turns)),
-      el("td", { title: new Date(r.last_active_ms).toISOString() }, ago(r.idle_ms)),
-      el("td", { class: "num" }, String(r.unsaved)),
-      el("td", { class: "num" }, String(r.bytes)),
-      el("td", { class: "actions" }, interrupt, passivate, remove));
+      el("td", { class: "id-cell" }, TS.idNode(r.user)), el("td", { class: "id-cell" }, TS.idNode(r.session)),
+      el("td", {}), el("td", { class: "num" }), el("td", {}),
+      el("td", { class: "num" }), el("td", { class: "num" }),
+      el("td", { class: "actions" }, inspect, " ", interrupt, passivate, remove));
   }
 
   async function act(method, url, yes, no, field) {
@@ -197,7 +249,7 @@
   }
 
   for (const th of document.querySelectorAll("th[data-sort]")) {
-    th.addEventListener("click", () => {
+    th.querySelector("button").addEventListener("click", () => {
       ascending = sortBy === th.dataset.sort ? !ascending : true;
       sortBy = th.dataset.sort;
       draw();
@@ -212,5 +264,5 @@
     cursors.push($("next-page").dataset.cursor);
     refresh().catch(fail);
   });
-  TS.signIn(start);
+  TS.signIn(start, true);
 })();

@@ -1,5 +1,6 @@
-//! A small reader of server-sent events, as `turnstile serve` writes them: `event:` and `data:`
-//! lines, events separated by a blank line, `:` comment lines as keep-alives.
+//! A small reader of server-sent events, as `turnstile serve` writes them (read by
+//! `load --target` and `chat --url`): `event:` and `data:` lines, events separated by a blank
+//! line, `:` comment lines as keep-alives.
 
 /// Longest event accepted: a turn's `outcome` event carries the whole reply, and replies far
 /// past a few MiB are not what a load test sends. Past it the turn counts as failed instead of

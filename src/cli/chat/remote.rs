@@ -1,0 +1,359 @@
+//! `turnstile chat --url URL [--token-env VAR] USER/SESSION`: the same conversation as the
+//! embedded mode, with a running `turnstile serve` instead of a store of one's own. It opens
+//! with the session's recent history (`GET …/events`), sends each line as a turn with
+//! `Accept: text/event-stream` and prints the reply's chunks as they come; Ctrl-C during a
+//! reply posts `…/interrupt` (the partial reply is kept by the server, marked interrupted).
+//! The token is read from an environment variable, never from the command line (where other
+//! users of the machine could read it). Nothing is sent anywhere but the given URL: no proxy
+//! from the environment, no redirects.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use reqwest::header::{ACCEPT, AUTHORIZATION};
+use reqwest::{Client, Method, RequestBuilder, Response, StatusCode, Url};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use turnstile::SessionKey;
+
+use crate::cli::sse::SseReader;
+
+/// How long connecting to `serve` may take: a refused or black-holed address fails fast.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest wait for an answer that is not a turn (history, interrupt).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a single turn's stream may take: above `serve`'s default request timeout (60 s),
+/// so that the server's own `timeout` answer arrives first.
+const TURN_TIMEOUT: Duration = Duration::from_secs(600);
+/// The most history events shown on opening (`--history`): one page of the events API.
+pub(super) const MAX_HISTORY: usize = 1000;
+
+/// A session of a running `serve`, reached over HTTP.
+pub(super) struct Remote {
+    client: Client,
+    /// The server's base URL (its path kept as a prefix).
+    base: Url,
+    /// The bearer token, when the server asks for one.
+    token: Option<String>,
+    key: SessionKey,
+}
+
+impl Remote {
+    /// Checks the URL and reads the token from `token_env` (when given).
+    pub(super) fn new(url: &str, token_env: Option<&str>, key: SessionKey) -> Result<Self, String> {
+        let base = Url::parse(url).map_err(|e| format!("--url {url:?}: {e}"))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(format!(
+                "--url {url:?}: give an http:// or https:// address"
+            ));
+        }
+        let token = match token_env {
+            Some(var) => Some(std::env::var(var).map_err(|_| {
+                format!("--token-env {var}: the variable {var} is not set (or not UTF-8)")
+            })?),
+            None => None,
+        };
+        let client = Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Self {
+            client,
+            base,
+            token,
+            key,
+        })
+    }
+
+    /// `…/v1/sessions/{user}/{session}` followed by `tail`, each part encoded as a segment.
+    fn url(&self, tail: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().extend([
+                "v1",
+                "sessions",
+                self.key.user_id(),
+                self.key.session_id(),
+            ]);
+            segments.extend(tail);
+        }
+        url
+    }
+
+    fn request(&self, method: Method, url: Url) -> RequestBuilder {
+        let request = self.client.request(method, url);
+        match &self.token {
+            Some(token) => request.header(AUTHORIZATION, format!("Bearer {token}")),
+            None => request,
+        }
+    }
+
+    /// The session's newest `limit` events (none for a new session).
+    async fn history(&self, limit: usize) -> Result<(u64, Vec<Value>), String> {
+        let answer = self
+            .request(Method::GET, self.url(&[]))
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| unreachable(&self.base, &e))?;
+        if answer.status() == StatusCode::NOT_FOUND {
+            return Ok((0, Vec::new()));
+        }
+        let view = json_of(answer).await?;
+        let total = view["meta"]["events"].as_u64().unwrap_or(0);
+        if total == 0 || limit == 0 {
+            return Ok((total, Vec::new()));
+        }
+        let from = total.saturating_sub(limit as u64 - 1).max(1);
+        let mut url = self.url(&["events"]);
+        url.query_pairs_mut()
+            .append_pair("from", &from.to_string())
+            .append_pair("limit", &limit.to_string());
+        let page = self
+            .request(Method::GET, url)
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| unreachable(&self.base, &e))?;
+        let page = json_of(page).await?;
+        let events = page["events"].as_array().cloned().unwrap_or_default();
+        Ok((total, events))
+    }
+
+    /// Asks the server to interrupt the running turn (in the background: the reply's stream
+    /// goes on and ends with the interrupted outcome).
+    fn interrupt(&self) {
+        let request = self
+            .request(Method::POST, self.url(&["interrupt"]))
+            .timeout(REQUEST_TIMEOUT);
+        tokio::spawn(async move {
+            if let Err(err) = request.send().await {
+                tracing::warn!(error = %err, "the interrupt did not reach the server");
+            }
+        });
+    }
+}
+
+/// Runs the conversation with `remote` until Ctrl-D or `/quit`.
+pub(super) async fn run(
+    remote: Remote,
+    history: usize,
+    interrupts: impl Stream<Item = ()> + Unpin,
+) -> Result<ExitCode, String> {
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    converse(&remote, history, stdin, &mut std::io::stdout(), interrupts).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The conversation: the recent history, then a turn per line read from `input`.
+async fn converse<R, W>(
+    remote: &Remote,
+    history: usize,
+    input: R,
+    out: &mut W,
+    mut interrupts: impl Stream<Item = ()> + Unpin,
+) -> Result<(), String>
+where
+    R: AsyncBufRead + Unpin,
+    W: Write,
+{
+    let io = |e: std::io::Error| format!("terminal: {e}");
+    let (total, events) = remote.history(history).await?;
+    let key = &remote.key;
+    writeln!(
+        out,
+        "chatting on {key} at {}; Ctrl-C interrupts a reply, Ctrl-D or /quit leaves",
+        remote.base
+    )
+    .map_err(io)?;
+    if !events.is_empty() {
+        writeln!(out, "--- the last {} of {total} events ---", events.len()).map_err(io)?;
+        for event in &events {
+            if let Some(line) = shown(event) {
+                writeln!(out, "{line}").map_err(io)?;
+            }
+        }
+        writeln!(out, "---").map_err(io)?;
+    }
+    let mut lines = input.lines();
+    loop {
+        write!(out, "you> ").map_err(io)?;
+        out.flush().map_err(io)?;
+        let line = tokio::select! {
+            biased;
+            line = lines.next_line() => line.map_err(io)?,
+            Some(()) = interrupts.next() => {
+                writeln!(out, "\n(Ctrl-C interrupts a reply; Ctrl-D or /quit leaves)").map_err(io)?;
+                continue;
+            }
+        };
+        let Some(line) = line else {
+            writeln!(out).map_err(io)?;
+            return Ok(());
+        };
+        match line.trim() {
+            "" => continue,
+            "/quit" => return Ok(()),
+            text => turn(remote, text, out, &mut interrupts).await.map_err(io)?,
+        }
+    }
+}
+
+/// One stored event as a transcript line: what the user and the agent said, and failures.
+fn shown(event: &Value) -> Option<String> {
+    let kind = &event["kind"];
+    let text = kind["text"].as_str().unwrap_or_default();
+    match kind["type"].as_str()? {
+        "user_input" => Some(format!("you> {text}")),
+        "agent_output" => {
+            let interrupted = kind["status"]["status"] == "interrupted";
+            Some(format!(
+                "{text}{}",
+                if interrupted { " [interrupted]" } else { "" }
+            ))
+        }
+        "turn_failed" => Some(format!(
+            "[turn failed: {}]",
+            kind["reason"].as_str().unwrap_or_default()
+        )),
+        "context_cleared" => Some("[context cleared]".to_owned()),
+        _ => None,
+    }
+}
+
+/// One turn over server-sent events: chunks as they come, Ctrl-C posts an interrupt.
+async fn turn<W: Write>(
+    remote: &Remote,
+    text: &str,
+    out: &mut W,
+    interrupts: &mut (impl Stream<Item = ()> + Unpin),
+) -> std::io::Result<()> {
+    let sent = remote
+        .request(Method::POST, remote.url(&["turns"]))
+        .header(ACCEPT, "text/event-stream")
+        .json(&json!({ "input": text }))
+        .timeout(TURN_TIMEOUT)
+        .send();
+    let answer = tokio::select! {
+        answer = sent => answer,
+        Some(()) = interrupts.next() => return writeln!(out, "[not sent]"),
+    };
+    let answer = match answer {
+        Ok(answer) if answer.status().is_success() => answer,
+        Ok(refused) => {
+            let message = json_of(refused).await.err().unwrap_or_default();
+            return writeln!(out, "error: {message}");
+        }
+        Err(err) => return writeln!(out, "error: {}", unreachable(&remote.base, &err)),
+    };
+    let mut body = answer.bytes_stream();
+    let mut reader = SseReader::default();
+    loop {
+        tokio::select! {
+            chunk = body.next() => {
+                let events = match chunk {
+                    Some(Ok(bytes)) => reader.push(&bytes),
+                    Some(Err(err)) => return writeln!(out, "\nerror: the reply stream broke off: {err}"),
+                    None => return writeln!(out, "\nerror: the reply stream ended without an outcome"),
+                };
+                let events = match events {
+                    Ok(events) => events,
+                    Err(err) => return writeln!(out, "\nerror: {err}"),
+                };
+                for event in events {
+                    let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+                    match event.name.as_str() {
+                        "chunk" => {
+                            write!(out, "{}", data["text"].as_str().unwrap_or_default())?;
+                            out.flush()?;
+                        }
+                        "outcome" => return writeln!(out, "{}", ending(&data)),
+                        "error" => {
+                            let message = data["error"]["message"].as_str().unwrap_or("failed");
+                            return writeln!(out, "\nerror: {message}");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Some(()) = interrupts.next() => remote.interrupt(),
+        }
+    }
+}
+
+/// What follows a reply: nothing, or how it ended.
+fn ending(outcome: &Value) -> String {
+    match (outcome["outcome"].as_str(), outcome["reason"].as_str()) {
+        (Some("interrupted"), Some("reply_limit")) => {
+            "\n[cut short: the reply reached its limit]".into()
+        }
+        (Some("interrupted"), _) => "\n[interrupted]".into(),
+        (Some("superseded"), _) => "[superseded by a newer message]".into(),
+        (Some("merged"), _) => "[merged into the next turn]".into(),
+        _ => String::new(),
+    }
+}
+
+/// The JSON body of a 2xx answer, or the server's own error message.
+async fn json_of(answer: Response) -> Result<Value, String> {
+    let status = answer.status();
+    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    if status.is_success() {
+        return Ok(body);
+    }
+    let message = body["error"]["message"]
+        .as_str()
+        .map_or_else(|| format!("the server answered {status}"), str::to_owned);
+    Err(match status {
+        StatusCode::UNAUTHORIZED => {
+            format!("{message} (401: check the token in --token-env)")
+        }
+        _ => format!("{message} ({})", status.as_u16()),
+    })
+}
+
+fn unreachable(base: &Url, err: &reqwest::Error) -> String {
+    format!("cannot reach turnstile serve at {base}: {err}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_urls_keep_the_base_path_and_encode_the_ids() {
+        let key = SessionKey::new("a/b", "s?1 #x").unwrap();
+        let remote = Remote::new("http://127.0.0.1:9/prefix/", None, key).unwrap();
+        assert_eq!(
+            remote.url(&["turns"]).as_str(),
+            "http://127.0.0.1:9/prefix/v1/sessions/a%2Fb/s%3F1%20%23x/turns"
+        );
+    }
+
+    #[test]
+    fn only_http_urls_and_set_variables_are_taken() {
+        let key = SessionKey::new("a", "b").unwrap();
+        assert!(Remote::new("ftp://127.0.0.1/", None, key.clone()).is_err());
+        let missing = Remote::new("http://127.0.0.1/", Some("TURNSTILE_SURELY_UNSET_VAR"), key);
+        assert!(missing
+            .err()
+            .unwrap()
+            .contains("TURNSTILE_SURELY_UNSET_VAR is not set"));
+    }
+
+    #[test]
+    fn history_lines_show_who_said_what() {
+        let said = json!({"kind": {"type": "user_input", "text": "hi"}});
+        assert_eq!(shown(&said).unwrap(), "you> hi");
+        let cut = json!({"kind": {"type": "agent_output", "text": "par",
+            "status": {"status": "interrupted", "reason": "requested"}}});
+        assert_eq!(shown(&cut).unwrap(), "par [interrupted]");
+        assert_eq!(shown(&json!({"kind": {"type": "tool_call"}})), None);
+    }
+}

@@ -1,0 +1,228 @@
+// The inspector: one session's statistics, state, per-turn timing, raw event log (paged) and
+// artifacts, read through the same API as any client. The session is named in the address's
+// fragment (`/inspect#USER/SESSION`, each part URL-encoded), which never reaches a server.
+"use strict";
+
+(() => {
+  const { api, el, notice, path, visible, idNode } = TS;
+  const $ = (id) => document.getElementById(id);
+  /** Events per page of the log. */
+  const EVENTS_PAGE = 50;
+  /** Characters of one event's JSON shown before it is cut (the API has it whole). */
+  const MAX_JSON_CHARS = 20000;
+
+  let me = null;
+  let user = "";
+  let session = "";
+  let total = 0; // events in the log
+  let from = 1; // the first event of the page shown
+
+  function fail(err) {
+    if (err.status === 401) {
+      sessionStorage.clear();
+      TS.showSignIn(err.message);
+    } else {
+      notice(err);
+    }
+  }
+
+  /** `#USER/SESSION` → the two ids, or null. */
+  function target() {
+    const hash = location.hash.slice(1);
+    const at = hash.indexOf("/");
+    if (at <= 0) return null;
+    try {
+      return { user: decodeURIComponent(hash.slice(0, at)), session: decodeURIComponent(hash.slice(at + 1)) };
+    } catch (_) {
+      return null;
+    }
+  }
+
+  async function start(who) {
+    me = who;
+    $("who").textContent = who.grant === "user" ? "signed in as " + visible(who.user) : "signed in (" + who.grant + " token)";
+    if (who.grant === "user") {
+      $("pick-user").value = who.user;
+      $("pick-user").readOnly = true;
+    }
+    window.addEventListener("hashchange", () => load().catch(fail));
+    await load();
+  }
+
+  async function load() {
+    const t = target();
+    if (!t) return;
+    user = t.user;
+    session = t.session;
+    $("pick-user").value = user;
+    $("pick-session").value = session;
+    $("title").replaceChildren("Session ", idNode(session, "span"), " of ", idNode(user, "span"));
+    // Nothing of the session shown before stays while another is read (or refused).
+    for (const id of ["stats", "state-rows", "turns", "event-rows", "artifacts"]) $(id).replaceChildren();
+    $("events-range").textContent = "";
+    const view = await api("GET", path(user, session));
+    total = view.meta.events;
+    stats(view);
+    state(view);
+    from = Math.max(1, total - EVENTS_PAGE + 1);
+    await events();
+    await artifacts();
+  }
+
+  function stats(view) {
+    const m = view.meta;
+    const time = (ms) => new Date(ms).toISOString();
+    const items = [
+      ["events", String(m.events)],
+      ["version", String(m.version)],
+      ["created", time(m.created_ms)],
+      ["updated", time(m.updated_ms)],
+      ["live here", view.live ? "yes" : "no"],
+      ["pending messages", String(view.pending)],
+      ["unsaved events", String(view.unsaved)],
+      ["owner", view.owner === null ? "–" : visible(view.owner)],
+    ];
+    for (const [k, v] of Object.entries(m.stats || {})) {
+      items.push([k.replace(/_/g, " "), typeof v === "object" ? JSON.stringify(v) : String(v)]);
+    }
+    $("stats").replaceChildren(...items.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+  }
+
+  function state(view) {
+    const rows = [];
+    const add = (prefix, map) => {
+      for (const [k, v] of Object.entries(map || {})) {
+        rows.push(el("tr", {}, el("td", { class: "id-cell" }, idNode(prefix + k)),
+          el("td", {}, el("code", { class: "json" }, JSON.stringify(v)))));
+      }
+    };
+    // The API gives each scope's keys without their prefix; shown with it.
+    add("", view.state);
+    add("user:", view.user_state);
+    add("app:", view.app_state);
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 2, class: "hint" }, "no state")));
+    $("state-rows").replaceChildren(...rows);
+  }
+
+  async function events() {
+    const q = "?from=" + from + "&limit=" + EVENTS_PAGE;
+    const page = await api("GET", path(user, session) + "/events" + q);
+    const list = page.events;
+    $("event-rows").replaceChildren(...list.map(eventRow));
+    $("events-range").textContent = list.length
+      ? "#" + list[0].seq + "–#" + list[list.length - 1].seq + " of " + total
+      : "none";
+    $("events-older").disabled = from <= 1;
+    $("events-newer").disabled = page.next_from === null;
+    timing(list);
+  }
+
+  function kindOf(event) {
+    const k = event.kind;
+    let text = k.type;
+    if (k.status && k.status.status) text += " · " + k.status.status;
+    else if (typeof k.status === "string") text += " · " + k.status;
+    if (k.disposition) text += " · " + k.disposition;
+    if (event.request_id) text += " · request " + visible(event.request_id);
+    return text;
+  }
+
+  function eventRow(event) {
+    let json = JSON.stringify(event, null, 2);
+    if (json.length > MAX_JSON_CHARS) json = json.slice(0, MAX_JSON_CHARS) + "\n… (cut; the API has it whole)";
+    return el("tr", { "data-seq": String(event.seq) },
+      el("td", { class: "num" }, String(event.seq)),
+      el("td", {}, new Date(event.at_ms).toISOString().slice(11, 23)),
+      el("td", {}, event.author),
+      el("td", {}, kindOf(event)),
+      el("td", {}, el("details", {}, el("summary", {}, "JSON"), el("pre", { class: "json" }, json))));
+  }
+
+  /** The events shown, cut into turns (each from a user input), drawn as small waterfalls. */
+  function timing(list) {
+    const turns = [];
+    for (const event of list) {
+      if (event.kind.type === "user_input" || !turns.length) turns.push([]);
+      turns[turns.length - 1].push(event);
+    }
+    $("turns").replaceChildren(...turns.filter((t) => t.length > 1).map(waterfall));
+  }
+
+  function waterfall(events) {
+    const begin = events[0].at_ms;
+    const end = Math.max(...events.map((e) => e.at_ms));
+    const span = Math.max(1, end - begin);
+    const bars = [];
+    let before = begin;
+    for (const event of events.slice(1)) {
+      const k = event.kind;
+      let start = before;
+      let length = event.at_ms - before;
+      if (k.type === "tool_result" && typeof k.duration_ms === "number") {
+        length = k.duration_ms;
+        start = event.at_ms - k.duration_ms;
+      }
+      const label = k.type + (k.name ? " " + k.name : "") + ": " + length + " ms";
+      const bar = el("span", { class: "wf-bar " + k.type.replace(/[^a-z_]/g, "") });
+      // Set through the CSSOM, which the page's CSP allows (a style attribute it would not).
+      bar.style.marginLeft = ((start - begin) / span) * 100 + "%";
+      bar.style.width = Math.max(0.5, (length / span) * 100) + "%";
+      bars.push(el("li", { "data-seq": String(event.seq) }, el("span", { class: "bar-label" }, label),
+        el("span", { class: "track" }, bar)));
+      before = event.at_ms;
+    }
+    return el("li", { class: "turn", "data-seq": String(events[0].seq) },
+      el("div", { class: "meta" }, "turn from #" + events[0].seq + ": " + (end - begin) + " ms in all"),
+      el("ol", { class: "waterfall" }, ...bars));
+  }
+
+  async function artifacts() {
+    let answer;
+    try {
+      answer = await api("GET", path(user, session) + "/artifacts");
+    } catch (err) {
+      if (err.status === 404 || err.status === 501) {
+        $("artifacts").replaceChildren(el("li", { class: "hint" }, "no artifact store"));
+        return;
+      }
+      throw err;
+    }
+    const items = answer.artifacts.map((a) => {
+      const get = el("button", { type: "button" }, "Download");
+      get.setAttribute("aria-label", "Download " + visible(a.name) + " version " + a.version);
+      get.addEventListener("click", () => download(a).catch(fail));
+      return el("li", {}, idNode(a.name), " · version " + a.version + " · " + a.bytes + " bytes · " +
+        a.mime + " ", get);
+    });
+    if (!items.length) items.push(el("li", { class: "hint" }, "none"));
+    $("artifacts").replaceChildren(...items);
+  }
+
+  /** Downloads through fetch (the token goes in a header, never in a link). */
+  async function download(a) {
+    const url = path(user, session) + "/artifacts/" + encodeURIComponent(a.name) + "?version=" + a.version;
+    const response = await fetch(url, { headers: { Authorization: "Bearer " + (sessionStorage.getItem("turnstile.token") || "") } });
+    if (!response.ok) throw new TS.ApiFailure(response.status, "", "The download was refused (" + response.status + ").");
+    const blob = await response.blob();
+    const link = el("a", { href: URL.createObjectURL(blob), download: a.name });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  }
+
+  $("pick").addEventListener("submit", (e) => {
+    e.preventDefault();
+    location.hash = encodeURIComponent($("pick-user").value.trim()) + "/" +
+      encodeURIComponent($("pick-session").value.trim());
+  });
+  $("events-older").addEventListener("click", () => {
+    from = Math.max(1, from - EVENTS_PAGE);
+    events().catch(fail);
+  });
+  $("events-newer").addEventListener("click", () => {
+    from = Math.min(Math.max(1, total - EVENTS_PAGE + 1), from + EVENTS_PAGE);
+    events().catch(fail);
+  });
+  TS.signIn(start);
+})();

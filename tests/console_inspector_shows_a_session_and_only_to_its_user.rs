@@ -1,0 +1,136 @@
+//! In a real browser: the inspector (`/inspect#USER/SESSION`), reached by keyboard from the
+//! chat page and from a console row, shows a session's statistics, its raw event log a page of
+//! 50 at a time (each event's JSON), and a timing waterfall per turn; it has no serious or
+//! critical axe-core violation and fits the window at 1280 and 360 px; a user token cannot
+//! inspect another user's session (the page says so and shows none of it).
+
+#![cfg(feature = "http")]
+
+mod support;
+
+use std::time::Duration;
+
+use fantoccini::key::Key;
+use serde_json::{json, Value};
+use support::browser::*;
+
+const ROWS: &str =
+    "return [...document.querySelectorAll('#event-rows tr')].map(tr => Number(tr.dataset.seq));";
+
+async fn turn(server: &Server, token: &str, user: &str, session: &str, input: &str) {
+    let answer = reqwest::Client::new()
+        .post(server.url(&format!("/v1/sessions/{user}/{session}/turns")))
+        .bearer_auth(token)
+        .json(&json!({ "input": input }))
+        .send()
+        .await
+        .expect("a turn");
+    assert_eq!(answer.status(), 200, "{user}/{session}");
+}
+
+async fn accessible(browser: &Browser, what: &str, width: u32) {
+    let violations = browser.axe_serious().await;
+    assert!(
+        violations.is_empty(),
+        "{what} at {width} px: serious or critical axe-core violations:\n{}",
+        violations.join("\n")
+    );
+    let laid_out = browser.layout_width().await;
+    assert!(
+        laid_out <= u64::from(width),
+        "{what} at {width} px is {laid_out} px wide"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
+    let server = Server::start(Duration::from_millis(30), 2).await;
+    // 26 turns: 52 events, so the log has two pages.
+    for i in 0..26 {
+        turn(
+            &server,
+            ALICE,
+            "alice",
+            "inspected",
+            &format!("message {i}"),
+        )
+        .await;
+    }
+    turn(&server, ADMIN, "bob", "private", "bob's secret").await;
+
+    for (width, height) in [DESKTOP, PHONE] {
+        let browser = Browser::sized(width, height).await;
+        browser.sign_in(&server.url("/"), ALICE, None).await;
+        browser.open_session("inspected").await;
+        browser.tab_to("#inspect-link", 40).await;
+        browser.press(Key::Enter).await;
+        until("the inspector shows the newest page of the log", || async {
+            browser.eval(ROWS).await == json!((3..=52).collect::<Vec<u64>>())
+        })
+        .await;
+        let stats = browser
+            .eval("return document.getElementById('stats').textContent;")
+            .await;
+        assert!(
+            stats.as_str().is_some_and(|s| s.contains("events52")),
+            "{stats}"
+        );
+        let json = browser
+            .eval(
+                "return document.querySelector('#event-rows tr[data-seq=\"52\"] pre').textContent;",
+            )
+            .await;
+        let event: Value = serde_json::from_str(json.as_str().expect("text")).expect("JSON");
+        assert_eq!(event["seq"], 52);
+        assert_eq!(event["kind"]["type"], "agent_output");
+        let turns = browser
+            .eval("return [...document.querySelectorAll('#turns .turn')].map(t => t.querySelectorAll('.wf-bar').length);")
+            .await;
+        assert_eq!(
+            turns,
+            json!(vec![1; 25]),
+            "one bar (the reply) per whole turn shown"
+        );
+        accessible(&browser, "the inspector", width).await;
+
+        browser.click("#events-older").await;
+        until("the older page", || async {
+            browser.eval(ROWS).await == json!((1..=50).collect::<Vec<u64>>())
+        })
+        .await;
+
+        // Another user's session: refused, nothing of it shown.
+        browser
+            .eval("location.hash = 'bob/private'; return true;")
+            .await;
+        until("bob's session is refused", || async {
+            browser
+                .eval("const n = document.getElementById('notice'); return n.hidden ? '' : n.textContent;")
+                .await
+                .as_str()
+                .is_some_and(|n| n.contains("Not your session"))
+        })
+        .await;
+        let page = browser.eval("return document.body.textContent;").await;
+        assert!(!page.as_str().unwrap_or_default().contains("bob's secret"));
+        browser.stop().await;
+    }
+
+    // From a console row, by keyboard.
+    let browser = Browser::start().await;
+    browser.sign_in(&server.url("/console"), ADMIN, None).await;
+    let link = "#live-rows tr[data-key=\"bob/private\"] a.inspect";
+    browser.visible(link).await;
+    browser.tab_to(link, 60).await;
+    browser.press(Key::Enter).await;
+    until("the admin inspects bob's session", || async {
+        browser.eval(ROWS).await == json!([1, 2])
+    })
+    .await;
+    let page = browser
+        .eval("return document.getElementById('event-rows').textContent;")
+        .await;
+    assert!(page.as_str().unwrap_or_default().contains("bob's secret"));
+    browser.stop().await;
+    server.stop().await;
+}
