@@ -82,7 +82,7 @@ pub use agent::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 #[cfg(feature = "openai")]
 pub use agent::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
 pub use artifact::{ArtifactError, ArtifactScope, ArtifactStore};
-pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
+pub use call::{CallOptions, Entry, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
 pub use key::{KeyError, SessionKey};
