@@ -117,6 +117,11 @@ impl Gateway {
         &self.models
     }
 
+    /// The model a request that names none is answered as: the first listed.
+    pub(crate) fn default_model(&self) -> &str {
+        self.models.first().map_or(DEFAULT_MODEL, String::as_str)
+    }
+
     pub(crate) fn responses(&self) -> &parking_lot::Mutex<HashMap<String, Running>> {
         &self.responses
     }

@@ -99,7 +99,9 @@ pub(crate) async fn chat_completions(
     ApiJson(body): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     let user = acting_user(&caller, &headers)?;
-    let model = body.model.unwrap_or_else(|| gateway.models()[0].clone());
+    let model = body
+        .model
+        .unwrap_or_else(|| gateway.default_model().to_owned());
     if let Err(error) = check_model(&model) {
         return Ok(about("model", error));
     }

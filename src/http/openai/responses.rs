@@ -274,7 +274,9 @@ pub(crate) async fn create_response(
     ApiJson(body): ApiJson<CreateBody>,
 ) -> Result<Response, ApiError> {
     let user = acting_user(&caller, &headers)?;
-    let model = body.model.unwrap_or_else(|| gateway.models()[0].clone());
+    let model = body
+        .model
+        .unwrap_or_else(|| gateway.default_model().to_owned());
     if let Err(error) = check_model(&model) {
         return Ok(about("model", error));
     }
@@ -591,7 +593,7 @@ async fn lookup(
         id: id.to_owned(),
         conversation: parsed.conversation,
         created_at,
-        model: gateway.models()[0].clone(),
+        model: gateway.default_model().to_owned(),
         previous: None,
         instructions: None,
         metadata: Metadata::new(),
