@@ -73,6 +73,12 @@ pub struct CallOptions {
     /// [`ChannelRouter`](crate::channel::ChannelRouter) sets it to a paired sender's canonical
     /// user, so that a person's memory follows them and never reaches another person's chat.
     pub memory_user: Option<String>,
+    /// Interrupts this message's turn (and only it) when cancelled: at its next await point
+    /// while it runs, or at once when it starts later. The turn's outcome is
+    /// [`OutcomeKind::Interrupted`] with the partial output, as for
+    /// [`crate::Runtime::interrupt`]; a message answered without running (a retry) is not
+    /// affected.
+    pub cancellation: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// Checks a request id: 1 to [`MAX_REQUEST_ID_BYTES`] bytes of visible ASCII (`!` to `~`).
@@ -115,6 +121,12 @@ impl CallOptions {
     /// Options with this request id ([`CallOptions::request_id`]).
     pub fn with_request_id(mut self, id: impl Into<String>) -> Self {
         self.request_id = Some(id.into());
+        self
+    }
+
+    /// Options whose turn `token` interrupts ([`CallOptions::cancellation`]).
+    pub fn with_cancellation(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+        self.cancellation = Some(token);
         self
     }
 
@@ -161,4 +173,25 @@ pub struct Outcome {
     /// Sequence number of the event that answers the message: the turn's output event, or for a
     /// superseded message its own input event.
     pub seq: Seq,
+}
+
+/// An entry added to a session's log without running a turn ([`crate::Runtime::append`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Entry {
+    /// A message from the user: later turns see it in their context like any earlier input.
+    User(String),
+    /// A reply of the agent, as if a turn had given it.
+    Agent(String),
+    /// A note from the application: in the history, never in a model's context.
+    Note(String),
+}
+
+impl Entry {
+    /// The entry's text.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::User(text) | Self::Agent(text) | Self::Note(text) => text,
+        }
+    }
 }

@@ -12,6 +12,7 @@ mod artifacts;
 mod channels;
 mod console;
 mod events;
+mod openai;
 mod ops;
 mod sessions;
 
@@ -48,9 +49,14 @@ pub use config::{
     DEFAULT_REQUEST_TIMEOUT,
 };
 pub use error::ApiError;
-pub use gateway::Gateway;
+pub use gateway::{Gateway, DEFAULT_MODEL};
 pub use headers::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
 pub use listen::default_max_connections;
+pub use openai::{
+    DEFAULT_USER, INSTRUCTIONS_ATTRIBUTE, MAX_CONVERSATION_ID_BYTES, MAX_ITEMS, MAX_LIST_LIMIT,
+    MAX_METADATA_KEY_BYTES, MAX_METADATA_PAIRS, MAX_METADATA_VALUE_BYTES, SESSION_HEADER,
+    USER_HEADER,
+};
 pub use openapi::openapi_json;
 
 use crate::runtime::DrainReport;
@@ -134,9 +140,17 @@ impl Gateway {
                 self.clone(),
                 middleware::timeout,
             ));
+        // OpenAI's API on the same sessions (`docs/openai-api.md`).
+        let (openai_turns, openai_quick) = openai::routes(self);
+        let openai_quick = openai_quick.route_layer(axum::middleware::from_fn_with_state(
+            self.clone(),
+            middleware::timeout,
+        ));
         turns
             .merge(messages)
             .merge(quick)
+            .merge(openai_turns)
+            .merge(openai_quick)
             // Operator routes (`docs/http-api.md`, "Operators") and the pages (`docs/console.md`).
             .merge(admin::routes(self))
             .merge(console::routes())

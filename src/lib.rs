@@ -88,7 +88,7 @@ pub use backend::FileStore;
 pub use backend::{PostgresOptions, PostgresStore};
 #[cfg(feature = "redis")]
 pub use backend::{RedisOptions, RedisStore};
-pub use call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
+pub use call::{CallOptions, Entry, Outcome, OutcomeKind, OverlapPolicy};
 pub use config::RuntimeConfig;
 pub use error::{Error, Result};
 pub use key::{KeyError, SessionKey};

@@ -148,6 +148,9 @@ impl Registry {
                     SessionMsg::ClearContext(reply) => {
                         let _ = reply.send(Err(error.clone()));
                     }
+                    SessionMsg::Append(append) => {
+                        let _ = append.reply.send(Err(error.clone()));
+                    }
                     // A read's caller sees its reply dropped.
                     _ => {}
                 }

@@ -7,13 +7,13 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{CallOptions, Outcome};
+use crate::call::{CallOptions, Entry, Outcome};
 use crate::config::RuntimeConfig;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::registry::{LivePage, LiveQuery, Registry};
-use crate::session::{SessionMsg, SessionView, TurnRequest};
-use crate::state::{InterruptReason, SessionRecord};
+use crate::session::{Append, SessionMsg, SessionView, TurnRequest};
+use crate::state::{InterruptReason, Seq, SessionRecord, StateDelta};
 use crate::stats::{RuntimeStats, TurnTimes};
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
@@ -177,7 +177,11 @@ impl Runtime {
             policy: options.policy.unwrap_or(self.config().default_policy),
             attributes: options.attributes.clone(),
             deadline: options.deadline,
-            abandon: options.cancel_on_drop.then(CancellationToken::new),
+            // The caller's own token, else one that dropping the stream cancels.
+            abandon: options
+                .cancellation
+                .clone()
+                .or_else(|| options.cancel_on_drop.then(CancellationToken::new)),
             stream,
             front,
             reply,
@@ -250,6 +254,47 @@ impl Runtime {
         let (tx, rx) = oneshot::channel();
         self.registry()
             .submit(key, SessionMsg::ClearContext(tx))
+            .await?;
+        rx.await
+            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+    }
+
+    /// Appends `entries` to the session's log without running a turn (creating the session if
+    /// it does not exist), and applies `state` — session-scoped keys only, `null` deleting one —
+    /// with the last of them (with a note saying so when `entries` is empty). Returns the first
+    /// new event's seq once the store acknowledged them.
+    ///
+    /// Like [`Runtime::clear_context`] it does not wait behind the session's queue: turns that
+    /// start after it see the entries; a turn running then is written after them.
+    pub async fn append(
+        &self,
+        key: &SessionKey,
+        entries: Vec<Entry>,
+        state: StateDelta,
+    ) -> Result<Seq> {
+        let max = self.config().max_input_bytes;
+        if let Some(entry) = entries.iter().find(|e| e.text().len() > max) {
+            return Err(Error::TooLarge {
+                len: entry.text().len(),
+                max,
+            });
+        }
+        if let Some(scoped) = state.keys().find(|k| k.contains(':')) {
+            return Err(Error::InvalidRequest(format!(
+                "only session-scoped state can be appended; {scoped:?} has a scope prefix"
+            )));
+        }
+        if entries.is_empty() && state.is_empty() {
+            return Err(Error::InvalidRequest("nothing to append".into()));
+        }
+        let (reply, rx) = oneshot::channel();
+        let append = Append {
+            entries,
+            state,
+            reply,
+        };
+        self.registry()
+            .submit(key, SessionMsg::Append(append))
             .await?;
         rx.await
             .map_err(|_| Error::SessionFailed { key: key.clone() })?

@@ -189,6 +189,9 @@ pub(crate) enum SessionMsg {
     Read(oneshot::Sender<SessionView>),
     /// Clear the context window (keeps scoped state).
     ClearContext(oneshot::Sender<Result<(), Error>>),
+    /// Append entries (and a change to session state) without running a turn; answers the
+    /// first new event's seq.
+    Append(Append),
     /// A compaction task finished: the summary of events up to `through_seq`.
     Compacted {
         through_seq: crate::state::Seq,
@@ -197,6 +200,14 @@ pub(crate) enum SessionMsg {
     /// Finish up and stop. The registry marks the session stopping before sending this, so no
     /// turn arrives after it.
     Stop(StopKind),
+}
+
+/// What [`SessionMsg::Append`] adds.
+pub(crate) struct Append {
+    pub entries: Vec<crate::call::Entry>,
+    /// Session-scoped keys only (the runtime checks).
+    pub state: crate::state::StateDelta,
+    pub reply: oneshot::Sender<Result<crate::state::Seq, Error>>,
 }
 
 /// How a session stops.
@@ -326,6 +337,10 @@ impl Actor for SessionActor {
             }
             SessionMsg::ClearContext(reply) => {
                 let _ = reply.send(Box::pin(live.clear_context()).await);
+            }
+            SessionMsg::Append(append) => {
+                let reply = Box::pin(live.append(append.entries, append.state)).await;
+                let _ = append.reply.send(reply);
             }
             SessionMsg::Stop(kind) => live.begin_stop(kind),
         }

@@ -39,6 +39,7 @@ const HANDLERS: &[&str] = &[
     "channels",
     "console",
     "events",
+    "openai",
     "ops",
     "sessions",
 ];

@@ -98,6 +98,16 @@ pub struct ModelArgs {
     model_turn_timeout: Option<Duration>,
 }
 
+/// The model name `GET /v1/models` lists for the chosen agent: `--model`'s, or the built-in
+/// agent's (`turnstile-mock`, `turnstile-echo`).
+pub fn model_name(choice: AgentChoice, model: &ModelArgs) -> String {
+    match choice {
+        AgentChoice::Builtin(AgentKind::Mock) => "turnstile-mock".into(),
+        AgentChoice::Builtin(AgentKind::Echo) => "turnstile-echo".into(),
+        AgentChoice::OpenAi => model.model.clone().unwrap_or_else(|| "turnstile".into()),
+    }
+}
+
 /// Builds the chosen agent: the mock with `latency_ms` and `chunks`, echo, or the model (with
 /// the tools of `mcp`'s servers, which only the model can use).
 pub fn build_agent(

@@ -243,6 +243,7 @@ async fn serve_with_tools(
     let gateway = Gateway::new(router)
         .with_tokens(tokens)
         .with_config(config)
+        .with_models(vec![super::agent_arg::model_name(args.agent, &args.model)])
         .with_metrics(install_metrics()?);
     println!("turnstile serve: listening on http://{local}");
     if let Some(address) = gateway.runtime().address() {

@@ -52,6 +52,10 @@ pub enum ApiError {
     /// Nothing at this path (no such session, pairing or route).
     #[error("{0}")]
     NotFound(String),
+    /// The request would change a session's log, which only ever grows (an OpenAI item's
+    /// deletion): nothing was changed.
+    #[error("{0}")]
+    AppendOnly(String),
     /// The route exists but not with this method.
     #[error("this route does not accept that method")]
     MethodNotAllowed,
@@ -218,6 +222,7 @@ impl ApiError {
             Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden", true),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found", true),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", true),
+            Self::AppendOnly(_) => (StatusCode::CONFLICT, "append_only", true),
             Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
             Self::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

@@ -1,7 +1,10 @@
 //! [`Gateway`]: the state every handler receives — the channel router (and through it the
 //! runtime), the tokens, the metrics handle, the limits and the forwarding client.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+use tokio_util::sync::CancellationToken;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -12,6 +15,18 @@ use super::forward::Forwarder;
 use crate::channel::ChannelRouter;
 use crate::runtime::Runtime;
 
+/// An OpenAI response running here.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Running {
+    /// Interrupts its turn.
+    pub cancel: CancellationToken,
+    /// Cancelled once its request has the turn's outcome (or gave up on it).
+    pub finished: CancellationToken,
+}
+
+/// The model `GET /v1/models` lists when [`Gateway::with_models`] names none.
+pub const DEFAULT_MODEL: &str = "turnstile";
+
 /// The HTTP API over a runtime. Cheap to clone: it is the state every handler receives.
 #[derive(Clone)]
 pub struct Gateway {
@@ -21,6 +36,12 @@ pub struct Gateway {
     config: Arc<HttpConfig>,
     /// The client forwarded requests go through, built on first use with `config`'s settings.
     forwarder: Arc<OnceLock<Result<Forwarder, String>>>,
+    /// The model names `GET /v1/models` lists (what `serve` was started with).
+    models: Arc<Vec<String>>,
+    /// The OpenAI responses running here, by id, with the token that cancels each: what
+    /// `POST /v1/responses/{id}/cancel` reaches. An entry lives as long as its request, so the
+    /// map is bounded by the requests in flight.
+    responses: Arc<parking_lot::Mutex<HashMap<String, Running>>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -43,7 +64,15 @@ impl Gateway {
             metrics: None,
             config: Arc::new(HttpConfig::default()),
             forwarder: Arc::default(),
+            models: Arc::new(vec![DEFAULT_MODEL.to_owned()]),
+            responses: Arc::default(),
         }
+    }
+
+    /// Lists these model names at `GET /v1/models` (by default one, `turnstile`).
+    pub fn with_models(mut self, models: Vec<String>) -> Self {
+        self.models = Arc::new(models);
+        self
     }
 
     /// Requires one of these bearer tokens on every route but the probes.
@@ -82,6 +111,19 @@ impl Gateway {
 
     pub(crate) fn tokens(&self) -> &Tokens {
         &self.tokens
+    }
+
+    pub(crate) fn models(&self) -> &[String] {
+        &self.models
+    }
+
+    /// The model a request that names none is answered as: the first listed.
+    pub(crate) fn default_model(&self) -> &str {
+        self.models.first().map_or(DEFAULT_MODEL, String::as_str)
+    }
+
+    pub(crate) fn responses(&self) -> &parking_lot::Mutex<HashMap<String, Running>> {
+        &self.responses
     }
 
     pub(crate) fn metrics(&self) -> Option<&PrometheusHandle> {

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorDetail};
-use super::{admin, artifacts, channels, events, ops, sessions};
+use super::{admin, artifacts, channels, events, openai, ops, sessions};
 
 /// Adds the bearer-token scheme every route but the probes requires.
 struct BearerAuth;
@@ -60,6 +60,21 @@ impl Modify for BearerAuth {
         admin::live,
         admin::passivate,
         admin::stats,
+        openai::list_models,
+        openai::get_model,
+        openai::conversations::create_conversation,
+        openai::conversations::get_conversation,
+        openai::conversations::update_conversation,
+        openai::conversations::delete_conversation,
+        openai::items::list_items,
+        openai::items::add_items,
+        openai::items::get_item,
+        openai::items::delete_item,
+        openai::responses::create_response,
+        openai::responses::get_response,
+        openai::responses::cancel_response,
+        openai::responses::response_input_items,
+        openai::chat::chat_completions,
     ),
     components(schemas(ErrorBody, ErrorDetail)),
     modifiers(&BearerAuth),
@@ -69,6 +84,7 @@ impl Modify for BearerAuth {
         (name = "artifacts", description = "Named, versioned blobs of a session or a user"),
         (name = "channels", description = "Bots on chat channels, and account pairings"),
         (name = "operations", description = "Probes, metrics, this document, and the operator routes"),
+        (name = "openai", description = "OpenAI's API on the same sessions: conversations, responses, chat completions, models (docs/openai-api.md)"),
     )
 )]
 struct ApiDoc;

@@ -19,7 +19,7 @@ use super::{
     TurnControl, TurnFinished, TurnRequest,
 };
 use crate::agent::{TurnContext, TurnRecording};
-use crate::call::Outcome;
+use crate::call::{Entry, Outcome};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::state::{Author, Event, EventKind};
@@ -415,6 +415,55 @@ impl Live {
             EventKind::ContextCleared {},
         );
         self.journal.commit(vec![event]).await
+    }
+
+    /// Appends `entries` (the last one carrying `state`, or a note when there are none) without
+    /// running a turn; answers the first new event's seq once the store acknowledged them.
+    pub(crate) async fn append(
+        &mut self,
+        entries: Vec<Entry>,
+        state: crate::state::StateDelta,
+    ) -> Result<crate::state::Seq, Error> {
+        self.journal.settle().await?;
+        let first = self.journal.next_seq();
+        let at = now_ms();
+        let mut entries = entries;
+        if entries.is_empty() {
+            entries.push(Entry::Note("session state changed".into()));
+        }
+        let mut events: Vec<Event> = entries
+            .into_iter()
+            .zip(first..)
+            .map(|(entry, seq)| {
+                let (author, kind) = match entry {
+                    Entry::User(text) => (
+                        Author::User,
+                        EventKind::UserInput {
+                            text,
+                            disposition: Default::default(),
+                        },
+                    ),
+                    Entry::Agent(text) => (
+                        Author::Agent,
+                        EventKind::AgentOutput {
+                            text,
+                            status: crate::state::OutputStatus::Final,
+                            duration_ms: 0,
+                            usage: None,
+                        },
+                    ),
+                    Entry::Note(text) => (Author::System, EventKind::Note { text }),
+                };
+                Event::new(seq, author, at, kind)
+            })
+            .collect();
+        if !state.is_empty() {
+            if let Some(last) = events.last_mut() {
+                last.state_delta = Some(state);
+            }
+        }
+        self.journal.commit(events).await?;
+        Ok(first)
     }
 
     /// The session as it is in memory: what the store acknowledged.

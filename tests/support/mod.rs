@@ -18,6 +18,8 @@ pub mod http;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod memory;
+#[cfg(feature = "http")]
+pub mod openai_sdk;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "postgres")]

@@ -170,6 +170,11 @@ impl Serve {
         String::from_utf8_lossy(&captured.lock()).into_owned()
     }
 
+    /// The data folder of a [`ServeStore::File`] server.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.home.path().join("data")
+    }
+
     /// The child's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -1,0 +1,49 @@
+//! The official `openai` Python package as a client of `turnstile serve`: the version `.ci/run`
+//! installs, and a runner for the scripts in `tests/support/openai/`. A test whose client is
+//! missing fails saying how to install it; it never skips.
+
+#![cfg(feature = "http")]
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// The version `.ci/run` installs (pinned: the tests read the SDK's typed events and pages).
+pub const OPENAI_PYTHON_PACKAGE: &str = "openai==3.60.0";
+
+/// The folder of the scripts.
+const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/openai");
+
+/// `python3`, with the `openai` package importable; fails the test saying how to install it.
+pub fn python() -> PathBuf {
+    let found = Command::new("python3")
+        .args(["-c", "import openai"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "python3 with the official `openai` package is needed; install it with `python3 -m pip \
+         install {OPENAI_PYTHON_PACKAGE}` (.ci/run does)"
+    );
+    PathBuf::from("python3")
+}
+
+/// What a script printed, once it succeeded: its last line of standard output, as JSON.
+pub fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let output = Command::new(python())
+        .arg(format!("{SCRIPTS}/{script}"))
+        .args(args)
+        .output()
+        .expect("run the SDK script");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
+}
