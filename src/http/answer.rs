@@ -51,6 +51,18 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
 }
 
+/// The `Idempotency-Key` header, checked as the runtime checks a request id: for routes that
+/// use it before the runtime sees it (or never pass it on), such as the ids of a conversation
+/// or a response made from it.
+pub(crate) fn checked_idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let key = idempotency_key(headers);
+    if let Some(key) = &key {
+        crate::call::check_request_id(key)
+            .map_err(|why| ApiError::BadRequest(format!("Idempotency-Key: {why}")))?;
+    }
+    Ok(key)
+}
+
 /// The JSON form of an outcome: `{"outcome", "output", "seq"}`, plus `reason` when interrupted
 /// and, for channel messages, where the message went.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -15,7 +15,7 @@ use super::{
     METADATA_KEY,
 };
 use crate::call::Entry;
-use crate::http::answer::idempotency_key;
+use crate::http::answer::checked_idempotency_key;
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiJson, ApiPath, OptionalJson};
@@ -116,7 +116,7 @@ pub(crate) async fn create_conversation(
 ) -> Result<Response, ApiError> {
     let body = body.unwrap_or_default();
     let user = acting_user(&caller, &headers)?;
-    let seed = idempotency_key(&headers).map(|key| format!("{user}\0{key}"));
+    let seed = checked_idempotency_key(&headers)?.map(|key| format!("{user}\0{key}"));
     let key = conversation_key(&user, &new_id("conv_", seed.as_deref()))?;
     let metadata = body.metadata.unwrap_or_default();
     if let Err(error) = check_metadata(&metadata) {

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::call::{Attributes, CallOptions, Outcome, OutcomeKind};
 use crate::error::Error;
-use crate::http::answer::{idempotency_key, within};
+use crate::http::answer::{checked_idempotency_key, within};
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiJson, ApiPath};
@@ -293,7 +293,7 @@ pub(crate) async fn create_response(
         Ok(turn) => turn,
         Err(refusal) => return Ok(*refusal),
     };
-    let key = idempotency_key(&headers);
+    let key = checked_idempotency_key(&headers)?;
     let seed = key.as_deref().map(|k| format!("{user}\0{k}"));
     let session = match where_to_run(
         &gateway,
