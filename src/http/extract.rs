@@ -28,7 +28,8 @@ impl<T: DeserializeOwned> FromRequest<Gateway> for ApiJson<T> {
     }
 }
 
-/// A JSON body that may be absent: an empty body or `null` is `None`, whatever its content type.
+/// A JSON body that may be absent: an empty body or `null` is `None`, whatever its content type;
+/// anything else must be a JSON object.
 pub(crate) struct OptionalJson<T>(pub Option<T>);
 
 impl<T: DeserializeOwned> FromRequest<Gateway> for OptionalJson<T> {
@@ -41,6 +42,10 @@ impl<T: DeserializeOwned> FromRequest<Gateway> for OptionalJson<T> {
         // An empty body, or JSON `null`, is no body.
         if bytes.iter().all(u8::is_ascii_whitespace) || bytes.trim_ascii() == b"null" {
             return Ok(Self(None));
+        }
+        // Every optional body is an object: serde would also read a struct from an array.
+        if !bytes.trim_ascii().starts_with(b"{") {
+            return Err(ApiError::BadBody("the body must be a JSON object".into()));
         }
         serde_json::from_slice(&bytes)
             .map(|value| Self(Some(value)))

@@ -28,7 +28,7 @@ use crate::state::StateDelta;
 /// `POST /v1/conversations`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CreateBody {
+pub(crate) struct CreateConversationBody {
     /// Up to 20 messages to start with.
     #[serde(default)]
     items: Option<Vec<InputItem>>,
@@ -107,12 +107,12 @@ pub(crate) async fn read(runtime: &Runtime, key: &SessionKey) -> Result<Conversa
 #[utoipa::path(post, path = "/v1/conversations", tag = "openai",
     params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$",
         description = "A retry with the same key gets the same conversation")),
-    request_body = Option<CreateBody>, responses((status = 200, body = Conversation), Refusals))]
+    request_body = Option<CreateConversationBody>, responses((status = 200, body = Conversation), Refusals))]
 pub(crate) async fn create_conversation(
     State(gateway): State<Gateway>,
     caller: Caller,
     headers: HeaderMap,
-    OptionalJson(body): OptionalJson<CreateBody>,
+    OptionalJson(body): OptionalJson<CreateConversationBody>,
 ) -> Result<Response, ApiError> {
     let body = body.unwrap_or_default();
     let user = acting_user(&caller, &headers)?;

@@ -43,7 +43,7 @@ pub const INSTRUCTIONS_ATTRIBUTE: &str = "openai.instructions";
 /// `POST /v1/responses`. Fields not listed are accepted and ignored (sampling settings,
 /// tools: the session's agent decides them).
 #[derive(Debug, Deserialize, ToSchema)]
-pub(crate) struct CreateBody {
+pub(crate) struct CreateResponseBody {
     /// Recorded in the response; the session's agent answers whatever it names.
     #[serde(default)]
     model: Option<String>,
@@ -263,7 +263,7 @@ fn turn_input(
 #[utoipa::path(post, path = "/v1/responses", tag = "openai",
     params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$",
         description = "A retry with the same key gets the first attempt's response, stored once")),
-    request_body = CreateBody,
+    request_body = CreateResponseBody,
     responses((status = 200, description = "The response, or its events",
         content((Object = "application/json"), (String = "text/event-stream"))),
         crate::http::schema::Refusals))]
@@ -271,7 +271,7 @@ pub(crate) async fn create_response(
     State(gateway): State<Gateway>,
     caller: Caller,
     headers: HeaderMap,
-    ApiJson(body): ApiJson<CreateBody>,
+    ApiJson(body): ApiJson<CreateResponseBody>,
 ) -> Result<Response, ApiError> {
     let user = acting_user(&caller, &headers)?;
     let model = body
