@@ -39,6 +39,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteFailed>
     })
 }
 
+/// Replaces `path` with `bytes` by a temporary file renamed over it, without any flush: readers
+/// see the old or the new content, never a mix, but after a power cut the file may hold neither
+/// (a renamed file whose content never reached the disk). Only for a caller that made the
+/// content durable elsewhere first (the file store's journal) and writes it back on recovery.
+pub(crate) fn replace_unflushed(path: &Path, bytes: &[u8]) -> Result<(), WriteFailed> {
+    let tmp = temporary_beside(path);
+    let staged = (|| {
+        let mut file = File::create(&tmp).map_err(step("create", &tmp))?;
+        file.write_all(bytes).map_err(step("write", &tmp))?;
+        fs::rename(&tmp, path).map_err(step("rename into place", path))
+    })();
+    if staged.is_err() {
+        // Best effort: the temporary is never read, so leaving it behind only costs space.
+        let _ = fs::remove_file(&tmp);
+    }
+    staged
+}
+
 /// A failed [`write_atomic`].
 #[derive(Debug)]
 pub(crate) struct WriteFailed {

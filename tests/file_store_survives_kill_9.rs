@@ -4,6 +4,12 @@
 //! The test binary re-executes itself as the writer: the child appends turns to several sessions
 //! and prints `ACK <session> <seq>` after each `append` returned `Ok`; the parent kills it with
 //! SIGKILL at a random moment, reopens the store and checks.
+//!
+//! A SIGKILL leaves the page cache whole. Every other round the parent also plays a power cut:
+//! it takes away, at random, what the session files gained since the round began (the store
+//! flushes them only at checkpoints; until then the journal alone holds those appends durably),
+//! cutting logs short at any byte and removing folders made in the round — so that the reopen
+//! must rebuild every acknowledged turn from the journal.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -42,6 +48,11 @@ fn acknowledged_appends_survive_kill_9_at_random_moments() {
     let started = Instant::now();
     let mut acked: HashMap<usize, u64> = HashMap::new();
     let mut total_acks = 0;
+    // What each session's log held, durably, when the round began (after the last check,
+    // whose clean close flushed everything).
+    let mut durable: Vec<Option<u64>> = vec![None; SESSIONS];
+    let mut heads: Vec<Option<Vec<u8>>> = vec![None; SESSIONS];
+    let mut power_cuts = 0;
     for round in 0..ROUNDS {
         assert!(
             started.elapsed() < BUDGET,
@@ -83,13 +94,91 @@ fn acknowledged_appends_survive_kill_9_at_random_moments() {
             *best = (*best).max(seq);
             total_acks += 1;
         }
+        if !round.is_multiple_of(2) {
+            power_cuts += lose_unflushed(dir.path(), &durable, &heads, &mut rng);
+        }
         check(dir.path(), &acked, round);
+        for (i, len) in durable.iter_mut().enumerate() {
+            *len = std::fs::metadata(log_path(dir.path(), i))
+                .ok()
+                .map(|m| m.len());
+            heads[i] = std::fs::read(head_path(dir.path(), i)).ok();
+        }
     }
+    assert!(
+        power_cuts > 0,
+        "no power cut took anything away: the journal was never needed"
+    );
     assert!(
         total_acks >= ROUNDS,
         "the writer barely wrote ({total_acks} acks): the test proved little"
     );
     println!("{total_acks} acknowledged turns over {ROUNDS} kills");
+}
+
+/// Session `i`'s head file.
+fn head_path(root: &std::path::Path, i: usize) -> std::path::PathBuf {
+    root.join(format!("users/crash/sessions/s{i}/head.json"))
+}
+
+/// Session `i`'s log file.
+fn log_path(root: &std::path::Path, i: usize) -> std::path::PathBuf {
+    root.join(format!("users/crash/sessions/s{i}/log.jsonl"))
+}
+
+fn next(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
+}
+
+/// Plays a power cut after the kill: each log loses a random part of what it gained since the
+/// round began (`durable`: its length then, `None` if it did not exist), a head rewritten in the
+/// round may be left empty (renamed into place, its content never written; `heads`: each head
+/// then), and a session folder made in the round may vanish whole. Returns how many files lost
+/// something.
+fn lose_unflushed(
+    root: &std::path::Path,
+    durable: &[Option<u64>],
+    heads: &[Option<Vec<u8>>],
+    rng: &mut u64,
+) -> usize {
+    let mut lost = 0;
+    for (i, start) in durable.iter().enumerate() {
+        let head = head_path(root, i);
+        if let Ok(now) = std::fs::read(&head) {
+            if heads[i].as_ref() != Some(&now) && next(rng).is_multiple_of(2) {
+                std::fs::write(&head, b"").expect("empty the head");
+                lost += 1;
+            }
+        }
+        let path = log_path(root, i);
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let now = meta.len();
+        match start {
+            None if next(rng).is_multiple_of(2) => {
+                std::fs::remove_dir_all(path.parent().expect("session folder"))
+                    .expect("remove the session folder");
+                lost += 1;
+            }
+            start => {
+                let from = start.unwrap_or(0);
+                if now > from {
+                    let keep = from + next(rng) % (now - from);
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .and_then(|f| f.set_len(keep))
+                        .expect("cut the log");
+                    lost += 1;
+                }
+            }
+        }
+    }
+    lost
 }
 
 /// Reopens the store and checks every acknowledged turn is there, dense and readable.

@@ -134,17 +134,17 @@ impl FileArtifactStore {
         self.inner.locks[stripe].clone().lock_owned().await
     }
 
-    /// Runs blocking file work on tokio's blocking pool.
+    /// Runs blocking file work on the file kit's I/O threads.
     async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Path) -> Result<T, ArtifactError> + Send + 'static,
     ) -> Result<T, ArtifactError> {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || work(&inner.root))
+        super::pool::run(move || work(&inner.root))
             .await
-            .map_err(|e| ArtifactError::Unavailable {
+            .map_err(|detail| ArtifactError::Unavailable {
                 backend: "file",
-                detail: format!("blocking task failed: {e}"),
+                detail,
             })?
     }
 }

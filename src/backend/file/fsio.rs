@@ -26,6 +26,16 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> 
     })
 }
 
+/// Replaces `path` with `bytes` like [`write_atomic`] but flushes nothing (see
+/// [`atomic_file::replace_unflushed`]): for content a journal entry made durable first.
+pub(super) fn replace_unflushed(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    atomic_file::replace_unflushed(path, bytes).map_err(|failed| StoreError::Io {
+        op: failed.op,
+        path: failed.path,
+        source: failed.source,
+    })
+}
+
 /// Makes the entries of `dir` (creations, renames, removals) durable.
 pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     atomic_file::sync_dir(dir).map_err(io_error("fsync folder", dir))
@@ -54,6 +64,18 @@ pub(super) fn create_dirs(chain: &[PathBuf]) -> Result<bool, StoreError> {
         };
     }
     Ok(created)
+}
+
+/// Like [`create_dirs`], and also fsyncs the parent of each folder of `chain` that existed
+/// already: folders made without a flush (by a journaled write, durable only through the
+/// journal until its checkpoint) become durable on their own.
+pub(super) fn create_durable_dirs(chain: &[PathBuf]) -> Result<(), StoreError> {
+    for dir in chain {
+        if !create_dirs(std::slice::from_ref(dir))? {
+            sync_parent(dir)?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes a folder and everything in it as one durable step: it is renamed into `trash` (atomic,

@@ -129,14 +129,14 @@ impl FileMemory {
         self.inner.root.join(format!("{name}.jsonl"))
     }
 
-    /// Runs `work` on the blocking pool holding `user`'s slot alone.
+    /// Runs `work` on the file kit's I/O threads holding `user`'s slot alone.
     async fn with_user<T, F>(&self, user: &str, work: F) -> Result<T, MemoryError>
     where
         T: Send + 'static,
         F: FnOnce(&Path, &str, &mut Slot) -> Result<T, MemoryError> + Send + 'static,
     {
         let (this, user, path) = (self.clone(), user.to_owned(), self.path_of(user));
-        tokio::task::spawn_blocking(move || {
+        super::pool::run(move || {
             let slot = this
                 .inner
                 .slots
@@ -151,9 +151,9 @@ impl FileMemory {
             result
         })
         .await
-        .map_err(|e| MemoryError::Unavailable {
+        .map_err(|detail| MemoryError::Unavailable {
             backend: "file",
-            detail: format!("a memory task failed: {e}"),
+            detail,
         })?
     }
 

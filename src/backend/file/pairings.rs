@@ -104,9 +104,9 @@ impl FilePairingStore {
             let bytes = serde_json::to_vec_pretty(&next.to_document(&inner.extra))
                 .map_err(|e| PairingError::InvalidRequest(format!("cannot encode: {e}")))?;
             let path = inner.path.clone();
-            let written = tokio::task::spawn_blocking(move || write_atomic(&path, &bytes))
+            let written = super::pool::run(move || write_atomic(&path, &bytes))
                 .await
-                .map_err(|e| unavailable(format!("the write task did not finish: {e}")))?;
+                .map_err(unavailable)?;
             match written {
                 Ok(()) => {
                     *inner.table.write() = Arc::new(next);

@@ -30,8 +30,9 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedRwLockReadGuard, RwLock};
 
 use self::cache::HeadCache;
+use super::journal::{self, Entry, Journal};
 use super::layout::{SessionPaths, APP_FILE, LOCK_FILE, TRASH_DIR, USER_FILE};
-use super::{fsio, layout};
+use super::{fsio, layout, pool};
 use crate::key::SessionKey;
 use crate::state::{Event, Seq, SplitDelta, StateMap};
 use crate::store::{
@@ -63,8 +64,6 @@ pub struct FileStore {
 struct Inner {
     /// The store's folder.
     root: PathBuf,
-    /// Holds the root's locks for as long as the store lives; dropping them releases them.
-    _lock: RootLock,
     /// See [`USER_GATES`].
     user_gates: Box<[Arc<RwLock<()>>]>,
     /// See [`SESSION_LOCKS`]. Owned guards travel into the blocking task, so a caller that stops
@@ -76,9 +75,15 @@ struct Inner {
     app_state_lock: parking_lot::Mutex<()>,
     /// Each recently used session's state, so that an append reads no file; see `cache.rs`.
     cache: HeadCache,
-    /// A readiness probe's `stat` is on the blocking pool: set while one runs, so that a folder
-    /// that hangs (a stuck network mount) costs one blocked thread, not one per probe.
+    /// A readiness probe's `stat` is on an I/O thread: set while one runs, so that a folder that
+    /// hangs (a stuck network mount) costs one blocked thread, not one per probe.
     probing: std::sync::atomic::AtomicBool,
+    /// Makes appends durable, many sessions' with one flush; see `journal.rs`. Declared before
+    /// the lock: fields drop in order, so the journal is flushed and checkpointed while the root
+    /// is still this process's.
+    journal: Journal,
+    /// Holds the root's locks for as long as the store lives; dropping them releases them.
+    _lock: RootLock,
 }
 
 /// What a session operation holds: its user's gate (shared) and its own lock.
@@ -95,9 +100,12 @@ impl FileStore {
         std::fs::create_dir_all(&root).map_err(fsio::io_error("create folder", &root))?;
         let lock = lock_root(&root)?;
         fsio::empty_trash(&root.join(TRASH_DIR))?;
+        // Before anything reads a session: what a crash left in the journal is written back.
+        let journal = Journal::open(&root)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
+                journal,
                 _lock: lock,
                 user_gates: (0..USER_GATES).map(|_| Arc::new(RwLock::new(()))).collect(),
                 session_locks: (0..SESSION_LOCKS)
@@ -253,6 +261,10 @@ impl Inner {
             let what = format!("user {user_id}");
             let path = self.user_file(user_id);
             layout::refuse_links(&self.root, &[&path])?;
+            // The user's folder may have been made by a journaled append, not yet durable: the
+            // file must not vanish with it in a crash once the turn is acknowledged.
+            let chain = layout::session_dir_chain(&self.root, key);
+            fsio::create_durable_dirs(&chain[..chain.len() - 2])?;
             shared::update(&path, key, &what, Some(user_id), &delta.user)?;
         }
         if !delta.app.is_empty() {
@@ -274,18 +286,124 @@ impl Inner {
     }
 }
 
-/// Runs blocking file I/O on tokio's blocking pool.
+/// Runs blocking file I/O on the file kit's I/O threads (`pool.rs`).
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    match tokio::task::spawn_blocking(work).await {
+    pool::run(work).await.unwrap_or_else(|detail| {
+        Err(StoreError::Unavailable {
+            backend: "file",
+            detail,
+        })
+    })
+}
+
+/// Runs `work` as a task of its own and waits for it: a caller that stops waiting does not stop
+/// it, so locks it holds are released only once its writes are settled (journaled or rolled
+/// back), never between a file write and its journal entry.
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::spawn(work).await {
         Ok(result) => result,
-        // A panic is a bug: let it surface where it would have without the thread hop.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(StoreError::Unavailable {
             backend: "file",
-            detail: format!("the I/O task did not run: {e}"),
+            detail: format!("the write task did not run: {e}"),
         }),
+    }
+}
+
+/// What the first step of an append wrote, not yet durable.
+struct Written {
+    version: u64,
+    /// The session's state once the append is durable.
+    after: log::Current,
+    paths: SessionPaths,
+    /// The log lines written, unflushed, and where the log ended before them (for a rollback);
+    /// `None` for an append with no events, which writes no line: its head records it.
+    log: Option<(Entry, u64)>,
+}
+
+impl Inner {
+    /// An append's file work before the journal: checks, then writes the log (unflushed) and the
+    /// shared state.
+    fn write_append(
+        &self,
+        key: &SessionKey,
+        base_version: u64,
+        events: &[Event],
+    ) -> Result<Written, StoreError> {
+        let paths = SessionPaths::of(&self.root, key);
+        layout::refuse_links(&self.root, &[&paths.log, &paths.head])?;
+        let current = self.cache.current(&paths, key, true)?;
+        let prepared = match session::prepare(key, &current, base_version, events) {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // Nothing was written: what is known still holds.
+                self.cache.keep(key, current);
+                return Err(e);
+            }
+        };
+        if prepared.is_empty() {
+            // No line to carry a commit marker, yet the version rises: the head records it,
+            // journaled before the append is acknowledged.
+            session::ensure_dirs(&paths, &current)?;
+            return Ok(Written {
+                version: prepared.version,
+                after: prepared.after,
+                paths,
+                log: None,
+            });
+        }
+        let log_end = current.log_end;
+        let (entry, prepared) = session::write_log(&self.root, &paths, key, &current, prepared)?;
+        // Shared state is written (and flushed) before the append is acknowledged, so that an
+        // acknowledged turn's shared changes are always on disk (see docs/stores.md for the
+        // crash window this leaves).
+        if let Err(e) = self.write_shared(key, &prepared.shared) {
+            session::rollback(&paths, log_end);
+            return Err(e);
+        }
+        Ok(Written {
+            version: prepared.version,
+            after: prepared.after,
+            paths,
+            log: Some((entry, log_end)),
+        })
+    }
+
+    /// Rewrites the session's head for `after`: journaled, then written (see
+    /// `session::head_entry`). Returns the state to remember.
+    async fn rewrite_head(
+        self: Arc<Self>,
+        key: SessionKey,
+        paths: SessionPaths,
+        after: log::Current,
+    ) -> Result<log::Current, StoreError> {
+        let (entry, paths, after) = {
+            let inner = self.clone();
+            blocking(move || {
+                let entry = session::head_entry(&inner.root, &paths, &key, &after)?;
+                Ok((entry, paths, after))
+            })
+            .await?
+        };
+        let Some(entry) = entry else {
+            return Ok(after);
+        };
+        self.journal.commit(entry.clone()).await?;
+        blocking(move || session::put_head(&paths, &entry, after)).await
+    }
+
+    /// The journal entry that removes `dir` (a folder under the root).
+    fn removal(&self, dir: &Path) -> Result<Entry, StoreError> {
+        let path = dir.strip_prefix(&self.root).map_err(|_| {
+            StoreError::InvalidRequest(format!("{} is outside the store's root", dir.display()))
+        })?;
+        Ok(Entry::Remove {
+            path: path.to_owned(),
+        })
     }
 }
 
@@ -353,39 +471,53 @@ impl Store for FileStore {
     ) -> Result<u64, StoreError> {
         let guards = self.lock(key).await;
         let (inner, key, events) = (self.inner.clone(), key.clone(), events.to_vec());
-        blocking(move || {
+        detached(async move {
             let _guards = guards;
-            let paths = SessionPaths::of(&inner.root, &key);
-            layout::refuse_links(&inner.root, &[&paths.log, &paths.head])?;
-            let current = inner.cache.current(&paths, &key, true)?;
-            let prepared = match session::prepare(&key, &current, base_version, &events) {
-                Ok(prepared) => prepared,
-                Err(e) => {
-                    // Nothing was written: what is known still holds.
-                    inner.cache.keep(&key, current);
-                    return Err(e);
-                }
+            let written = {
+                let (inner, key) = (inner.clone(), key.clone());
+                blocking(move || inner.write_append(&key, base_version, &events)).await?
             };
-            if prepared.is_empty() {
-                // No line to carry a commit marker, yet the version rises: the head records
-                // it, durably, before the append is acknowledged.
-                session::ensure_dirs(&inner.root, &paths, &key, &current)?;
-                let after = session::write_head(&paths, prepared.after)?;
+            let Written {
+                version,
+                after,
+                paths,
+                log,
+            } = written;
+            let Some((entry, log_end)) = log else {
+                // An append with no events: the head is the append, and its error the append's.
+                let after = inner
+                    .clone()
+                    .rewrite_head(key.clone(), paths, after)
+                    .await
+                    .inspect_err(|_| inner.cache.forget(&key))?;
                 inner.cache.keep(&key, after);
-                return Ok(prepared.version);
-            }
-            session::write_log(&inner.root, &paths, &key, &current, &prepared)?;
-            // Shared state is written before the append is acknowledged, so that an
-            // acknowledged turn's shared changes are always on disk (see docs/stores.md for the
-            // crash window this leaves).
-            if let Err(e) = inner.write_shared(&key, &prepared.shared) {
-                session::rollback(&paths, current.log_end);
+                return Ok(version);
+            };
+            if let Err(e) = inner.journal.commit(entry).await {
+                // Not acknowledged: take the lines back off the log, and read the session from
+                // its files next time.
+                blocking(move || {
+                    session::rollback(&paths, log_end);
+                    inner.cache.forget(&key);
+                    Ok(())
+                })
+                .await?;
                 return Err(e);
             }
-            if let Some(after) = session::write_head_if_due(&paths, prepared.after) {
+            if !session::head_due(&after) {
                 inner.cache.keep(&key, after);
+                return Ok(version);
             }
-            Ok(prepared.version)
+            // The append is durable: a failed head rewrite does not fail it. Either head is
+            // consistent with the log; the files are read again next time.
+            match inner.clone().rewrite_head(key.clone(), paths, after).await {
+                Ok(after) => inner.cache.keep(&key, after),
+                Err(e) => {
+                    tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
+                    inner.cache.forget(&key);
+                }
+            }
+            Ok(version)
         })
         .await
     }
@@ -411,12 +543,17 @@ impl Store for FileStore {
     async fn delete(&self, key: &SessionKey) -> Result<bool, StoreError> {
         let guards = self.lock(key).await;
         let (inner, key) = (self.inner.clone(), key.clone());
-        blocking(move || {
+        detached(async move {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            let removed = fsio::remove_dir(&paths.dir, &inner.trash());
-            inner.cache.forget(&key);
-            removed
+            // Journaled first, so that a replay after a crash never writes the session back.
+            inner.journal.commit(inner.removal(&paths.dir)?).await?;
+            blocking(move || {
+                let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+                inner.cache.forget(&key);
+                removed
+            })
+            .await
         })
         .await
     }
@@ -431,19 +568,24 @@ impl Store for FileStore {
         // Exclusive: no operation on any of this user's sessions runs meanwhile.
         let gate = self.inner.user_gate(user_id).write_owned().await;
         let (inner, user_id) = (self.inner.clone(), user_id.to_owned());
-        blocking(move || {
+        detached(async move {
             let _gate = gate;
-            let sessions = layout::sessions_dir(&inner.root, &user_id);
-            let count = listing::session_dirs(&sessions)?
-                .into_iter()
-                .filter(|(_, dir)| {
-                    dir.join(layout::HEAD_FILE).exists() || dir.join(layout::LOG_FILE).exists()
-                })
-                .count() as u64;
-            let removed =
-                fsio::remove_dir(&layout::user_dir(&inner.root, &user_id), &inner.trash());
-            inner.cache.forget_user(&user_id);
-            removed.map(|_| count)
+            let user_dir = layout::user_dir(&inner.root, &user_id);
+            // Journaled first, so that a replay after a crash never writes the user back.
+            inner.journal.commit(inner.removal(&user_dir)?).await?;
+            blocking(move || {
+                let sessions = layout::sessions_dir(&inner.root, &user_id);
+                let count = listing::session_dirs(&sessions)?
+                    .into_iter()
+                    .filter(|(_, dir)| {
+                        dir.join(layout::HEAD_FILE).exists() || dir.join(layout::LOG_FILE).exists()
+                    })
+                    .count() as u64;
+                let removed = fsio::remove_dir(&user_dir, &inner.trash());
+                inner.cache.forget_user(&user_id);
+                removed.map(|_| count)
+            })
+            .await
         })
         .await
     }
@@ -458,16 +600,25 @@ impl Store for FileStore {
             let guards = self.lock(&key).await;
             let (inner, seen) = (self.inner.clone(), scanned.get(&key).copied());
             let key2 = key.clone();
-            let gone = blocking(move || {
+            let gone = detached(async move {
                 let _guards = guards;
                 let paths = SessionPaths::of(&inner.root, &key2);
                 // Skip a session written since the scan: it is no longer what gc chose.
-                if listing::updated_ms(&inner.cache, &paths, &key2) != seen {
+                let still = {
+                    let (inner, paths, key2) = (inner.clone(), paths.clone(), key2.clone());
+                    blocking(move || Ok(listing::updated_ms(&inner.cache, &paths, &key2) == seen))
+                        .await?
+                };
+                if !still {
                     return Ok(false);
                 }
-                let removed = fsio::remove_dir(&paths.dir, &inner.trash());
-                inner.cache.forget(&key2);
-                removed
+                inner.journal.commit(inner.removal(&paths.dir)?).await?;
+                blocking(move || {
+                    let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+                    inner.cache.forget(&key2);
+                    removed
+                })
+                .await
             })
             .await?;
             if gone {

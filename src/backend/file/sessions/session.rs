@@ -5,8 +5,9 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
 
-use super::fsio::{create_dirs, io_error, stamp_optional, sync_dir, write_atomic};
-use super::layout::{session_dir_chain, SessionPaths, LOG_FILE};
+use super::fsio::{io_error, replace_unflushed, stamp_optional, sync_dir};
+use super::journal::Entry;
+use super::layout::{SessionPaths, LOG_FILE};
 use super::line;
 use super::log::{encode_head, read_from, Current};
 use crate::key::SessionKey;
@@ -15,9 +16,9 @@ use crate::store::{check_continues, StoreError};
 
 /// `head.json` is rewritten once this many appends lie past it in the log.
 ///
-/// Rewriting it (temporary file, fsync, rename, folder fsync) costs about three times the log's
-/// own `fdatasync`; once every 32 appends that adds a few percent to an append on average. In
-/// exchange, a read that finds no remembered state (the first load after a restart, a listing,
+/// Rewriting it costs a journal entry the size of the head (covered by the journal's next shared
+/// flush), then a temporary file renamed over it, with no flush of its own; once every 32 appends
+/// that adds little to an append on average. In exchange, a read that finds no remembered state (the first load after a restart, a listing,
 /// `gc`) parses at most 31 appends' events past the head — tens of microseconds for chat-sized
 /// turns, independent of the history's length.
 pub(super) const HEAD_EVERY: u32 = 32;
@@ -99,40 +100,33 @@ impl Prepared {
     }
 }
 
-/// Creates the session's folders if it is new, fsync'ing each parent whose entry was created.
-pub(super) fn ensure_dirs(
-    root: &Path,
-    paths: &SessionPaths,
-    key: &SessionKey,
-    current: &Current,
-) -> Result<(), StoreError> {
+/// Creates the session's folders if it is new, without flushing: the journal entry of the
+/// append that follows recreates them after a crash, and its checkpoint flushes them.
+pub(super) fn ensure_dirs(paths: &SessionPaths, current: &Current) -> Result<(), StoreError> {
     // A session with a head or a log has its folders; only a new one may need them.
     if current.record.is_none() && !paths.dir.exists() {
-        create_dirs(&session_dir_chain(root, key))?;
+        std::fs::create_dir_all(&paths.dir).map_err(io_error("create folder", &paths.dir))?;
     }
     Ok(())
 }
 
-/// Appends the prepared lines to the log and fsyncs it, first cutting off an unfinished append
-/// a crash left behind. On failure the log is rolled back to `current.log_end`. Costs O(events):
-/// the log before the append is never read.
+/// Appends the prepared lines to the log, first cutting off an unfinished append a crash left
+/// behind, and returns the journal entry that makes them durable: the log is not flushed here,
+/// so the append is acknowledged only once the journal has flushed the entry. On failure the log
+/// is rolled back to `current.log_end`. Costs O(events): the log before the append is never read.
 pub(super) fn write_log(
     root: &Path,
     paths: &SessionPaths,
     key: &SessionKey,
     current: &Current,
-    prepared: &Prepared,
-) -> Result<(), StoreError> {
-    ensure_dirs(root, paths, key, current)?;
+    prepared: Prepared,
+) -> Result<(Entry, Prepared), StoreError> {
+    ensure_dirs(paths, current)?;
     if current.log_len > current.log_end {
         // An append that never completed lies past the valid end: copy it aside before it is
         // cut. Nothing is written yet, so a failure here leaves the log as it is.
         keep_cut(paths, key, current.log_end)?;
     }
-    // No acknowledged byte in the log yet: its folder entry may never have been made durable
-    // (even if a 0-byte or torn log survives an earlier failed first append), so fsync the
-    // folder after this append as well.
-    let new_file = current.log_end == 0;
     let mut log = OpenOptions::new()
         .create(true)
         .append(true)
@@ -145,23 +139,26 @@ pub(super) fn write_log(
     } else {
         Ok(())
     };
-    let written = cut
-        .and_then(|()| {
-            log.write_all(&prepared.lines)
-                .and_then(|()| log.sync_data())
-                .map_err(io_error("append to", &paths.log))
-        })
-        .and_then(|()| {
-            if new_file {
-                sync_dir(&paths.dir)
-            } else {
-                Ok(())
-            }
-        });
-    if written.is_err() {
+    let written = cut.and_then(|()| {
+        log.write_all(&prepared.lines)
+            .map_err(io_error("append to", &paths.log))
+    });
+    if let Err(e) = written {
         rollback(paths, current.log_end);
+        return Err(e);
     }
-    written
+    let relative = paths.log.strip_prefix(root).map_err(|_| {
+        StoreError::InvalidRequest(format!(
+            "session {key}: its log is outside the store's root"
+        ))
+    })?;
+    let mut prepared = prepared;
+    let entry = Entry::Append {
+        path: relative.to_owned(),
+        at: current.log_end,
+        bytes: std::mem::take(&mut prepared.lines),
+    };
+    Ok((entry, prepared))
 }
 
 /// Most side files kept for cuts at one offset (each a crash at the same point of the log); past
@@ -217,45 +214,55 @@ fn keep_cut(paths: &SessionPaths, key: &SessionKey, from: u64) -> Result<(), Sto
     })
 }
 
-/// Rewrites `head.json` if it is due (see [`HEAD_EVERY`]; also when there is none, so that the
-/// session's key is on disk for listings and `gc`), and returns the session's state after it.
-///
-/// The append is complete and durable before this runs, so a failure here does not fail it: it
-/// is logged, and `None` says the state of `head.json` is uncertain (read it again next time).
-/// Either head is consistent with the log, which reads fold onto it.
-pub(super) fn write_head_if_due(paths: &SessionPaths, after: Current) -> Option<Current> {
-    let due = after.head.is_none()
+/// Whether an append leaving the session at `after` rewrites `head.json`: the session has none
+/// yet (so that its key is on disk for listings and `gc`), or [`HEAD_EVERY`] appends or
+/// [`HEAD_EVERY_BYTES`] lie past it.
+pub(super) fn head_due(after: &Current) -> bool {
+    after.head.is_none()
         || after.unheaded >= HEAD_EVERY
-        || after.log_end - after.head_end >= HEAD_EVERY_BYTES;
-    if !due {
-        return Some(after);
-    }
-    let key = after.record.as_ref()?.key.clone();
-    match write_head(paths, after) {
-        Ok(after) => Some(after),
-        Err(e) => {
-            tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
-            None
-        }
-    }
+        || after.log_end - after.head_end >= HEAD_EVERY_BYTES
 }
 
-/// Rewrites `head.json` now (temporary file, fsync, rename, folder fsync) to hold `after`'s
-/// record and cover its log up to `after.log_end`, and returns the state after it.
-///
-/// Used directly by an append with no events: it raises the version but writes no log line
-/// that could carry a marker, so the head is what makes it durable, and its error is the
-/// append's. On error `head.json` may hold either version; the caller must not remember
-/// `after`.
-pub(super) fn write_head(paths: &SessionPaths, mut after: Current) -> Result<Current, StoreError> {
+/// The new `head.json` for `after` — its record, covering its log up to `after.log_end` — as a
+/// journal entry. Written to the file by [`put_head`] once the journal made the entry durable,
+/// so that a crash leaves the old head, or a new one the journal's replay writes again.
+pub(super) fn head_entry(
+    root: &Path,
+    paths: &SessionPaths,
+    key: &SessionKey,
+    after: &Current,
+) -> Result<Option<Entry>, StoreError> {
     let Some(record) = after.record.as_ref() else {
-        return Ok(after);
+        return Ok(None);
     };
-    let head = encode_head(record, after.log_end)?;
-    write_atomic(&paths.head, &head)?;
-    after.head = stamp_optional(&paths.head)?;
-    after.head_end = after.log_end;
-    after.unheaded = 0;
+    let relative = paths.head.strip_prefix(root).map_err(|_| {
+        StoreError::InvalidRequest(format!(
+            "session {key}: its head is outside the store's root"
+        ))
+    })?;
+    Ok(Some(Entry::Replace {
+        path: relative.to_owned(),
+        bytes: encode_head(record, after.log_end)?,
+    }))
+}
+
+/// Writes the head [`head_entry`] made (the journal holds it durably already; nothing is
+/// flushed here) and returns the session's state after it. On error `head.json` may hold
+/// either version; the caller must not remember `after`.
+pub(super) fn put_head(
+    paths: &SessionPaths,
+    entry: &Entry,
+    mut after: Current,
+) -> Result<Current, StoreError> {
+    if let Entry::Replace { bytes, .. } = entry {
+        if !paths.dir.exists() {
+            std::fs::create_dir_all(&paths.dir).map_err(io_error("create folder", &paths.dir))?;
+        }
+        replace_unflushed(&paths.head, bytes)?;
+        after.head = stamp_optional(&paths.head)?;
+        after.head_end = after.log_end;
+        after.unheaded = 0;
+    }
     Ok(after)
 }
 

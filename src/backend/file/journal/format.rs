@@ -1,0 +1,398 @@
+//! How a journal segment is laid out, and reading it back: pure, no I/O.
+//!
+//! ```text
+//! segment := "turnstile-journal 1\n" batch*
+//! batch   := "TJB1" len:u32le crc32:u32le payload[len]
+//! payload := entry+
+//! entry   := header-json "\n" bytes[header.len]      (op "append": the bytes written at "at";
+//!                                                     op "replace": the file's new content)
+//!          | header-json "\n"                         (op "remove": a folder removed)
+//! ```
+//!
+//! A batch is what one flush covered: the committer writes a batch whole and writes the next one
+//! only once the flush of this one returned. So a damaged batch with an intact batch after it is
+//! damage to acknowledged data (`Corrupt`), while a damaged or short batch at the very end is
+//! the unfinished batch of a crash: none of its entries was acknowledged, and it is cut off.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The first line of every segment.
+pub(super) const SEGMENT_HEADER: &[u8] = b"turnstile-journal 1\n";
+/// What a segment's first line starts with, whatever its version.
+const SEGMENT_HEADER_PREFIX: &[u8] = b"turnstile-journal ";
+/// The segment format this build writes and reads.
+pub(super) const SEGMENT_VERSION: u32 = 1;
+/// What every batch starts with.
+const BATCH_MAGIC: &[u8; 4] = b"TJB1";
+/// The batch's frame before its payload: magic, length, CRC-32.
+pub(super) const BATCH_FRAME: usize = 12;
+/// The largest batch payload a reader accepts, and so the largest entry a writer takes: a
+/// length past it is damage, not a batch.
+pub(super) const MAX_PAYLOAD: u32 = 256 * 1024 * 1024;
+
+/// One change the journal makes durable, with its path relative to the store's root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// `bytes` written at offset `at` of the file `path` (its end before the write).
+    Append {
+        /// The file, relative to the root.
+        path: PathBuf,
+        /// Where the bytes start.
+        at: u64,
+        /// What was written.
+        bytes: Vec<u8>,
+    },
+    /// The file `path` replaced whole by `bytes` (written to a temporary file and renamed over
+    /// it, once the entry is durable).
+    Replace {
+        /// The file, relative to the root.
+        path: PathBuf,
+        /// Its new content.
+        bytes: Vec<u8>,
+    },
+    /// The folder `path` and everything in it removed.
+    Remove {
+        /// The folder, relative to the root.
+        path: PathBuf,
+    },
+}
+
+/// An entry's header line.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+enum Header {
+    Append { path: String, at: u64, len: u64 },
+    Replace { path: String, len: u64 },
+    Remove { path: String },
+}
+
+impl Entry {
+    /// The file an append touched (for the next checkpoint's flush); `None` for a removal, which
+    /// is durable by itself.
+    pub(super) fn touched(&self) -> Option<&Path> {
+        match self {
+            Entry::Append { path, .. } | Entry::Replace { path, .. } => Some(path),
+            Entry::Remove { .. } => None,
+        }
+    }
+
+    /// Appends the entry's encoding to `out`. A path that is not plain UTF-8 relative names is
+    /// refused: the store's layout never makes one.
+    pub(super) fn encode(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        let header = match self {
+            Entry::Append { path, at, bytes } => Header::Append {
+                path: relative_text(path)?,
+                at: *at,
+                len: bytes.len() as u64,
+            },
+            Entry::Replace { path, bytes } => Header::Replace {
+                path: relative_text(path)?,
+                len: bytes.len() as u64,
+            },
+            Entry::Remove { path } => Header::Remove {
+                path: relative_text(path)?,
+            },
+        };
+        serde_json::to_writer(&mut *out, &header).map_err(|e| e.to_string())?;
+        out.push(b'\n');
+        if let Entry::Append { bytes, .. } | Entry::Replace { bytes, .. } = self {
+            out.extend_from_slice(bytes);
+        }
+        Ok(())
+    }
+}
+
+/// `path` as text, if it is a plain relative path (names only: no root, `.`, `..` or prefix).
+fn relative_text(path: &Path) -> Result<String, String> {
+    let plain = path.components().all(|c| matches!(c, Component::Normal(_)))
+        && path.components().next().is_some();
+    match (plain, path.to_str()) {
+        (true, Some(text)) => Ok(text.to_owned()),
+        _ => Err(format!(
+            "{} is not a plain path inside the root",
+            path.display()
+        )),
+    }
+}
+
+/// Frames `payload` as one batch.
+pub(super) fn frame_batch(payload: &[u8], out: &mut Vec<u8>) {
+    let len = u32::try_from(payload.len()).expect("a batch is smaller than MAX_PAYLOAD");
+    out.extend_from_slice(BATCH_MAGIC);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// What reading a segment found.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Read {
+    /// The entries of every intact batch, in order.
+    pub entries: Vec<Entry>,
+    /// Where the intact batches end: anything after is an unfinished batch to cut.
+    pub valid_len: u64,
+}
+
+/// Why a segment cannot be replayed.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum ReadError {
+    /// Written by a newer build (the version its first line names).
+    Newer(u32),
+    /// Damaged where it was acknowledged; what and where.
+    Damaged(String),
+}
+
+/// Reads a whole segment; see the module docs for what is cut and what is damage.
+pub(super) fn read_segment(bytes: &[u8]) -> Result<Read, ReadError> {
+    if bytes.len() < SEGMENT_HEADER.len() && SEGMENT_HEADER.starts_with(bytes) {
+        // A crash right after the segment was made, before its first line was flushed: there
+        // is nothing in it.
+        return Ok(Read {
+            entries: Vec::new(),
+            valid_len: 0,
+        });
+    }
+    if !bytes.starts_with(SEGMENT_HEADER) {
+        return Err(header_error(bytes));
+    }
+    let mut entries = Vec::new();
+    let mut at = SEGMENT_HEADER.len();
+    while at < bytes.len() {
+        let payload = match batch_at(bytes, at) {
+            Some(payload) => payload,
+            None => {
+                // Damaged or short: acknowledged only if an intact batch follows it.
+                if let Some(next) = next_batch_after(bytes, at) {
+                    return Err(ReadError::Damaged(format!(
+                        "the batch at byte {at} is damaged, yet an intact batch follows at byte {next}"
+                    )));
+                }
+                break;
+            }
+        };
+        decode_payload(payload, &mut entries)
+            .map_err(|e| ReadError::Damaged(format!("the batch at byte {at}: {e}")))?;
+        at += BATCH_FRAME + payload.len();
+    }
+    Ok(Read {
+        entries,
+        valid_len: at as u64,
+    })
+}
+
+/// Why a segment's first line is not this build's.
+fn header_error(bytes: &[u8]) -> ReadError {
+    if let Some(rest) = bytes.strip_prefix(SEGMENT_HEADER_PREFIX) {
+        let line = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+        if let Some(version) = std::str::from_utf8(line)
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+        {
+            if version > SEGMENT_VERSION {
+                return ReadError::Newer(version);
+            }
+        }
+    }
+    ReadError::Damaged("it does not start with a journal header".to_owned())
+}
+
+/// The intact batch's payload at `at`, if there is one.
+fn batch_at(bytes: &[u8], at: usize) -> Option<&[u8]> {
+    let frame = bytes.get(at..at + BATCH_FRAME)?;
+    if &frame[..4] != BATCH_MAGIC {
+        return None;
+    }
+    let len = u32::from_le_bytes(frame[4..8].try_into().ok()?);
+    if len == 0 || len > MAX_PAYLOAD {
+        return None;
+    }
+    let crc = u32::from_le_bytes(frame[8..12].try_into().ok()?);
+    let start = at + BATCH_FRAME;
+    let payload = bytes.get(start..start + len as usize)?;
+    (crc32fast::hash(payload) == crc).then_some(payload)
+}
+
+/// The start of an intact batch somewhere after the damaged one at `at`, if any.
+fn next_batch_after(bytes: &[u8], at: usize) -> Option<usize> {
+    (at + 1..bytes.len().saturating_sub(BATCH_FRAME - 1))
+        .filter(|&i| bytes[i..].starts_with(BATCH_MAGIC))
+        .find(|&i| batch_at(bytes, i).is_some())
+}
+
+/// Decodes a batch's entries onto `entries`.
+fn decode_payload(mut payload: &[u8], entries: &mut Vec<Entry>) -> Result<(), String> {
+    if payload.is_empty() {
+        return Err("it holds no entry".to_owned());
+    }
+    while !payload.is_empty() {
+        let end = payload
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or("an entry's header has no end")?;
+        let header: Header = serde_json::from_slice(&payload[..end])
+            .map_err(|e| format!("an entry's header cannot be read: {e}"))?;
+        payload = &payload[end + 1..];
+        let mut take = |len: u64, path: &str| -> Result<Vec<u8>, String> {
+            let len = usize::try_from(len).map_err(|_| "an entry's length is too large")?;
+            if len > payload.len() {
+                return Err(format!(
+                    "an entry of {len} bytes for {path} runs past the batch's end"
+                ));
+            }
+            let (bytes, rest) = payload.split_at(len);
+            payload = rest;
+            Ok(bytes.to_vec())
+        };
+        entries.push(match header {
+            Header::Append { path, at, len } => Entry::Append {
+                bytes: take(len, &path)?,
+                path: checked_path(&path)?,
+                at,
+            },
+            Header::Replace { path, len } => Entry::Replace {
+                bytes: take(len, &path)?,
+                path: checked_path(&path)?,
+            },
+            Header::Remove { path } => Entry::Remove {
+                path: checked_path(&path)?,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// A path read from a journal, refused unless it is plain names inside the root.
+fn checked_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    relative_text(&path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn append(path: &str, at: u64, bytes: &[u8]) -> Entry {
+        Entry::Append {
+            path: path.into(),
+            at,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    fn segment(batches: &[&[Entry]]) -> Vec<u8> {
+        let mut out = SEGMENT_HEADER.to_vec();
+        for batch in batches {
+            let mut payload = Vec::new();
+            for entry in *batch {
+                entry.encode(&mut payload).unwrap();
+            }
+            frame_batch(&payload, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn entries_read_back_as_written_in_order() {
+        let first = [
+            append("users/a/log.jsonl", 0, b"{\"x\":1}\n"),
+            append("b", 7, b""),
+        ];
+        let second = [
+            Entry::Remove {
+                path: "users/a".into(),
+            },
+            Entry::Replace {
+                path: "users/b/head.json".into(),
+                bytes: b"{\"whole\":true}".to_vec(),
+            },
+            append("users/a/log.jsonl", 0, b"line with\nnewlines\n"),
+        ];
+        let bytes = segment(&[&first, &second]);
+        let read = read_segment(&bytes).unwrap();
+        assert_eq!(read.entries, [&first[..], &second[..]].concat());
+        assert_eq!(read.valid_len, bytes.len() as u64);
+    }
+
+    #[test]
+    fn an_unfinished_last_batch_is_cut_and_nothing_of_it_is_read() {
+        let first = [append("a", 0, b"one\n")];
+        let second = [append("a", 4, b"two\n")];
+        let whole = segment(&[&first, &second]);
+        let first_len = segment(&[&first]).len();
+        for cut in first_len..whole.len() {
+            let read = read_segment(&whole[..cut]).unwrap();
+            assert_eq!(read.entries, first, "cut at {cut}");
+            assert_eq!(read.valid_len, first_len as u64);
+        }
+        // Garbage in place of the last batch (a torn write): also cut.
+        let mut torn = whole.clone();
+        for b in &mut torn[first_len + 5..] {
+            *b = 0;
+        }
+        assert_eq!(read_segment(&torn).unwrap().entries, first);
+    }
+
+    #[test]
+    fn a_damaged_batch_followed_by_an_intact_one_is_damage_not_a_crash() {
+        let batches: [&[Entry]; 3] = [
+            &[append("a", 0, b"one\n")],
+            &[append("a", 4, b"two\n")],
+            &[append("a", 8, b"three\n")],
+        ];
+        let mut bytes = segment(&batches);
+        let second_at = segment(&batches[..1]).len();
+        bytes[second_at + BATCH_FRAME + 3] ^= 0x20;
+        match read_segment(&bytes) {
+            Err(ReadError::Damaged(detail)) => assert!(detail.contains("intact batch follows")),
+            other => panic!("expected damage, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_newer_segment_is_refused_and_a_foreign_file_is_damage() {
+        assert_eq!(
+            read_segment(b"turnstile-journal 7\nwhatever"),
+            Err(ReadError::Newer(7))
+        );
+        assert!(matches!(
+            read_segment(b"something else"),
+            Err(ReadError::Damaged(_))
+        ));
+        // Only part of the header: a crash as the segment was made; nothing in it.
+        for partial in [&b""[..], b"turnstile-jou"] {
+            let read = read_segment(partial).unwrap();
+            assert!(read.entries.is_empty());
+            assert_eq!(read.valid_len, 0);
+        }
+    }
+
+    #[test]
+    fn paths_outside_the_root_are_never_written_or_read() {
+        for bad in ["/etc/passwd", "../x", "a/../../x", "./a", ""] {
+            assert!(
+                append(bad, 0, b"").encode(&mut Vec::new()).is_err(),
+                "{bad}"
+            );
+        }
+        let mut payload = br#"{"op":"remove","path":"../../etc"}"#.to_vec();
+        payload.push(b'\n');
+        let mut bytes = SEGMENT_HEADER.to_vec();
+        frame_batch(&payload, &mut bytes);
+        match read_segment(&bytes) {
+            Err(ReadError::Damaged(detail)) => assert!(detail.contains("not a plain path")),
+            other => panic!("expected damage, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_append_whose_length_runs_past_its_batch_is_damage() {
+        let mut payload = br#"{"op":"append","path":"a","at":0,"len":99}"#.to_vec();
+        payload.extend_from_slice(b"\nshort");
+        let mut bytes = SEGMENT_HEADER.to_vec();
+        frame_batch(&payload, &mut bytes);
+        assert!(matches!(read_segment(&bytes), Err(ReadError::Damaged(_))));
+    }
+}

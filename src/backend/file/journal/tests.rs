@@ -1,0 +1,236 @@
+use std::fs;
+use std::path::Path;
+
+use super::format::{frame_batch, SEGMENT_HEADER};
+use super::*;
+
+fn append(path: &str, at: u64, bytes: &[u8]) -> Entry {
+    Entry::Append {
+        path: path.into(),
+        at,
+        bytes: bytes.to_vec(),
+    }
+}
+
+/// Writes `bytes` at the end of `root/path` as a store would before committing, and returns the
+/// entry that describes it.
+fn write(root: &Path, path: &str, bytes: &[u8]) -> Entry {
+    let full = root.join(path);
+    fs::create_dir_all(full.parent().unwrap()).unwrap();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&full)
+        .unwrap();
+    let at = file.metadata().unwrap().len();
+    file.write_all(bytes).unwrap();
+    append(path, at, bytes)
+}
+
+/// Leaves a segment as a crash would: `batches` written and flushed, no checkpoint.
+fn leave_segment(root: &Path, number: u64, batches: &[&[Entry]]) {
+    let dir = root.join(JOURNAL_DIR);
+    fs::create_dir_all(&dir).unwrap();
+    let mut bytes = SEGMENT_HEADER.to_vec();
+    for batch in batches {
+        let mut payload = Vec::new();
+        for entry in *batch {
+            entry.encode(&mut payload).unwrap();
+        }
+        frame_batch(&payload, &mut bytes);
+    }
+    fs::write(dir.join(format!("{number:016}.wal")), bytes).unwrap();
+}
+
+fn segment_count(root: &Path) -> usize {
+    fs::read_dir(root.join(JOURNAL_DIR)).unwrap().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_commits_share_flushes_and_a_clean_close_leaves_no_journal() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Arc::new(Journal::open(root.path()).unwrap());
+    let writers = 64;
+    let rounds = 20;
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let (journal, root) = (journal.clone(), root.path().to_owned());
+            tokio::spawn(async move {
+                for r in 0..rounds {
+                    let path = format!("s{w}/log");
+                    let entry = write(&root, &path, format!("{w}:{r}\n").as_bytes());
+                    journal.commit(entry).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let flushes = journal.flushes();
+    assert!(
+        flushes < writers * rounds,
+        "{flushes} flushes for {} commits: none was shared",
+        writers * rounds
+    );
+    drop(Arc::into_inner(journal).expect("the last handle"));
+    assert_eq!(segment_count(root.path()), 0, "a clean close checkpoints");
+    for w in 0..writers {
+        let text = fs::read_to_string(root.path().join(format!("s{w}/log"))).unwrap();
+        let expected: String = (0..rounds).map(|r| format!("{w}:{r}\n")).collect();
+        assert_eq!(text, expected);
+    }
+}
+
+#[test]
+fn a_crash_before_the_files_were_flushed_is_repaired_from_the_journal() {
+    let root = tempfile::tempdir().unwrap();
+    // The files lost their unflushed tails (or never reached the disk at all).
+    fs::create_dir_all(root.path().join("a")).unwrap();
+    fs::write(root.path().join("a/log"), b"one\n").unwrap();
+    // A head renamed into place before its content reached the disk.
+    fs::write(root.path().join("a/head"), b"").unwrap();
+    leave_segment(
+        root.path(),
+        3,
+        &[
+            &[
+                append("a/log", 0, b"one\n"),
+                append("b/c/log", 0, b"first\n"),
+            ],
+            &[
+                append("a/log", 4, b"two\n"),
+                Entry::Replace {
+                    path: "a/head".into(),
+                    bytes: b"{\"covers\":8}".to_vec(),
+                },
+            ],
+        ],
+    );
+    drop(Journal::open(root.path()).unwrap());
+    assert_eq!(fs::read(root.path().join("a/log")).unwrap(), b"one\ntwo\n");
+    assert_eq!(
+        fs::read(root.path().join("a/head")).unwrap(),
+        b"{\"covers\":8}"
+    );
+    assert_eq!(fs::read(root.path().join("b/c/log")).unwrap(), b"first\n");
+    assert_eq!(segment_count(root.path()), 0);
+}
+
+#[test]
+fn replay_cuts_what_the_journal_never_acknowledged_and_rewrites_a_torn_tail() {
+    let root = tempfile::tempdir().unwrap();
+    fs::create_dir_all(root.path().join("a")).unwrap();
+    // Acknowledged: "one\ntwo\n". The file holds a damaged second append.
+    fs::write(root.path().join("a/log"), b"one\ntw\0").unwrap();
+    leave_segment(
+        root.path(),
+        1,
+        &[
+            &[append("a/log", 0, b"one\n")],
+            &[append("a/log", 4, b"two\n")],
+        ],
+    );
+    drop(Journal::open(root.path()).unwrap());
+    assert_eq!(fs::read(root.path().join("a/log")).unwrap(), b"one\ntwo\n");
+}
+
+#[test]
+fn appends_to_a_folder_removed_later_are_not_brought_back() {
+    let root = tempfile::tempdir().unwrap();
+    leave_segment(
+        root.path(),
+        1,
+        &[
+            &[
+                append("users/a/s/log", 0, b"gone\n"),
+                Entry::Replace {
+                    path: "users/a/s/head".into(),
+                    bytes: b"{}".to_vec(),
+                },
+            ],
+            &[Entry::Remove {
+                path: "users/a".into(),
+            }],
+        ],
+    );
+    leave_segment(root.path(), 2, &[&[append("users/a/t/log", 0, b"new\n")]]);
+    drop(Journal::open(root.path()).unwrap());
+    assert!(!root.path().join("users/a/s").exists());
+    assert_eq!(
+        fs::read(root.path().join("users/a/t/log")).unwrap(),
+        b"new\n"
+    );
+}
+
+#[test]
+fn a_file_missing_acknowledged_bytes_is_corrupt_and_the_journal_is_kept() {
+    let root = tempfile::tempdir().unwrap();
+    leave_segment(root.path(), 1, &[&[append("a/log", 10, b"late\n")]]);
+    match Journal::open(root.path()) {
+        Err(StoreError::Corrupt { detail, .. }) => {
+            assert!(
+                detail.contains("bytes acknowledged before it are missing"),
+                "{detail}"
+            );
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert_eq!(segment_count(root.path()), 1, "nothing was thrown away");
+}
+
+#[test]
+fn a_newer_journal_is_refused_and_left_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(JOURNAL_DIR);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("0000000000000001.wal"),
+        b"turnstile-journal 2\n...",
+    )
+    .unwrap();
+    match Journal::open(root.path()) {
+        Err(StoreError::NewerLayout { found: 2, .. }) => {}
+        other => panic!("expected NewerLayout, got {other:?}"),
+    }
+    assert_eq!(
+        fs::read(dir.join("0000000000000001.wal")).unwrap(),
+        b"turnstile-journal 2\n..."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_segments_are_checkpointed_while_writes_go_on() {
+    let root = tempfile::tempdir().unwrap();
+    // Tiny segments: nearly every batch closes one.
+    let journal = Journal::open_with(root.path(), 256).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..300 {
+        let line = format!("line {i} of a session's log\n");
+        expected.extend_from_slice(line.as_bytes());
+        journal
+            .commit(write(root.path(), "s/log", line.as_bytes()))
+            .await
+            .unwrap();
+        // The current one, one being checkpointed, one waiting, and the next made before the
+        // hand-over waits.
+        assert!(
+            segment_count(root.path()) <= 4,
+            "closed segments pile up instead of being checkpointed"
+        );
+    }
+    drop(journal);
+    assert_eq!(segment_count(root.path()), 0);
+    assert_eq!(fs::read(root.path().join("s/log")).unwrap(), expected);
+}
+
+#[tokio::test]
+async fn an_entry_naming_a_path_outside_the_root_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    let refused = journal.commit(append("../elsewhere", 0, b"x")).await;
+    assert!(
+        matches!(refused, Err(StoreError::InvalidRequest(_))),
+        "{refused:?}"
+    );
+}
