@@ -38,7 +38,7 @@ use tokio::sync::oneshot;
 
 pub(crate) use self::format::Entry;
 use self::format::{frame_batch, BATCH_FRAME, MAX_PAYLOAD, SEGMENT_HEADER};
-use super::fsio::{create_dirs, io_error, sync_dir};
+use super::fsio::{create_dirs, io_error, replace_unflushed, sync_dir};
 use crate::store::StoreError;
 
 /// The journal's folder under the root.
@@ -81,11 +81,17 @@ struct Queue {
     stopped: Option<String>,
 }
 
-/// An entry waiting for its flush.
+/// An entry waiting for its flush, or a barrier.
 #[derive(Debug)]
 struct Waiting {
+    /// The entry's encoding; empty for a barrier.
     encoded: Vec<u8>,
     touched: Option<PathBuf>,
+    /// A replacement the committer writes to its file once the flush covers it.
+    replace: Option<(PathBuf, Vec<u8>)>,
+    /// A barrier: answered once every entry before it is checkpointed (in the files, flushed,
+    /// and out of the journal).
+    barrier: bool,
     done: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -102,11 +108,18 @@ impl Journal {
         let dir = root.join(JOURNAL_DIR);
         create_dirs(std::slice::from_ref(&dir))?;
         let found = replay::segments(&dir)?;
+        if !found.is_empty() {
+            // The last run did not close cleanly: the page cache may still hold its writes that
+            // no journal entry covers (an append written to its log, then the process killed
+            // before the journal's flush). Reads would take them for durable and build on them,
+            // so flush them now, with everything else on this file system.
+            replay::flush_file_system(root)?;
+        }
         replay::replay(root, &found)?;
+        // Oldest first, each removal durable before the next: an older segment (a removal in
+        // it) must never outlive a newer one.
         for (_, path) in &found {
             std::fs::remove_file(path).map_err(io_error("remove", path))?;
-        }
-        if !found.is_empty() {
             sync_dir(&dir)?;
         }
         let next = found.last().map_or(1, |(n, _)| n + 1);
@@ -121,11 +134,12 @@ impl Journal {
             let (shared, root) = (shared.clone(), root.to_owned());
             std::thread::Builder::new()
                 .name("turnstile-journal-checkpoint".into())
-                .spawn(move || run_checkpoints(&shared, &root, &pending))
+                .spawn(move || run_checkpoints(shared, &root, &pending))
                 .map_err(io_error("start the journal's checkpoint thread in", &dir))?
         };
         let committer = Committer {
             shared: shared.clone(),
+            root: root.to_owned(),
             dir: dir.clone(),
             segment,
             segment_bytes,
@@ -143,8 +157,10 @@ impl Journal {
         })
     }
 
-    /// Makes `entry` durable: returns once a flush of the journal covers it. The change it
-    /// describes must already be written to its file (flushed or not).
+    /// Makes `entry` durable: returns once a flush of the journal covers it. The change an
+    /// append or a removal describes must already be made (flushed or not); a replacement is
+    /// written to its file by the journal itself, after the flush and before this returns, so
+    /// that no checkpoint can flush the file before its new content is there.
     pub(crate) async fn commit(&self, entry: Entry) -> Result<(), StoreError> {
         let mut encoded = Vec::new();
         entry.encode(&mut encoded).map_err(|detail| {
@@ -156,17 +172,55 @@ impl Journal {
                 encoded.len()
             )));
         }
+        let touched = entry.touched().map(Path::to_owned);
+        let replace = match entry {
+            Entry::Replace { path, bytes } => Some((path, bytes)),
+            Entry::Append { .. } | Entry::Remove { .. } => None,
+        };
+        self.enqueue(Waiting {
+            encoded,
+            touched,
+            replace,
+            barrier: false,
+            done: oneshot::channel().0,
+        })
+        .await
+    }
+
+    /// Returns once every entry committed before the call is checkpointed: in its file, flushed,
+    /// and out of the journal, so that no replay will ever apply it again. A removal needs this
+    /// when files it removed are written again without the journal (a user's `user.json`).
+    pub(crate) async fn checkpoint(&self) -> Result<(), StoreError> {
+        self.enqueue(Waiting {
+            encoded: Vec::new(),
+            touched: None,
+            replace: None,
+            barrier: true,
+            done: oneshot::channel().0,
+        })
+        .await
+    }
+
+    /// Stops the journal for `reason`: every later write is refused until the store is opened
+    /// again (which replays it).
+    pub(crate) fn halt(&self, reason: String) {
+        self.shared.stop(reason);
+    }
+
+    /// Why the journal takes no writes, if it stopped.
+    pub(crate) fn refusal(&self) -> Option<StoreError> {
+        self.shared.stopped().map(|reason| stopped(&reason))
+    }
+
+    async fn enqueue(&self, mut waiting: Waiting) -> Result<(), StoreError> {
         let (done, answer) = oneshot::channel();
+        waiting.done = done;
         {
             let mut queue = self.shared.queue.lock();
             if let Some(reason) = &queue.stopped {
                 return Err(stopped(reason));
             }
-            queue.waiting.push(Waiting {
-                encoded,
-                touched: entry.touched().map(Path::to_owned),
-                done,
-            });
+            queue.waiting.push(waiting);
         }
         self.shared.ready.notify_one();
         answer.await.unwrap_or_else(|_| {
@@ -238,10 +292,16 @@ impl Segment {
             .append(true)
             .open(&path)
             .map_err(io_error("create", &path))?;
-        file.write_all(SEGMENT_HEADER)
+        let started = file
+            .write_all(SEGMENT_HEADER)
             .and_then(|()| file.sync_data())
-            .map_err(io_error("write", &path))?;
-        sync_dir(dir)?;
+            .map_err(io_error("write", &path))
+            .and_then(|()| sync_dir(dir));
+        if let Err(e) = started {
+            // Best effort, so that the next attempt can make it again.
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         Ok(Self {
             file,
             path,
@@ -255,11 +315,14 @@ impl Segment {
 struct Checkpoint {
     segment: PathBuf,
     touched: HashSet<PathBuf>,
+    /// Barriers to answer once it is done.
+    barriers: Vec<oneshot::Sender<Result<(), StoreError>>>,
 }
 
 /// The committer thread's state.
 struct Committer {
     shared: Arc<Shared>,
+    root: PathBuf,
     dir: PathBuf,
     segment: Segment,
     segment_bytes: u64,
@@ -272,6 +335,7 @@ struct Committer {
 
 impl Committer {
     fn run(mut self) {
+        let _stop_on_panic = StopOnPanic(self.shared.clone());
         while let Some(batch) = self.next_batch() {
             self.commit(batch);
         }
@@ -301,7 +365,8 @@ impl Committer {
         Some(queue.waiting.drain(..take).collect())
     }
 
-    /// Writes one batch and flushes it, then answers its callers.
+    /// Writes one batch and flushes it, writes its replacements to their files, then answers
+    /// its callers; barriers close the segment and are answered by its checkpoint.
     fn commit(&mut self, batch: Vec<Waiting>) {
         if let Some(reason) = self.shared.stopped() {
             for waiting in batch {
@@ -309,13 +374,33 @@ impl Committer {
             }
             return;
         }
-        let payload_len: usize = batch.iter().map(|w| w.encoded.len()).sum();
-        let mut payload = Vec::with_capacity(payload_len);
-        for waiting in &batch {
-            payload.extend_from_slice(&waiting.encoded);
+        let (barriers, batch): (Vec<Waiting>, Vec<Waiting>) =
+            batch.into_iter().partition(|w| w.barrier);
+        if !batch.is_empty() && !self.flush(batch) {
+            for barrier in barriers {
+                let _ = barrier
+                    .done
+                    .send(Err(stopped(&self.shared.stopped().unwrap_or_default())));
+            }
+            return;
         }
+        if self.segment.len >= self.segment_bytes || !barriers.is_empty() {
+            self.rotate(barriers.into_iter().map(|b| b.done).collect());
+        }
+    }
+
+    /// Writes and flushes `batch`, writes its replacements, answers it; false if the journal
+    /// stopped.
+    fn flush(&mut self, batch: Vec<Waiting>) -> bool {
+        let payload_len: usize = batch.iter().map(|w| w.encoded.len()).sum();
         let mut framed = Vec::with_capacity(BATCH_FRAME + payload_len);
-        frame_batch(&payload, &mut framed);
+        {
+            let mut payload = Vec::with_capacity(payload_len);
+            for waiting in &batch {
+                payload.extend_from_slice(&waiting.encoded);
+            }
+            frame_batch(&payload, &mut framed);
+        }
         let written = self
             .segment
             .file
@@ -330,33 +415,60 @@ impl Committer {
             for waiting in batch {
                 let _ = waiting.done.send(Err(stopped(&reason)));
             }
-            return;
+            return false;
         }
         self.segment.len += framed.len() as u64;
         self.shared.flushes.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("turnstile_file_journal_flushes_total").increment(1);
         metrics::counter!("turnstile_file_journal_writes_total").increment(batch.len() as u64);
+        let mut healthy = true;
         for waiting in batch {
             if let Some(path) = waiting.touched {
                 self.dirty.insert(path);
             }
+            let answer = match &waiting.replace {
+                Some((path, bytes)) => self.replace(path, bytes),
+                None => Ok(()),
+            };
+            if let Err(e) = &answer {
+                // Durable in the journal, not in its file: a reopen's replay writes it. Until
+                // then the file would contradict what this process acknowledged.
+                self.shared
+                    .stop(format!("writing a journaled replacement failed: {e}"));
+                healthy = false;
+            }
             // A caller that stopped waiting is fine: its write is durable all the same.
-            let _ = waiting.done.send(Ok(()));
+            let _ = waiting.done.send(answer);
         }
-        if self.segment.len >= self.segment_bytes {
-            self.rotate();
+        healthy
+    }
+
+    /// Writes a journaled replacement to its file (not flushed: the segment's checkpoint does).
+    fn replace(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+        let full = self.root.join(path);
+        if let Some(parent) = full.parent() {
+            if !parent.exists() {
+                std::fs::create_dir_all(parent).map_err(io_error("create folder", parent))?;
+            }
         }
+        replace_unflushed(&full, bytes)
     }
 
     /// Starts the next segment and hands the full one to the checkpointer (waiting while it is
     /// still busy with one and another waits: see [`SEGMENT_BYTES`] for the most segments).
-    fn rotate(&mut self) {
+    fn rotate(&mut self, barriers: Vec<oneshot::Sender<Result<(), StoreError>>>) {
         let next = match Segment::create(&self.dir, self.segment.number + 1) {
             Ok(next) => next,
             Err(e) => {
                 // The full segment stays current: writes go on into it, and the next batch tries
                 // again.
                 tracing::warn!(error = %e, "could not start the journal's next segment");
+                for barrier in barriers {
+                    let _ = barrier.send(Err(StoreError::Unavailable {
+                        backend: "file",
+                        detail: format!("could not start the journal's next segment: {e}"),
+                    }));
+                }
                 return;
             }
         };
@@ -364,6 +476,7 @@ impl Committer {
         let checkpoint = Checkpoint {
             segment: full.path,
             touched: std::mem::take(&mut self.dirty),
+            barriers,
         };
         if let Some(checkpoints) = &self.checkpoints {
             // The checkpointer only exits once this sender is dropped.
@@ -378,6 +491,7 @@ impl Committer {
             let last = Checkpoint {
                 segment: self.segment.path.clone(),
                 touched: std::mem::take(&mut self.dirty),
+                barriers: Vec::new(),
             };
             if let Some(checkpoints) = &self.checkpoints {
                 let _ = checkpoints.send(last);
@@ -392,16 +506,39 @@ impl Committer {
 
 /// The checkpointer thread: checkpoints each closed segment in turn, and stops the journal if one
 /// fails (that segment then stays, for the next open to replay).
-fn run_checkpoints(shared: &Shared, root: &Path, pending: &mpsc::Receiver<Checkpoint>) {
+fn run_checkpoints(shared: Arc<Shared>, root: &Path, pending: &mpsc::Receiver<Checkpoint>) {
+    let _stop_on_panic = StopOnPanic(shared.clone());
     for checkpoint in pending {
-        if shared.stopped().is_some() {
-            continue;
+        let refused = match shared.stopped() {
+            Some(reason) => Some(reason),
+            None => checkpoint_segment(root, &checkpoint).err().map(|e| {
+                let reason = format!(
+                    "the checkpoint of {} failed: {e}",
+                    checkpoint.segment.display()
+                );
+                shared.stop(reason.clone());
+                reason
+            }),
+        };
+        for barrier in checkpoint.barriers {
+            let _ = barrier.send(match &refused {
+                Some(reason) => Err(stopped(reason)),
+                None => Ok(()),
+            });
         }
-        if let Err(e) = checkpoint_segment(root, &checkpoint) {
-            shared.stop(format!(
-                "the checkpoint of {} failed: {e}",
-                checkpoint.segment.display()
-            ));
+    }
+}
+
+/// Stops the journal when the thread holding it panics, and drops what waits for a flush, so
+/// that callers get an error instead of waiting for ever.
+struct StopOnPanic(Arc<Shared>);
+
+impl Drop for StopOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop("the journal's thread panicked".to_owned());
+            let waiting = std::mem::take(&mut self.0.queue.lock().waiting);
+            drop(waiting);
         }
     }
 }

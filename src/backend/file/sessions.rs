@@ -334,6 +334,10 @@ impl Inner {
         base_version: u64,
         events: &[Event],
     ) -> Result<Written, StoreError> {
+        // Nothing is written (the shared state included) while the journal refuses writes.
+        if let Some(refusal) = self.journal.refusal() {
+            return Err(refusal);
+        }
         let paths = SessionPaths::of(&self.root, key);
         layout::refuse_links(&self.root, &[&paths.log, &paths.head])?;
         let current = self.cache.current(&paths, key, true)?;
@@ -373,8 +377,8 @@ impl Inner {
         })
     }
 
-    /// Rewrites the session's head for `after`: journaled, then written (see
-    /// `session::head_entry`). Returns the state to remember.
+    /// Rewrites the session's head for `after` through the journal, which writes the file once
+    /// the entry is durable (see `session::head_entry`). Returns the state to remember.
     async fn rewrite_head(
         self: Arc<Self>,
         key: SessionKey,
@@ -392,8 +396,19 @@ impl Inner {
         let Some(entry) = entry else {
             return Ok(after);
         };
-        self.journal.commit(entry.clone()).await?;
-        blocking(move || session::put_head(&paths, &entry, after)).await
+        self.journal.commit(entry).await?;
+        blocking(move || session::headed(&paths, after)).await
+    }
+
+    /// Removes `dir` once its journaled removal is durable. If the folder cannot be removed, the
+    /// journal stops: a replay would remove it later, with whatever was written there since.
+    fn remove_journaled(&self, dir: &Path) -> Result<bool, StoreError> {
+        fsio::remove_dir(dir, &self.trash()).inspect_err(|e| {
+            self.journal.halt(format!(
+                "{} was journaled as removed but could not be removed: {e}",
+                dir.display()
+            ));
+        })
     }
 
     /// The journal entry that removes `dir` (a folder under the root).
@@ -549,7 +564,7 @@ impl Store for FileStore {
             // Journaled first, so that a replay after a crash never writes the session back.
             inner.journal.commit(inner.removal(&paths.dir)?).await?;
             blocking(move || {
-                let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+                let removed = inner.remove_journaled(&paths.dir);
                 inner.cache.forget(&key);
                 removed
             })
@@ -573,19 +588,27 @@ impl Store for FileStore {
             let user_dir = layout::user_dir(&inner.root, &user_id);
             // Journaled first, so that a replay after a crash never writes the user back.
             inner.journal.commit(inner.removal(&user_dir)?).await?;
-            blocking(move || {
-                let sessions = layout::sessions_dir(&inner.root, &user_id);
-                let count = listing::session_dirs(&sessions)?
-                    .into_iter()
-                    .filter(|(_, dir)| {
-                        dir.join(layout::HEAD_FILE).exists() || dir.join(layout::LOG_FILE).exists()
-                    })
-                    .count() as u64;
-                let removed = fsio::remove_dir(&user_dir, &inner.trash());
-                inner.cache.forget_user(&user_id);
-                removed.map(|_| count)
-            })
-            .await
+            let count = {
+                let inner = inner.clone();
+                blocking(move || {
+                    let sessions = layout::sessions_dir(&inner.root, &user_id);
+                    let count = listing::session_dirs(&sessions)?
+                        .into_iter()
+                        .filter(|(_, dir)| {
+                            dir.join(layout::HEAD_FILE).exists()
+                                || dir.join(layout::LOG_FILE).exists()
+                        })
+                        .count() as u64;
+                    let removed = inner.remove_journaled(&user_dir);
+                    inner.cache.forget_user(&user_id);
+                    removed.map(|_| count)
+                })
+                .await?
+            };
+            // The user's folder will hold a new `user.json`, written without the journal: the
+            // removal must leave the journal before that, or a replay would remove it too.
+            inner.journal.checkpoint().await?;
+            Ok(count)
         })
         .await
     }
@@ -614,7 +637,7 @@ impl Store for FileStore {
                 }
                 inner.journal.commit(inner.removal(&paths.dir)?).await?;
                 blocking(move || {
-                    let removed = fsio::remove_dir(&paths.dir, &inner.trash());
+                    let removed = inner.remove_journaled(&paths.dir);
                     inner.cache.forget(&key2);
                     removed
                 })

@@ -144,8 +144,10 @@ pub(super) enum ReadError {
     Damaged(String),
 }
 
-/// Reads a whole segment; see the module docs for what is cut and what is damage.
-pub(super) fn read_segment(bytes: &[u8]) -> Result<Read, ReadError> {
+/// Reads a whole segment; see the module docs for what is cut and what is damage. Only the
+/// `last` segment can end in an unfinished batch: an earlier one was closed after the flush of
+/// its last batch returned, so a damaged end there is damage.
+pub(super) fn read_segment(bytes: &[u8], last: bool) -> Result<Read, ReadError> {
     if bytes.len() < SEGMENT_HEADER.len() && SEGMENT_HEADER.starts_with(bytes) {
         // A crash right after the segment was made, before its first line was flushed: there
         // is nothing in it.
@@ -167,6 +169,11 @@ pub(super) fn read_segment(bytes: &[u8]) -> Result<Read, ReadError> {
                 if let Some(next) = next_batch_after(bytes, at) {
                     return Err(ReadError::Damaged(format!(
                         "the batch at byte {at} is damaged, yet an intact batch follows at byte {next}"
+                    )));
+                }
+                if !last {
+                    return Err(ReadError::Damaged(format!(
+                        "the batch at byte {at} is damaged, and a newer segment follows"
                     )));
                 }
                 break;
@@ -311,7 +318,7 @@ mod tests {
             append("users/a/log.jsonl", 0, b"line with\nnewlines\n"),
         ];
         let bytes = segment(&[&first, &second]);
-        let read = read_segment(&bytes).unwrap();
+        let read = read_segment(&bytes, true).unwrap();
         assert_eq!(read.entries, [&first[..], &second[..]].concat());
         assert_eq!(read.valid_len, bytes.len() as u64);
     }
@@ -323,16 +330,21 @@ mod tests {
         let whole = segment(&[&first, &second]);
         let first_len = segment(&[&first]).len();
         for cut in first_len..whole.len() {
-            let read = read_segment(&whole[..cut]).unwrap();
+            let read = read_segment(&whole[..cut], true).unwrap();
             assert_eq!(read.entries, first, "cut at {cut}");
             assert_eq!(read.valid_len, first_len as u64);
         }
+        // Not in a segment a newer one follows: that one was closed after its last flush.
+        assert!(matches!(
+            read_segment(&whole[..whole.len() - 1], false),
+            Err(ReadError::Damaged(_))
+        ));
         // Garbage in place of the last batch (a torn write): also cut.
         let mut torn = whole.clone();
         for b in &mut torn[first_len + 5..] {
             *b = 0;
         }
-        assert_eq!(read_segment(&torn).unwrap().entries, first);
+        assert_eq!(read_segment(&torn, true).unwrap().entries, first);
     }
 
     #[test]
@@ -345,7 +357,7 @@ mod tests {
         let mut bytes = segment(&batches);
         let second_at = segment(&batches[..1]).len();
         bytes[second_at + BATCH_FRAME + 3] ^= 0x20;
-        match read_segment(&bytes) {
+        match read_segment(&bytes, true) {
             Err(ReadError::Damaged(detail)) => assert!(detail.contains("intact batch follows")),
             other => panic!("expected damage, got {other:?}"),
         }
@@ -354,16 +366,16 @@ mod tests {
     #[test]
     fn a_newer_segment_is_refused_and_a_foreign_file_is_damage() {
         assert_eq!(
-            read_segment(b"turnstile-journal 7\nwhatever"),
+            read_segment(b"turnstile-journal 7\nwhatever", true),
             Err(ReadError::Newer(7))
         );
         assert!(matches!(
-            read_segment(b"something else"),
+            read_segment(b"something else", true),
             Err(ReadError::Damaged(_))
         ));
         // Only part of the header: a crash as the segment was made; nothing in it.
         for partial in [&b""[..], b"turnstile-jou"] {
-            let read = read_segment(partial).unwrap();
+            let read = read_segment(partial, true).unwrap();
             assert!(read.entries.is_empty());
             assert_eq!(read.valid_len, 0);
         }
@@ -381,7 +393,7 @@ mod tests {
         payload.push(b'\n');
         let mut bytes = SEGMENT_HEADER.to_vec();
         frame_batch(&payload, &mut bytes);
-        match read_segment(&bytes) {
+        match read_segment(&bytes, true) {
             Err(ReadError::Damaged(detail)) => assert!(detail.contains("not a plain path")),
             other => panic!("expected damage, got {other:?}"),
         }
@@ -393,6 +405,9 @@ mod tests {
         payload.extend_from_slice(b"\nshort");
         let mut bytes = SEGMENT_HEADER.to_vec();
         frame_batch(&payload, &mut bytes);
-        assert!(matches!(read_segment(&bytes), Err(ReadError::Damaged(_))));
+        assert!(matches!(
+            read_segment(&bytes, true),
+            Err(ReadError::Damaged(_))
+        ));
     }
 }

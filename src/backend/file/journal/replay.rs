@@ -39,9 +39,10 @@ pub(super) fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>, StoreError> {
 /// a later entry removes are skipped (the removal was durable when it was made).
 pub(super) fn replay(root: &Path, segments: &[(u64, PathBuf)]) -> Result<(), StoreError> {
     let mut entries = Vec::new();
-    for (_, path) in segments {
+    for (i, (_, path)) in segments.iter().enumerate() {
         let bytes = fs::read(path).map_err(io_error("read", path))?;
-        let read = read_segment(&bytes).map_err(|e| match e {
+        let last = i + 1 == segments.len();
+        let read = read_segment(&bytes, last).map_err(|e| match e {
             ReadError::Newer(found) => StoreError::NewerLayout {
                 backend: "file",
                 place: path.display().to_string(),
@@ -157,6 +158,23 @@ fn holds(file: &mut fs::File, at: u64, bytes: &[u8]) -> io::Result<bool> {
     let mut found = vec![0; bytes.len()];
     file.read_exact(&mut found)?;
     Ok(found == bytes)
+}
+
+/// Flushes everything written to the file system that holds `root` and not yet flushed, by any
+/// process: `syncfs` on Linux, `sync` elsewhere.
+pub(super) fn flush_file_system(root: &Path) -> Result<(), StoreError> {
+    #[cfg(target_os = "linux")]
+    {
+        let folder = fs::File::open(root).map_err(io_error("open", root))?;
+        rustix::fs::syncfs(&folder)
+            .map_err(|e| io_error("flush the file system of", root)(io::Error::from(e)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = root;
+        rustix::fs::sync();
+        Ok(())
+    }
 }
 
 /// Flushes each file (relative to `root`) and every folder from it up to `root`, so that what

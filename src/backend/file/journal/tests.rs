@@ -234,3 +234,59 @@ async fn an_entry_naming_a_path_outside_the_root_is_refused() {
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_replacement_is_written_to_its_file_once_it_is_durable() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    journal
+        .commit(Entry::Replace {
+            path: "s/head.json".into(),
+            bytes: b"{\"v\":2}".to_vec(),
+        })
+        .await
+        .unwrap();
+    // Written by the journal before the commit returned: a checkpoint can only flush it after.
+    assert_eq!(
+        fs::read(root.path().join("s/head.json")).unwrap(),
+        b"{\"v\":2}"
+    );
+}
+
+#[tokio::test]
+async fn a_barrier_returns_once_every_earlier_entry_left_the_journal() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    journal
+        .commit(write(root.path(), "users/a/s/log", b"one\n"))
+        .await
+        .unwrap();
+    journal
+        .commit(Entry::Remove {
+            path: "users/a".into(),
+        })
+        .await
+        .unwrap();
+    journal.checkpoint().await.unwrap();
+    // Only the new, empty segment is left: no replay can remove what is written from now on.
+    let left: Vec<_> = fs::read_dir(root.path().join(JOURNAL_DIR))
+        .unwrap()
+        .map(|e| fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(left, [SEGMENT_HEADER.to_vec()]);
+}
+
+#[tokio::test]
+async fn a_stopped_journal_refuses_writes_and_says_why() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    journal.halt("the disk is gone".to_owned());
+    let refused = journal.commit(append("a", 0, b"x")).await;
+    match refused {
+        Err(StoreError::Unavailable { detail, .. }) => {
+            assert!(detail.contains("the disk is gone"), "{detail}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert!(journal.refusal().is_some());
+}

@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::Path;
 
-use super::fsio::{io_error, replace_unflushed, stamp_optional, sync_dir};
+use super::fsio::{io_error, stamp_optional, sync_dir};
 use super::journal::Entry;
 use super::layout::{SessionPaths, LOG_FILE};
 use super::line;
@@ -224,8 +224,8 @@ pub(super) fn head_due(after: &Current) -> bool {
 }
 
 /// The new `head.json` for `after` — its record, covering its log up to `after.log_end` — as a
-/// journal entry. Written to the file by [`put_head`] once the journal made the entry durable,
-/// so that a crash leaves the old head, or a new one the journal's replay writes again.
+/// journal entry. The journal writes it to the file once the entry is durable, so that a crash
+/// leaves the old head, or a new one the journal's replay writes again.
 pub(super) fn head_entry(
     root: &Path,
     paths: &SessionPaths,
@@ -246,23 +246,11 @@ pub(super) fn head_entry(
     }))
 }
 
-/// Writes the head [`head_entry`] made (the journal holds it durably already; nothing is
-/// flushed here) and returns the session's state after it. On error `head.json` may hold
-/// either version; the caller must not remember `after`.
-pub(super) fn put_head(
-    paths: &SessionPaths,
-    entry: &Entry,
-    mut after: Current,
-) -> Result<Current, StoreError> {
-    if let Entry::Replace { bytes, .. } = entry {
-        if !paths.dir.exists() {
-            std::fs::create_dir_all(&paths.dir).map_err(io_error("create folder", &paths.dir))?;
-        }
-        replace_unflushed(&paths.head, bytes)?;
-        after.head = stamp_optional(&paths.head)?;
-        after.head_end = after.log_end;
-        after.unheaded = 0;
-    }
+/// The session's state once the journal wrote the head [`head_entry`] made.
+pub(super) fn headed(paths: &SessionPaths, mut after: Current) -> Result<Current, StoreError> {
+    after.head = stamp_optional(&paths.head)?;
+    after.head_end = after.log_end;
+    after.unheaded = 0;
     Ok(after)
 }
 
