@@ -1,7 +1,8 @@
 //! Files on a local disk: the embedded default backend.
 //!
-//! The kit — what every family kept in files shares — is [`layout`] (how ids become file
-//! names, and the folders of a root) and `fsio` (atomic replacement, directory syncs, reads that
+//! The kit — what every family kept in files shares, public in [`kit`] for families written
+//! outside the crate — is `layout` (how ids become file names, and the folders of a root) and
+//! `fsio` (atomic replacement, directory syncs, reads that
 //! tell a missing file from a failing one), the I/O threads every family here runs its file
 //! work on (`pool`, a fixed number, [`io_threads`]) and the session store's write-ahead
 //! `journal` (group commit). On it: the session store ([`FileStore`]), pairings
@@ -11,6 +12,7 @@
 mod artifacts;
 mod fsio;
 mod journal;
+pub mod kit;
 pub(crate) mod layout;
 mod memory;
 mod pairings;

@@ -1,6 +1,7 @@
 //! PostgreSQL (feature `postgres`).
 //!
-//! The kit — what every family kept in PostgreSQL shares — is [`PostgresOptions`] (pool, schema,
+//! The kit — what every family kept in PostgreSQL shares, public in [`kit`] for families written
+//! outside the crate — is [`PostgresOptions`] (pool, schema,
 //! timeouts), `tls` ([`SslMode`] as libpq spells it) and `schema` (the tables and their
 //! migrations, [`LAYOUT_VERSION`]) and `errors` (the driver's and the pool's errors as the
 //! families' errors); the pool and its bounded statements live in the session
@@ -9,6 +10,7 @@
 //! [`open_backend`](super::open_backend) says so rather than putting them elsewhere.
 
 mod errors;
+pub mod kit;
 mod options;
 mod pairings;
 mod schema;

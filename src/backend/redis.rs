@@ -1,6 +1,7 @@
 //! Redis and Redis Cluster (feature `redis`).
 //!
-//! The kit — what every family kept in Redis shares — is `conn` (connecting to a standalone
+//! The kit — what every family kept in Redis shares, public in [`kit`] for families written
+//! outside the crate — is `conn` (connecting to a standalone
 //! Redis or a Cluster, bounded waits, finding a Cluster's nodes), [`RedisOptions`] (the
 //! prefix every key lives under and the timeouts) and `errors` (Redis errors as the families'
 //! errors, and the one check of a prefix). On it: the session store
@@ -11,6 +12,7 @@
 mod artifacts;
 pub(crate) mod conn;
 mod errors;
+pub mod kit;
 mod memory;
 mod options;
 mod pairings;

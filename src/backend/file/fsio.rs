@@ -18,7 +18,7 @@ pub(super) fn io_error(op: &'static str, path: &Path) -> impl FnOnce(io::Error) 
 
 /// Replaces `path` with `bytes` so that a crash leaves either the old or the new content, never a
 /// mix (see [`atomic_file::write_atomic`], the one implementation of these steps).
-pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     atomic_file::write_atomic(path, bytes).map_err(|failed| StoreError::Io {
         op: failed.op,
         path: failed.path,
@@ -37,7 +37,7 @@ pub(super) fn replace_unflushed(path: &Path, bytes: &[u8]) -> Result<(), StoreEr
 }
 
 /// Makes the entries of `dir` (creations, renames, removals) durable.
-pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+pub fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     atomic_file::sync_dir(dir).map_err(io_error("fsync folder", dir))
 }
 
@@ -51,7 +51,7 @@ fn sync_parent(path: &Path) -> Result<(), StoreError> {
 
 /// Creates each missing folder of `chain` (outermost first) and fsyncs its parent, so that a
 /// file later fsync'd inside is reachable after a crash. Returns whether the last one was new.
-pub(super) fn create_dirs(chain: &[PathBuf]) -> Result<bool, StoreError> {
+pub fn create_dirs(chain: &[PathBuf]) -> Result<bool, StoreError> {
     let mut created = false;
     for dir in chain {
         created = match fs::create_dir(dir) {
@@ -83,7 +83,7 @@ pub(super) fn create_durable_dirs(chain: &[PathBuf]) -> Result<(), StoreError> {
 /// [`empty_trash`] clears on the next open — never half a session that could come back.
 ///
 /// Returns whether `dir` existed.
-pub(super) fn remove_dir(dir: &Path, trash: &Path) -> Result<bool, StoreError> {
+pub fn remove_dir(dir: &Path, trash: &Path) -> Result<bool, StoreError> {
     create_dirs(&[trash.to_path_buf()])?;
     let target = trash.join(uuid::Uuid::new_v4().simple().to_string());
     match fs::rename(dir, &target) {
@@ -107,7 +107,7 @@ pub(super) fn empty_trash(trash: &Path) -> Result<(), StoreError> {
 }
 
 /// Reads a whole file; `None` when it does not exist.
-pub(super) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
+pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     atomic_file::read_optional(path).map_err(io_error("read", path))
 }
 

@@ -55,7 +55,7 @@ pub(super) const TRASH_DIR: &str = "trash";
 /// is also unique on case-insensitive file systems) or control characters. A name that would be
 /// longer than [`MAX_NAME_BYTES`] keeps a readable prefix followed by `~` and the SHA-256 of the
 /// id; the real id is then read back from the files inside.
-pub(crate) fn encode_name(id: &str) -> String {
+pub fn encode_name(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
     for byte in id.bytes() {
         if matches!(byte, b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-') {
@@ -87,7 +87,7 @@ pub(crate) fn encode_name(id: &str) -> String {
 
 /// Decodes a name made by [`encode_name`]. `None` for hashed names (read the id from the files)
 /// and for names the encoder never makes (stray files, editors' backups).
-pub(super) fn decode_name(name: &str) -> Option<String> {
+pub fn decode_name(name: &str) -> Option<String> {
     let bytes = name.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -183,7 +183,7 @@ impl SessionPaths {
 /// (`root` itself may be a link an operator made on purpose): a link planted inside the store
 /// would send its writes elsewhere. Parts that do not exist yet are fine; they are made as real
 /// folders and files. A folder shared by several paths is looked at once.
-pub(super) fn refuse_links(root: &Path, paths: &[&Path]) -> Result<(), StoreError> {
+pub fn refuse_links(root: &Path, paths: &[&Path]) -> Result<(), StoreError> {
     let mut checked: Vec<&Path> = Vec::with_capacity(6);
     for &path in paths {
         let mut at = Some(path);

@@ -15,7 +15,7 @@ pub(crate) fn unavailable(detail: impl std::fmt::Display) -> StoreError {
 /// Maps a driver error. Everything the server or the network says is `Unavailable`: a lost
 /// connection, a server shutting down, a deadlock or a timeout — the call did not (or may not)
 /// take effect, and a retry after reloading is the remedy.
-pub(crate) fn pg_error(about: &str, e: tokio_postgres::Error) -> StoreError {
+pub fn pg_error(about: &str, e: tokio_postgres::Error) -> StoreError {
     let detail = match e.as_db_error() {
         Some(db) if connection_lost(&e) => {
             format!(

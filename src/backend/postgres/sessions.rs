@@ -157,8 +157,9 @@ impl PostgresStore {
         Ok(store)
     }
 
-    /// The schema the store's tables live in.
-    pub(crate) fn schema(&self) -> &str {
+    /// The schema the store's tables live in: a plain identifier (the options refuse any other),
+    /// so a family of your own may name its tables `<schema>.<table>` in its statements.
+    pub fn schema(&self) -> &str {
         &self.schema
     }
 
@@ -197,8 +198,12 @@ impl PostgresStore {
         .await
     }
 
-    /// Runs one statement and returns its rows.
-    pub(crate) async fn query(
+    /// Runs one statement on a pooled connection, within the store's deadline, and returns its
+    /// rows: for a family of your own kept in the store's database (see [`super::kit`]). The
+    /// statement is prepared once per connection; pass every value as a parameter. Errors are
+    /// mapped as the store's own (`about` names what the statement was about in them): the
+    /// server or the pool unreachable is `Unavailable`. A write is never run twice.
+    pub async fn query(
         &self,
         about: &str,
         statement: &str,
@@ -209,10 +214,11 @@ impl PostgresStore {
             .map_err(|e| pg_error(about, e))
     }
 
-    /// Runs one read-only statement (or one that may safely run twice). One that met a lost connection (a pooled connection the
-    /// server dropped while it sat idle, noticed only on use) runs once more on another: a read
-    /// changes nothing, so running it again is safe. Writes are never retried here.
-    pub(crate) async fn read(
+    /// Runs one read-only statement (or one that may safely run twice), like
+    /// [`PostgresStore::query`]. One that met a lost connection (a pooled connection the server
+    /// dropped while it sat idle, noticed only on use) runs once more on another: a read changes
+    /// nothing, so running it again is safe. Writes are never retried here.
+    pub async fn read(
         &self,
         about: &str,
         statement: &str,

@@ -116,6 +116,54 @@ impl Connection {
     }
 }
 
+/// A connection to a Redis server or a Redis Cluster, as turnstile's Redis families hold it:
+/// self-healing, bounded by the options' timeouts, cheap to clone (clones share it). Send it
+/// commands with the `redis` crate ([`super::kit::redis`]): it implements [`ConnectionLike`]. On
+/// a Cluster each command (and each script or pipeline) is routed by its keys' slot, so its keys
+/// must share one hash tag.
+#[derive(Clone)]
+pub struct RedisConnection(Connection);
+
+impl std::fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConnection")
+            .field("cluster", &self.is_cluster())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisConnection {
+    /// Whether this is a Redis Cluster connection (keys of one command must share a slot).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.0, Connection::Cluster(_))
+    }
+}
+
+impl From<Connection> for RedisConnection {
+    fn from(connection: Connection) -> Self {
+        Self(connection)
+    }
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.0.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.0.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get_db()
+    }
+}
+
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {

@@ -5,11 +5,11 @@ use redis::RedisError;
 use crate::store::StoreError;
 
 /// Longest accepted key prefix, in bytes: every key of every family starts with it.
-pub(crate) const MAX_PREFIX_BYTES: usize = 64;
+pub const MAX_PREFIX_BYTES: usize = 64;
 
 /// Checks a key prefix: 1..=[`MAX_PREFIX_BYTES`] of ASCII letters, digits, `_`, `-`, `.` and
 /// `:` only, so that it can never open a hash tag or a pattern. The error says what is accepted.
-pub(crate) fn check_prefix(prefix: &str) -> Result<(), String> {
+pub fn check_prefix(prefix: &str) -> Result<(), String> {
     let ok = !prefix.is_empty()
         && prefix.len() <= MAX_PREFIX_BYTES
         && prefix
@@ -32,7 +32,7 @@ pub(crate) fn unavailable(detail: impl std::fmt::Display) -> StoreError {
 
 /// Maps a Redis error: the server's or the network's trouble is `Unavailable`; a reply of the
 /// wrong shape means a key holds data this store did not write, which is `Corrupt`.
-pub(crate) fn redis_error(about: &str, e: RedisError) -> StoreError {
+pub fn redis_error(about: &str, e: RedisError) -> StoreError {
     let wrong_data = matches!(
         e.kind(),
         redis::ErrorKind::UnexpectedReturnType | redis::ErrorKind::Parse

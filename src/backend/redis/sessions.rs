@@ -177,6 +177,19 @@ impl RedisStore {
 
     /// Runs one Redis exchange within the store's deadline. `about` (a session, a user…)
     /// names what an error concerns; it is only formatted on an error.
+    /// The store's connection, for a family of your own kept beside the sessions (see
+    /// [`super::kit`]): clones share it, and with it its reconnections and timeouts.
+    pub fn connection(&self) -> super::kit::RedisConnection {
+        self.conn.clone().into()
+    }
+
+    /// The prefix every key of the store starts with; a family of your own keeps its keys
+    /// under it (`<prefix>:<family>:…`) so that one Redis holds a deployment's data apart from
+    /// another's.
+    pub fn prefix(&self) -> &str {
+        self.keys.prefix()
+    }
+
     async fn run<T, A: std::fmt::Display + Sync + ?Sized>(
         &self,
         about: &A,
