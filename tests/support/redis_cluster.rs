@@ -69,7 +69,7 @@ impl RedisCluster {
     }
 
     fn try_start(layout: &ClusterLayout) -> Result<RedisCluster, String> {
-        let dir = tempfile::tempdir().expect("temporary folder");
+        let dir = node_folder();
         let mut cluster = RedisCluster {
             children: Vec::new(),
             ports: Vec::new(),
@@ -395,6 +395,23 @@ fn sync_connection(port: u16) -> redis::RedisResult<redis::Connection> {
 
 /// The master's port of one `CLUSTER SLOTS` entry (`[start, end, [ip, port, id], …]`) when it
 /// holds `slot`.
+/// The nodes' working folder (their `nodes.conf`): on a memory file system where there is one.
+/// A node rewrites and fsyncs its `nodes.conf` on every change of the cluster's state — as when
+/// a test kills a master — from its one event-loop thread, so a disk busy with the rest of the
+/// suite (which creates and deletes files by the thousand) must not be where it does so.
+fn node_folder() -> tempfile::TempDir {
+    let memory = std::path::Path::new("/dev/shm");
+    if memory.is_dir() {
+        if let Ok(dir) = tempfile::Builder::new()
+            .prefix("turnstile-cluster")
+            .tempdir_in(memory)
+        {
+            return dir;
+        }
+    }
+    tempfile::tempdir().expect("temporary folder")
+}
+
 fn master_of_range(range: &Value, slot: i64) -> Option<u16> {
     let Value::Array(fields) = range else {
         return None;
