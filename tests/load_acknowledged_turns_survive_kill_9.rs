@@ -5,6 +5,11 @@
 //! The binary runs a long workload; the test waits until the ack log holds a given number of
 //! lines (different each round, so the kill lands at different points), kills the process,
 //! reopens the store and checks every logged `KEY SEQ`.
+//!
+//! After the first kill it also plays the worst power cut the store allows for: nothing it
+//! wrote to the session files reached the disk — no log, no head, no folder — only its journal,
+//! which it flushes before acknowledging. Every acknowledged turn must come back from the
+//! journal alone.
 
 mod support;
 
@@ -64,9 +69,46 @@ fn acknowledged_turns_are_in_the_store_after_kill_9() {
         }
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
+        if round == 0 {
+            lose_every_session_file(&root);
+        }
         runtime.block_on(check(&root, &ack_log, round));
     }
     assert!(started.elapsed() < BUDGET, "took {:?}", started.elapsed());
+}
+
+/// A power cut before the store's first checkpoint: every session file and folder is gone, the
+/// journal is all that is left. Only sound while the journal was never checkpointed (its first
+/// segment is still there, alone): a checkpoint flushes the files and drops what it covered.
+fn lose_every_session_file(root: &Path) {
+    let segments: Vec<String> = std::fs::read_dir(root.join("journal"))
+        .expect("the store keeps a journal")
+        .map(|e| {
+            e.expect("a journal entry")
+                .file_name()
+                .into_string()
+                .expect("a name")
+        })
+        .collect();
+    assert_eq!(
+        segments,
+        ["0000000000000001.wal"],
+        "the first run's journal was checkpointed already: the power cut would lose flushed data"
+    );
+    // Each user's `sessions` folder (a user's `user.json` beside it was flushed on its own).
+    let mut owners: Vec<std::path::PathBuf> = vec![root.join("anonymous")];
+    if let Ok(users) = std::fs::read_dir(root.join("users")) {
+        owners.extend(users.map(|u| u.expect("a user folder").path()));
+    }
+    let mut lost = 0;
+    for owner in owners {
+        let sessions = owner.join("sessions");
+        if sessions.exists() {
+            std::fs::remove_dir_all(&sessions).expect("remove the session folders");
+            lost += 1;
+        }
+    }
+    assert!(lost > 0, "the run wrote no session folder");
 }
 
 fn count_lines(path: &Path) -> usize {

@@ -100,14 +100,17 @@ pub(crate) fn routes(gateway: &Gateway) -> (Router<Gateway>, Router<Gateway>) {
             "/v1/conversations/{conversation}/items/{item}",
             get(items::get_item).delete(items::delete_item),
         )
-        .route("/v1/responses/{response}", get(responses::get_response))
+        .route(
+            "/v1/responses/{response}",
+            get(responses::reading::get_response),
+        )
         .route(
             "/v1/responses/{response}/cancel",
-            post(responses::cancel_response),
+            post(responses::reading::cancel_response),
         )
         .route(
             "/v1/responses/{response}/input_items",
-            get(responses::response_input_items),
+            get(responses::reading::response_input_items),
         );
     let shape = axum::middleware::from_fn_with_state(gateway.clone(), openai_errors);
     (turns.route_layer(shape.clone()), quick.route_layer(shape))

@@ -1,6 +1,7 @@
-//! The official `openai` Python package as a client of `turnstile serve`: the version `.ci/run`
-//! installs, and a runner for the scripts in `tests/support/openai/`. A test whose client is
-//! missing fails saying how to install it; it never skips.
+//! The official `openai` SDKs as clients of `turnstile serve` — the Python package and the npm
+//! package, the versions `.ci/run` installs — and runners for the scripts in
+//! `tests/support/openai/`. A test whose client is missing fails saying how to install it; it
+//! never skips.
 
 #![cfg(feature = "http")]
 #![allow(dead_code)]
@@ -10,6 +11,9 @@ use std::process::{Command, Stdio};
 
 /// The version `.ci/run` installs (pinned: the tests read the SDK's typed events and pages).
 pub const OPENAI_PYTHON_PACKAGE: &str = "openai==3.60.0";
+
+/// The npm package's version `.ci/run` installs (globally), for the Node scripts.
+pub const OPENAI_NPM_PACKAGE: &str = "openai@7.60.0";
 
 /// The folder of the scripts.
 const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/openai");
@@ -36,6 +40,44 @@ pub fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
         .args(args)
         .output()
         .expect("run the SDK script");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{script} failed ({}):\n{stderr}\n{stdout}",
+        output.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
+}
+
+/// The global npm folder, where `.ci/run` installs the `openai` package; fails the test saying
+/// how to install it when node, npm or the package is missing.
+pub fn node_modules() -> PathBuf {
+    let root = Command::new("npm")
+        .args(["root", "-g"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let root = root.filter(|r| r.join("openai/package.json").exists());
+    root.unwrap_or_else(|| {
+        panic!(
+            "node with the official `openai` npm package is needed; install it with `npm install \
+             -g {OPENAI_NPM_PACKAGE}` (.ci/run does)"
+        )
+    })
+}
+
+/// What a Node script printed, once it succeeded: its last line of standard output, as JSON.
+pub fn run_node_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let output = Command::new("node")
+        .arg(format!("{SCRIPTS}/{script}"))
+        .args(args)
+        .env("NODE_PATH", node_modules())
+        .output()
+        .expect("run node (install Node.js)");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

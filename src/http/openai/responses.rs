@@ -1,6 +1,11 @@
 //! `/v1/responses`: one response is one turn of the conversation's session — same FIFO,
 //! overlap policy, idempotency and durability as `POST …/turns` — and it is read back from the
-//! session's log, where its input carries the response's turn id as its request id.
+//! session's log, where its input carries the response's turn id as its request id. The
+//! response object is built in `object.rs`; reading a response back (retrieve, cancel, input
+//! items) is `reading.rs`.
+
+mod object;
+pub(crate) mod reading;
 
 use std::sync::Arc;
 
@@ -9,32 +14,28 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::items::{item_of, last_seq, InputItem, ItemList};
+use self::object::item_status;
+pub(crate) use self::object::{message, status_of, Extra, Shape};
+use self::reading::find;
+use super::items::{last_seq, InputItem};
 use super::stream::{response_events, Started};
 use super::{
     about, acting_user, check_metadata, check_model, conversation_key, new_id, now_seconds,
-    seconds, Metadata, ResponseId, MAX_ITEMS,
+    Metadata, ResponseId, MAX_ITEMS,
 };
 use crate::call::{Attributes, CallOptions, Outcome, OutcomeKind};
 use crate::error::Error;
 use crate::http::answer::{checked_idempotency_key, within};
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
-use crate::http::extract::{ApiJson, ApiPath};
+use crate::http::extract::ApiJson;
 use crate::http::gateway::{Gateway, Running};
 use crate::key::SessionKey;
-use crate::state::{Event, EventKind, OutputStatus, Seq};
+use crate::state::EventKind;
 use crate::store::Store;
-
-/// Events read at a time while looking for a response in its conversation's log.
-const READ_CHUNK: usize = 200;
-
-/// How far back from a conversation's newest event a response is looked for: older ones are
-/// answered 404 rather than reading a long log whole.
-const MAX_SCAN: Seq = 20_000;
 
 /// The turn attribute `instructions` (and system or developer input messages) are handed to
 /// the agent in.
@@ -97,89 +98,6 @@ pub(crate) enum ConversationRef {
 pub(crate) struct ResponsePath {
     /// The response's id (`resp_<32 hex>_<conversation>`).
     response: String,
-}
-
-/// What a response object says besides its output.
-#[derive(Debug, Clone)]
-pub(crate) struct Shape {
-    pub id: String,
-    pub conversation: String,
-    pub created_at: u64,
-    pub model: String,
-    pub previous: Option<String>,
-    pub instructions: Option<String>,
-    pub metadata: Metadata,
-}
-
-impl Shape {
-    /// The response object with `status` and `output` (message items), `usage` and more.
-    pub(crate) fn object(&self, status: &str, output: Vec<Value>, extra: Extra) -> Value {
-        json!({
-            "id": self.id,
-            "object": "response",
-            "created_at": self.created_at,
-            "status": status,
-            "model": self.model,
-            "output": output,
-            "usage": extra.usage.map(|(input, output)| json!({
-                "input_tokens": input,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": output,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": input + output,
-            })),
-            "conversation": {"id": self.conversation},
-            "previous_response_id": self.previous,
-            "instructions": self.instructions,
-            "metadata": self.metadata,
-            "error": extra.error,
-            "incomplete_details": extra.incomplete.map(|reason| json!({"reason": reason})),
-            "parallel_tool_calls": false,
-            "tool_choice": "auto",
-            "tools": [],
-            "temperature": null,
-            "top_p": null,
-            "store": true,
-            "background": false,
-            "text": {"format": {"type": "text"}},
-        })
-    }
-}
-
-/// A response object's optional parts.
-#[derive(Debug, Default)]
-pub(crate) struct Extra {
-    /// Input and output tokens.
-    pub usage: Option<(u64, u64)>,
-    /// `{"code", "message"}` of a failed response.
-    pub error: Option<Value>,
-    /// Why a response is incomplete.
-    pub incomplete: Option<String>,
-}
-
-/// The status of a response whose turn ended with `kind`, and why it is incomplete.
-pub(crate) fn status_of(kind: OutcomeKind, cancelled: bool) -> (&'static str, Option<String>) {
-    match kind {
-        OutcomeKind::Completed | OutcomeKind::Merged => ("completed", None),
-        OutcomeKind::Interrupted(_) if cancelled => ("cancelled", None),
-        OutcomeKind::Interrupted(reason) => ("incomplete", Some(reason_name(reason))),
-        OutcomeKind::Superseded => ("incomplete", Some("superseded".into())),
-    }
-}
-
-fn reason_name(reason: crate::state::InterruptReason) -> String {
-    serde_json::to_value(reason)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_else(|| "interrupted".into())
-}
-
-/// The assistant message item of a response's output.
-pub(crate) fn message(id: &str, text: &str, status: &str) -> Value {
-    json!({
-        "type": "message", "id": id, "status": status, "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": []}],
-    })
 }
 
 /// The response's entry in the gateway's map of running responses, removed (and marked
@@ -398,13 +316,6 @@ pub(crate) async fn finished(
     shape.object(status, output, extra)
 }
 
-fn item_status(status: &str) -> &'static str {
-    match status {
-        "completed" => "completed",
-        _ => "incomplete",
-    }
-}
-
 /// The session a response runs in: the named conversation, the previous response's (or a
 /// fork of it taken after that response), or a new one. A refusal is the answer to send.
 async fn where_to_run(
@@ -472,201 +383,10 @@ async fn where_to_run(
     }
 }
 
-/// A response found in its conversation's log.
-pub(crate) struct Found {
-    /// Its input.
-    pub input: Event,
-    /// What answered it: the turn's output or failure, if it is stored yet.
-    pub answer: Option<Event>,
-}
-
-/// Looks for the turn whose input carries `turn` as its request id, from the newest event
-/// back (at most [`MAX_SCAN`] events).
-pub(crate) async fn find(
-    store: &dyn Store,
-    key: &SessionKey,
-    turn: &str,
-) -> Result<Option<Found>, ApiError> {
-    let store_error = |err| ApiError::from(Error::store(key, err));
-    let Ok(last) = last_seq(store, key).await else {
-        return Ok(None);
-    };
-    let mut end = last;
-    let mut input = None;
-    while input.is_none() && end > 0 && last - end < MAX_SCAN {
-        let from = end.saturating_sub(READ_CHUNK as Seq - 1).max(1);
-        let events = store
-            .read_events(key, from, (end - from + 1) as usize)
-            .await
-            .map_err(store_error)?;
-        input = events.into_iter().rev().find(|event| {
-            matches!(event.kind, EventKind::UserInput { .. })
-                && event.request_id.as_deref() == Some(turn)
-        });
-        end = from - 1;
-    }
-    let Some(input) = input else { return Ok(None) };
-    // The answer follows its input, after the turn's tool events.
-    let mut next = input.seq + 1;
-    loop {
-        let events = store
-            .read_events(key, next, READ_CHUNK)
-            .await
-            .map_err(store_error)?;
-        let Some(last) = events.last() else {
-            return Ok(Some(Found {
-                input,
-                answer: None,
-            }));
-        };
-        next = last.seq + 1;
-        let answer = events.into_iter().find(|event| {
-            matches!(
-                event.kind,
-                EventKind::AgentOutput { .. }
-                    | EventKind::TurnFailed { .. }
-                    | EventKind::UserInput { .. }
-            )
-        });
-        if let Some(answer) = answer {
-            let answer = (!matches!(answer.kind, EventKind::UserInput { .. })).then_some(answer);
-            return Ok(Some(Found { input, answer }));
-        }
-    }
-}
-
-/// The response object of a stored turn.
-fn stored(shape: &Shape, found: &Found) -> Value {
-    let Some(answer) = &found.answer else {
-        return shape.object("in_progress", Vec::new(), Extra::default());
-    };
-    let id = format!("msg_{}", answer.seq);
-    match &answer.kind {
-        EventKind::AgentOutput {
-            text,
-            status,
-            usage,
-            ..
-        } => {
-            let (status, incomplete) = match status {
-                OutputStatus::Final => ("completed", None),
-                OutputStatus::Interrupted(reason) => ("incomplete", Some(reason_name(*reason))),
-            };
-            let extra = Extra {
-                usage: usage.as_ref().map(|u| (u.input_tokens, u.output_tokens)),
-                incomplete,
-                error: None,
-            };
-            shape.object(status, vec![message(&id, text, item_status(status))], extra)
-        }
-        EventKind::TurnFailed { code, reason, .. } => {
-            let extra = Extra {
-                error: Some(json!({"code": code, "message": reason})),
-                ..Extra::default()
-            };
-            shape.object("failed", Vec::new(), extra)
-        }
-        _ => shape.object("in_progress", Vec::new(), Extra::default()),
-    }
-}
-
-/// Reads the response `id` as the caller may see it.
-async fn lookup(
-    gateway: &Gateway,
-    caller: &Caller,
-    headers: &HeaderMap,
-    id: &str,
-) -> Result<(Shape, Option<Found>), ApiError> {
-    let missing = || ApiError::NotFound(format!("no response {id}"));
-    let parsed = ResponseId::parse(id).ok_or_else(missing)?;
-    let key = conversation_key(&acting_user(caller, headers)?, &parsed.conversation)
-        .map_err(|_| missing())?;
-    let found = find(gateway.runtime().store().as_ref(), &key, &parsed.turn).await?;
-    let running = gateway.responses().lock().contains_key(id);
-    if found.is_none() && !running {
-        return Err(missing());
-    }
-    let created_at = found
-        .as_ref()
-        .map_or_else(now_seconds, |f| seconds(f.input.at_ms));
-    let shape = Shape {
-        id: id.to_owned(),
-        conversation: parsed.conversation,
-        created_at,
-        model: gateway.default_model().to_owned(),
-        previous: None,
-        instructions: None,
-        metadata: Metadata::new(),
-    };
-    Ok((shape, found))
-}
-
-/// The response, from its conversation's log (`in_progress` while its turn runs here).
-#[utoipa::path(get, path = "/v1/responses/{response}", tag = "openai",
-    params(ResponsePath), responses((status = 200, body = Object), crate::http::schema::Refusals))]
-pub(crate) async fn get_response(
-    State(gateway): State<Gateway>,
-    caller: Caller,
-    headers: HeaderMap,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
-    let (shape, found) = lookup(&gateway, &caller, &headers, &id).await?;
-    Ok(Json(match found {
-        Some(found) => stored(&shape, &found),
-        None => shape.object("in_progress", Vec::new(), Extra::default()),
-    }))
-}
-
-/// Interrupts the response's turn, if it runs here; answers the response once its turn is
-/// recorded (with the partial output), or as it is when the wait ends first.
-#[utoipa::path(post, path = "/v1/responses/{response}/cancel", tag = "openai",
-    params(ResponsePath), responses((status = 200, body = Object), crate::http::schema::Refusals))]
-pub(crate) async fn cancel_response(
-    State(gateway): State<Gateway>,
-    caller: Caller,
-    headers: HeaderMap,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
-    // Checked first: a token must not cancel a response it cannot read.
-    lookup(&gateway, &caller, &headers, &id).await?;
-    let running = gateway.responses().lock().get(&id).cloned();
-    if let Some(running) = &running {
-        running.cancel.cancel();
-        let _ = tokio::time::timeout(
-            gateway.config().request_timeout,
-            running.finished.cancelled(),
-        )
-        .await;
-    }
-    let (shape, found) = lookup(&gateway, &caller, &headers, &id).await?;
-    let mut object = match found {
-        Some(found) => stored(&shape, &found),
-        None => shape.object("in_progress", Vec::new(), Extra::default()),
-    };
-    if running.is_some() && object["status"] == "incomplete" {
-        object["status"] = json!("cancelled");
-        object["incomplete_details"] = Value::Null;
-    }
-    Ok(Json(object))
-}
-
-/// The response's input, as items.
-#[utoipa::path(get, path = "/v1/responses/{response}/input_items", tag = "openai",
-    params(ResponsePath), responses((status = 200, body = ItemList), crate::http::schema::Refusals))]
-pub(crate) async fn response_input_items(
-    State(gateway): State<Gateway>,
-    caller: Caller,
-    headers: HeaderMap,
-    ApiPath(id): ApiPath<String>,
-) -> Result<Json<ItemList>, ApiError> {
-    let (_, found) = lookup(&gateway, &caller, &headers, &id).await?;
-    let items: Vec<Value> = found.iter().filter_map(|f| item_of(&f.input)).collect();
-    let count = items.len().max(1);
-    Ok(Json(ItemList::of(items, count)))
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::state::InterruptReason;
 
