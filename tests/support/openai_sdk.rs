@@ -40,16 +40,7 @@ pub fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
         .args(args)
         .output()
         .expect("run the SDK script");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{script} failed ({}):\n{stderr}\n{stdout}",
-        output.status
-    );
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last)
-        .unwrap_or_else(|e| panic!("{script} printed no JSON ({e}): {stdout}"))
+    printed_json(script, &output)
 }
 
 /// The global npm folder, where `.ci/run` installs the `openai` package; fails the test saying
@@ -78,6 +69,12 @@ pub fn run_node_script(script: &str, args: &[&str]) -> serde_json::Value {
         .env("NODE_PATH", node_modules())
         .output()
         .expect("run node (install Node.js)");
+    printed_json(script, &output)
+}
+
+/// A script's last line of standard output, as JSON, once it exited successfully; fails the test
+/// with what it printed otherwise.
+fn printed_json(script: &str, output: &std::process::Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
