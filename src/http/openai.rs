@@ -15,6 +15,7 @@ pub(super) mod chat;
 pub(super) mod conversations;
 pub(super) mod items;
 pub(super) mod responses;
+pub(super) mod routing;
 mod stream;
 
 pub use responses::INSTRUCTIONS_ATTRIBUTE;
@@ -112,6 +113,14 @@ pub(crate) fn routes(gateway: &Gateway) -> (Router<Gateway>, Router<Gateway>) {
             "/v1/responses/{response}/input_items",
             get(responses::reading::response_input_items),
         );
+    let (mut turns, mut quick) = (turns, quick);
+    if gateway.config().forward {
+        // Sent to the conversation's owner before anything runs; its errors are shaped there.
+        let by_conversation =
+            axum::middleware::from_fn_with_state(gateway.clone(), super::forward::openai_route);
+        turns = turns.route_layer(by_conversation.clone());
+        quick = quick.route_layer(by_conversation);
+    }
     let shape = axum::middleware::from_fn_with_state(gateway.clone(), openai_errors);
     (turns.route_layer(shape.clone()), quick.route_layer(shape))
 }
@@ -313,6 +322,10 @@ pub(crate) async fn openai_errors(request: Request, next: Next) -> Response {
     };
     let param = parts.extensions.get::<Param>().map(|p| p.0);
     if let Some(Value::Object(error)) = outer.get_mut("error") {
+        if error.contains_key("type") {
+            // Shaped already: by the owner this request was forwarded to.
+            return Response::from_parts(parts, Body::from(bytes));
+        }
         error.insert("type".into(), json!(error_type(parts.status)));
         error.insert("param".into(), json!(param));
     }
