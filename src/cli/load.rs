@@ -46,7 +46,9 @@ use self::driver::{drive, Interrupts, Plan, Shared};
 pub use self::ledger::turn_of;
 use self::ledger::MAX_LEDGER_TURNS;
 use self::open_loop::Step;
-use self::options::{AgentKind, BaselineKind, Fraction, Latency, ProgressMode, Spread, Targets};
+use self::options::{
+    AgentKind, Api, BaselineKind, Fraction, Latency, ProgressMode, Spread, Targets,
+};
 use self::report::{Figures, Measured, Report};
 use self::rss::rss_bytes;
 use self::target::{Target, TurnstileTarget};
@@ -186,6 +188,11 @@ pub struct LoadArgs {
     /// stable hash of its key; for independent processes).
     #[arg(long, default_value = "random", requires = "target")]
     spread: Spread,
+    /// With `--target`: the routes turns go through: `turnstile` (`POST …/turns`) or `openai`
+    /// (`POST /v1/responses`, streamed, in one conversation per session, made before the clock
+    /// starts; interrupts through `POST …/interrupt`). `openai` takes `--policy queue` only.
+    #[arg(long, default_value = "turnstile", requires = "target")]
+    api: Api,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
@@ -264,6 +271,13 @@ fn check(args: &LoadArgs) -> Result<(), String> {
              (the verification keeps 4 bytes per turn in memory); run fewer sessions or turns, \
              or several runs"
         ));
+    }
+    if args.api == Api::Openai && args.policy != OverlapPolicy::Queue {
+        return Err(
+            "--api openai takes --policy queue only: a response's answer does not say which \
+             input a superseded or merged turn was"
+                .into(),
+        );
     }
     if let Some(n) = args.cluster {
         if n == 0 || n > MAX_CLUSTER {

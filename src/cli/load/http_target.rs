@@ -3,13 +3,16 @@
 //! `POST /v1/sessions/{u}/{s}/turns` (one JSON answer, or server-sent events when the turn's
 //! first chunk matters or its place in the session's order must be known before the next turn
 //! is sent), interrupts to `POST …/interrupt`, and the verification pass reads each session back
-//! through `GET …/events`, a page at a time.
+//! through `GET …/events`, a page at a time. With `--api openai` turns are OpenAI responses
+//! instead (`openai.rs`).
 //!
 //! Nothing is sent anywhere but the given URLs: no proxy from the environment, no redirects.
 
 mod answers;
+mod openai;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -24,7 +27,7 @@ use self::answers::{
     acknowledge, error_of, failure_of, failure_of_response, refused_read, unreachable,
 };
 use super::ledger::turn_of;
-use super::options::Spread;
+use super::options::{Api, Spread};
 use super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
 use super::verify::History;
 use crate::cli::sse::SseReader;
@@ -60,6 +63,8 @@ pub struct HttpOptions {
     /// Send every turn as events, so that `send` returns once the turn is admitted (`--burst`
     /// above 1, open-loop arrivals).
     pub ordered: bool,
+    /// The routes turns go through.
+    pub api: Api,
 }
 
 /// Running `turnstile serve` processes, reached over HTTP.
@@ -72,6 +77,9 @@ pub struct HttpTarget {
     policy: OverlapPolicy,
     run_id: String,
     ordered: bool,
+    api: Api,
+    /// With `--api openai`: each session's conversation, made before the run.
+    conversations: OnceLock<openai::Conversations>,
     /// Picks the URL of each turn under `--spread random`.
     next: AtomicU64,
     /// Interrupts the servers said reached a running turn.
@@ -112,6 +120,8 @@ impl HttpTarget {
             policy: options.policy,
             run_id: options.run_id,
             ordered: options.ordered,
+            api: options.api,
+            conversations: OnceLock::new(),
             next: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
             interrupts: AtomicU64::new(0),
         })
@@ -150,6 +160,34 @@ impl HttpTarget {
             refused_read(base, read).await?;
         }
         Ok(())
+    }
+
+    /// With `--api openai`, makes every session's conversation (at the base its turns would go
+    /// to under `--spread hash`); nothing to do otherwise.
+    pub async fn open_conversations(&self, keys: &[SessionKey]) -> Result<(), String> {
+        if self.api != Api::Openai {
+            return Ok(());
+        }
+        let base_of = |key: &SessionKey| self.bases[self.home(key)].clone();
+        let opened = openai::open(
+            &self.client,
+            keys,
+            base_of,
+            |r| self.authorized(r),
+            &self.run_id,
+        )
+        .await?;
+        let _ = self.conversations.set(opened);
+        Ok(())
+    }
+
+    /// The session `key`'s turns run in on the servers: itself, or with `--api openai` its
+    /// conversation's.
+    fn served_as<'a>(&'a self, key: &'a SessionKey) -> &'a SessionKey {
+        self.conversations
+            .get()
+            .and_then(|conversations| conversations.get(key))
+            .unwrap_or(key)
     }
 
     /// `base`'s `/metrics` page, if the token may read it.
@@ -203,8 +241,17 @@ impl HttpTarget {
         input: &str,
         events: bool,
     ) -> Result<Response, Failure> {
-        let url = session_url(&self.bases[self.pick(key)], key, "turns");
-        let body = serde_json::json!({"input": input, "policy": self.policy}).to_string();
+        let base = &self.bases[self.pick(key)];
+        let (url, body) = match self.api {
+            Api::Turnstile => (
+                session_url(base, key, "turns"),
+                serde_json::json!({"input": input, "policy": self.policy}).to_string(),
+            ),
+            Api::Openai => (
+                format!("{base}/v1/responses"),
+                openai::response_body(self.served_as(key), input),
+            ),
+        };
         let idempotency = format!("load-{}-{}", self.run_id, turn_of(input).unwrap_or(0));
         let mut attempts = 0;
         loop {
@@ -216,6 +263,9 @@ impl HttpTarget {
                 .body(body.clone());
             if events {
                 request = request.header(ACCEPT, "text/event-stream");
+            }
+            if self.api == Api::Openai {
+                request = request.header(turnstile::http::USER_HEADER, key.user_id());
             }
             match request.send().await {
                 Ok(response) if response.status() == StatusCode::OK => return Ok(response),
@@ -239,6 +289,13 @@ impl Target for HttpTarget {
         input: String,
         first_chunk: Option<oneshot::Sender<()>>,
     ) -> Pending<'a> {
+        if self.api == Api::Openai {
+            // Always streamed: the events start once the turn has its place in the FIFO.
+            return match self.post_turn(key, &input, true).await {
+                Ok(response) => Box::pin(openai::read_events(response, first_chunk)),
+                Err(failure) => answered(Err(failure)),
+            };
+        }
         if first_chunk.is_none() && !self.ordered {
             return Box::pin(async move {
                 let response = self.post_turn(key, &input, false).await?;
@@ -255,7 +312,11 @@ impl Target for HttpTarget {
     }
 
     async fn interrupt<'a>(&'a self, key: &'a SessionKey) -> bool {
-        let url = session_url(&self.bases[self.pick(key)], key, "interrupt");
+        let url = session_url(
+            &self.bases[self.pick(key)],
+            self.served_as(key),
+            "interrupt",
+        );
         let answer = self
             .authorized(self.client.post(url))
             .timeout(REQUEST_TIMEOUT)
@@ -293,6 +354,7 @@ impl Target for HttpTarget {
 impl History for HttpTarget {
     async fn read<'a>(&'a self, key: &'a SessionKey) -> Result<Vec<Event>, String> {
         let base = &self.bases[self.home(key)];
+        let key = self.served_as(key);
         let mut events = Vec::new();
         let mut from = 1;
         loop {

@@ -200,6 +200,26 @@ impl FromStr for Spread {
     }
 }
 
+/// `--api`: which of the servers' routes the turns go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST /v1/sessions/{u}/{s}/turns`.
+    Turnstile,
+    /// `POST /v1/responses` in one conversation per session (OpenAI's API, `docs/openai-api.md`).
+    Openai,
+}
+
+impl FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "turnstile" => Ok(Self::Turnstile),
+            "openai" => Ok(Self::Openai),
+            _ => Err(format!("unknown api {s:?}; expected turnstile or openai")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,8 +69,10 @@ pub async fn run(args: &LoadArgs, run_id: &str) -> Result<Report, String> {
         policy: args.policy,
         run_id: run_id.to_owned(),
         ordered: args.burst > 1 || schedule(args).is_some(),
+        api: args.api,
     })?);
     target.probe(&keys[0]).await?;
+    target.open_conversations(&keys).await?;
     let before = server_counters(&target).await;
     let mut figures = measure(args, target.clone(), keys, target.as_ref(), "remote").await?;
     if let (Some(before), Some(after)) = (before, server_counters(&target).await) {

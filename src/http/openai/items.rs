@@ -43,10 +43,15 @@ pub(crate) struct InputItem {
     #[serde(default, rename = "type")]
     kind: Option<String>,
     /// `user`, `assistant`, `system` or `developer`.
+    // Read as optional (as is `content`), so that an item of another type is refused saying
+    // why rather than for a missing field.
+    #[serde(default)]
+    #[schema(required = true)]
     role: String,
     /// A string, or parts `{"type": "input_text" | "output_text" | "text", "text"}`.
-    #[schema(value_type = Object)]
-    content: Content,
+    #[serde(default)]
+    #[schema(value_type = Object, required = true)]
+    content: Option<Content>,
 }
 
 /// A message's content.
@@ -69,6 +74,13 @@ pub(crate) struct Part {
 impl InputItem {
     /// The item's role and its text (parts joined by blank lines), or why it is refused.
     pub(crate) fn text(&self) -> Result<(&str, String), ApiError> {
+        if let Some(kind @ ("function_call_output" | "function_call")) = self.kind.as_deref() {
+            return Err(ApiError::BadRequest(format!(
+                "items of type {kind:?} are not taken: the session's agent calls its tools \
+                 itself (its own and its MCP servers') and records the calls in the \
+                 conversation; a client cannot answer a tool call"
+            )));
+        }
         if self.kind.as_deref().is_some_and(|kind| kind != "message") {
             return Err(ApiError::BadRequest(format!(
                 "items of type {:?} are not supported here; only messages with text are",
@@ -76,8 +88,9 @@ impl InputItem {
             )));
         }
         let text = match &self.content {
-            Content::Text(text) => text.clone(),
-            Content::Parts(parts) => {
+            None => return Err(ApiError::BadRequest("a message needs its content".into())),
+            Some(Content::Text(text)) => text.clone(),
+            Some(Content::Parts(parts)) => {
                 let mut texts = Vec::with_capacity(parts.len());
                 for part in parts {
                     match (part.kind.as_str(), &part.text) {
@@ -450,5 +463,17 @@ mod tests {
         let system: InputItem =
             serde_json::from_value(json!({"role": "system", "content": "be brief"})).unwrap();
         assert!(entries_of(vec![system]).is_err());
+    }
+
+    #[test]
+    fn tool_output_items_are_refused_saying_why() {
+        let output: InputItem = serde_json::from_value(json!({
+            "type": "function_call_output", "call_id": "call_1", "output": "42"
+        }))
+        .unwrap();
+        let refusal = output.text().unwrap_err().to_string();
+        assert!(refusal.contains("calls its tools itself"), "{refusal}");
+        let empty: InputItem = serde_json::from_value(json!({"role": "user"})).unwrap();
+        assert!(empty.text().unwrap_err().to_string().contains("content"));
     }
 }

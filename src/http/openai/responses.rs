@@ -312,6 +312,7 @@ pub(crate) async fn finished(
         usage: usage.map(|u| (u.input_tokens, u.output_tokens)),
         incomplete,
         error: None,
+        seq: Some(outcome.seq),
     };
     shape.object(status, output, extra)
 }

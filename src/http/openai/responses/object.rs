@@ -49,6 +49,7 @@ impl Shape {
             "store": true,
             "background": false,
             "text": {"format": {"type": "text"}},
+            "turnstile": extra.seq.map(|seq| json!({"seq": seq})),
         })
     }
 }
@@ -62,6 +63,9 @@ pub(crate) struct Extra {
     pub error: Option<Value>,
     /// Why a response is incomplete.
     pub incomplete: Option<String>,
+    /// The seq of the event in the session's log that answers the response (its own input
+    /// when it was superseded), once there is one: `turnstile.seq`, as the turns route's `seq`.
+    pub seq: Option<u64>,
 }
 
 /// The status of a response whose turn ended with `kind`, and why it is incomplete.

@@ -110,12 +110,14 @@ fn stored(shape: &Shape, found: &Found) -> Value {
                 usage: usage.as_ref().map(|u| (u.input_tokens, u.output_tokens)),
                 incomplete,
                 error: None,
+                seq: Some(answer.seq),
             };
             shape.object(status, vec![message(&id, text, item_status(status))], extra)
         }
         EventKind::TurnFailed { code, reason, .. } => {
             let extra = Extra {
                 error: Some(json!({"code": code, "message": reason})),
+                seq: Some(answer.seq),
                 ..Extra::default()
             };
             shape.object("failed", Vec::new(), extra)
