@@ -63,10 +63,7 @@ async fn a_verified_load_runs_as_streamed_responses_in_conversations() {
         .expect("a page");
     let sessions = listed["sessions"].as_array().expect("sessions");
     assert_eq!(sessions.len(), 1, "{listed}");
-    let id = sessions[0]["key"]["session_id"]
-        .as_str()
-        .or_else(|| sessions[0]["key"].as_str())
-        .unwrap_or_default();
+    let id = sessions[0]["key"].as_str().unwrap_or_default();
     assert!(id.contains("conv_"), "a conversation: {listed}");
     assert!(
         sessions[0]["events"].as_u64() >= Some(10),

@@ -124,6 +124,18 @@ async fn responses_reads_and_chat_completions_run_at_the_owner_in_order() {
     assert_eq!(next.served_by, a.base);
     assert_eq!(next.body["conversation"]["id"], conversation.as_str());
 
+    // A refusal made at the owner comes back as the owner shaped it, naming the field.
+    let refused = send(post(
+        b,
+        "/v1/responses",
+        json!({"conversation": conversation, "input": "x", "model": "m".repeat(300)}),
+    ))
+    .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.body);
+    assert_eq!(refused.served_by, a.base);
+    assert_eq!(refused.body["error"]["param"], "model", "{}", refused.body);
+    assert_eq!(refused.body["error"]["type"], "invalid_request_error");
+
     // A chat completion bound to a session runs at that session's owner.
     let chat = |member: &Member| {
         post(

@@ -77,10 +77,10 @@ pub(crate) const METADATA_KEY: &str = "openai.metadata";
 /// The OpenAI routes, each timed as the router says (responses and chat completions time
 /// themselves, like turns).
 pub(crate) fn routes(gateway: &Gateway) -> (Router<Gateway>, Router<Gateway>) {
-    let turns = Router::new()
+    let mut turns = Router::new()
         .route("/v1/responses", post(responses::create_response))
         .route("/v1/chat/completions", post(chat::chat_completions));
-    let quick = Router::new()
+    let mut quick = Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/models/{model}", get(get_model))
         .route(
@@ -113,7 +113,6 @@ pub(crate) fn routes(gateway: &Gateway) -> (Router<Gateway>, Router<Gateway>) {
             "/v1/responses/{response}/input_items",
             get(responses::reading::response_input_items),
         );
-    let (mut turns, mut quick) = (turns, quick);
     if gateway.config().forward {
         // Sent to the conversation's owner before anything runs; its errors are shaped there.
         let by_conversation =

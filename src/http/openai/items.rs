@@ -87,6 +87,9 @@ impl InputItem {
                 self.kind.as_deref().unwrap_or_default()
             )));
         }
+        if self.role.is_empty() {
+            return Err(ApiError::BadRequest("a message needs its role".into()));
+        }
         let text = match &self.content {
             None => return Err(ApiError::BadRequest("a message needs its content".into())),
             Some(Content::Text(text)) => text.clone(),
@@ -475,5 +478,7 @@ mod tests {
         assert!(refusal.contains("calls its tools itself"), "{refusal}");
         let empty: InputItem = serde_json::from_value(json!({"role": "user"})).unwrap();
         assert!(empty.text().unwrap_err().to_string().contains("content"));
+        let nobody: InputItem = serde_json::from_value(json!({"content": "hi"})).unwrap();
+        assert!(nobody.text().unwrap_err().to_string().contains("role"));
     }
 }

@@ -3,12 +3,15 @@
 //!
 //! The answer is the session the handler itself would use: the conversation in the path, the
 //! conversation a response id names, a response body's `conversation` or
-//! `previous_response_id` (a fork of it runs where its source lives), the conversation a retry
-//! with an `Idempotency-Key` made the first time, or a chat completion's [`SESSION_HEADER`].
+//! `previous_response_id` (a fork of it runs where its source lives), the conversation a
+//! creation or a response with an `Idempotency-Key` made the first time (so that a retry reaches
+//! it), or a chat completion's [`SESSION_HEADER`]. Path segments are read percent-decoded, as
+//! the handlers read them.
 //! `None` means "serve it here": a new conversation, a model listing, a stateless chat
 //! completion, or a request the handler refuses anyway (its refusal is then the answer).
 
 use axum::http::{HeaderMap, Method};
+use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 
 use super::responses::ConversationRef;
@@ -36,8 +39,24 @@ pub(crate) fn session_of(
     body: &[u8],
 ) -> Option<SessionKey> {
     let user = acting_user(caller, headers).ok()?;
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let decoded: Vec<String> = path
+        .trim_start_matches('/')
+        .split('/')
+        .map(|segment| {
+            percent_decode_str(segment)
+                .decode_utf8()
+                .ok()
+                .map(String::from)
+        })
+        .collect::<Option<_>>()?;
+    let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    // A new conversation: a retry's is the one its first attempt made.
+    let retried = || {
+        let key = checked_idempotency_key(headers).ok()??;
+        Some(new_id("conv_", Some(&format!("{user}\0{key}"))))
+    };
     match (method, segments.as_slice()) {
+        (&Method::POST, ["v1", "conversations"]) => conversation_key(&user, &retried()?).ok(),
         (_, ["v1", "conversations", conversation, ..]) => {
             conversation_key(&user, conversation).ok()
         }
@@ -50,11 +69,7 @@ pub(crate) fn session_of(
             let conversation = match (placement.conversation, placement.previous_response_id) {
                 (Some(ConversationRef::Id(id) | ConversationRef::Object { id }), None) => id,
                 (None, Some(previous)) => ResponseId::parse(&previous)?.conversation,
-                // A new conversation: a retry's is the one its first attempt made.
-                (None, None) => {
-                    let key = checked_idempotency_key(headers).ok()??;
-                    new_id("conv_", Some(&format!("{user}\0{key}")))
-                }
+                (None, None) => retried()?,
                 (Some(_), Some(_)) => return None,
             };
             conversation_key(&user, &conversation).ok()
@@ -115,7 +130,28 @@ mod tests {
             "",
             "not an id this gateway made: served (and refused) here"
         );
-        assert_eq!(of(Method::POST, "/v1/conversations", &none, json!({})), "");
+        assert_eq!(
+            of(
+                Method::GET,
+                "/v1/conversations/conv%5Fa%2Dz/items",
+                &none,
+                json!(null)
+            ),
+            "alice/conv_a-z",
+            "decoded as the handler decodes it"
+        );
+        assert_eq!(
+            of(Method::POST, "/v1/conversations", &none, json!({})),
+            "",
+            "a new conversation: here"
+        );
+        let mut retry = HeaderMap::new();
+        retry.insert("idempotency-key", HeaderValue::from_static("c1"));
+        assert_eq!(
+            of(Method::POST, "/v1/conversations", &retry, json!({})),
+            format!("alice/{}", new_id("conv_", Some("alice\0c1"))),
+            "a retried creation goes where its first attempt made it"
+        );
         assert_eq!(of(Method::GET, "/v1/models", &none, json!(null)), "");
     }
 

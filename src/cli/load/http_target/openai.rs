@@ -7,6 +7,7 @@
 //! turnstile routes, where it is the same session.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use futures::StreamExt;
 use reqwest::{Client, Response, StatusCode};
@@ -19,8 +20,12 @@ use super::super::target::{Ack, AckKind, Failure};
 use super::answers::{error_of, failure_of, unreachable};
 use crate::cli::sse::SseReader;
 
-/// Conversations made at once before the run.
+/// Conversations made at once before the run: enough to keep a server's cores busy, few enough
+/// that the opening is not a burst of connections a small `--max-connections` would refuse.
 const OPENING_CONCURRENCY: usize = 32;
+/// How many times a conversation's creation is sent again after a broken connection or a
+/// retryable refusal (429, 503): safe, since its `Idempotency-Key` names the same conversation.
+const OPENING_RESENDS: usize = 3;
 
 /// The conversation a session of the run is, by its key.
 pub(super) type Conversations = HashMap<SessionKey, SessionKey>;
@@ -46,7 +51,23 @@ pub(super) async fn open(
             .json(&serde_json::json!({}))
             .timeout(super::REQUEST_TIMEOUT);
         async move {
-            let response = request.send().await.map_err(|e| unreachable(&base, &e))?;
+            let mut resends = 0;
+            let response = loop {
+                let attempt = request
+                    .try_clone()
+                    .ok_or_else(|| "a conversation's creation cannot be sent again".to_owned())?;
+                match attempt.send().await {
+                    Ok(response)
+                        if resends < OPENING_RESENDS
+                            && matches!(response.status().as_u16(), 429 | 503) => {}
+                    Ok(response) => break response,
+                    Err(e) if resends < OPENING_RESENDS && (e.is_connect() || e.is_request()) => {}
+                    Err(e) => return Err(unreachable(&base, &e)),
+                }
+                resends += 1;
+                // Backing off (0.2, 0.4, 0.8 s) before asking a busy server again.
+                tokio::time::sleep(Duration::from_millis(100 << resends)).await;
+            };
             let status = response.status();
             let body = response.bytes().await.map_err(|e| unreachable(&base, &e))?;
             if status != StatusCode::OK {
@@ -124,6 +145,10 @@ fn acknowledge(data: &[u8]) -> Result<Ack, Failure> {
     let response = &event["response"];
     let kind = match response["status"].as_str() {
         Some("completed") => AckKind::Completed,
+        // A superseded message never ran: its seq is its own input's.
+        Some("incomplete") if response["incomplete_details"]["reason"] == "superseded" => {
+            AckKind::Superseded
+        }
         Some("incomplete" | "cancelled") => AckKind::Interrupted,
         Some("failed") => {
             let code = response["error"]["code"].as_str().unwrap_or_default();
@@ -154,8 +179,12 @@ mod tests {
         let at = json!({"seq": 42});
         let ack = acknowledge(&last("completed", at.clone())).unwrap();
         assert_eq!((ack.seq, ack.kind), (42, AckKind::Completed));
-        let ack = acknowledge(&last("incomplete", at)).unwrap();
+        let ack = acknowledge(&last("incomplete", at.clone())).unwrap();
         assert_eq!(ack.kind, AckKind::Interrupted);
+        let superseded = serde_json::to_vec(&json!({"response": {"status": "incomplete",
+            "incomplete_details": {"reason": "superseded"}, "turnstile": at}}))
+        .unwrap();
+        assert_eq!(acknowledge(&superseded).unwrap().kind, AckKind::Superseded);
         assert!(matches!(
             acknowledge(&last("failed", Value::Null)),
             Err(Failure::Agent)

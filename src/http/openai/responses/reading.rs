@@ -16,7 +16,7 @@ use crate::http::error::ApiError;
 use crate::http::extract::ApiPath;
 use crate::http::gateway::Gateway;
 use crate::key::SessionKey;
-use crate::state::{Event, EventKind, OutputStatus, Seq};
+use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq};
 use crate::store::Store;
 
 /// Events read at a time while looking for a response in its conversation's log.
@@ -60,7 +60,19 @@ pub(crate) async fn find(
         end = from - 1;
     }
     let Some(input) = input else { return Ok(None) };
-    // The answer follows its input, after the turn's tool events.
+    let disposition = match &input.kind {
+        EventKind::UserInput { disposition, .. } => *disposition,
+        _ => InputDisposition::Answered,
+    };
+    if disposition == InputDisposition::Superseded {
+        // It never ran: nothing answers it but its own marking.
+        return Ok(Some(Found {
+            input,
+            answer: None,
+        }));
+    }
+    // The answer follows its input, after the turn's tool events (and, for a message merged
+    // into a later turn, after the other messages of that turn).
     let mut next = input.seq + 1;
     loop {
         let events = store
@@ -77,10 +89,9 @@ pub(crate) async fn find(
         let answer = events.into_iter().find(|event| {
             matches!(
                 event.kind,
-                EventKind::AgentOutput { .. }
-                    | EventKind::TurnFailed { .. }
-                    | EventKind::UserInput { .. }
-            )
+                EventKind::AgentOutput { .. } | EventKind::TurnFailed { .. }
+            ) || (disposition != InputDisposition::Merged
+                && matches!(event.kind, EventKind::UserInput { .. }))
         });
         if let Some(answer) = answer {
             let answer = (!matches!(answer.kind, EventKind::UserInput { .. })).then_some(answer);
@@ -91,6 +102,18 @@ pub(crate) async fn find(
 
 /// The response object of a stored turn.
 fn stored(shape: &Shape, found: &Found) -> Value {
+    if let EventKind::UserInput {
+        disposition: InputDisposition::Superseded,
+        ..
+    } = found.input.kind
+    {
+        let extra = Extra {
+            incomplete: Some("superseded".into()),
+            seq: Some(found.input.seq),
+            ..Extra::default()
+        };
+        return shape.object("incomplete", Vec::new(), extra);
+    }
     let Some(answer) = &found.answer else {
         return shape.object("in_progress", Vec::new(), Extra::default());
     };
@@ -219,4 +242,73 @@ pub(crate) async fn response_input_items(
     let items: Vec<Value> = found.iter().filter_map(|f| item_of(&f.input)).collect();
     let count = items.len().max(1);
     Ok(Json(ItemList::of(items, count)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Author;
+    use crate::store::InMemoryStore;
+
+    fn input(seq: Seq, turn: &str, disposition: InputDisposition) -> Event {
+        let kind = EventKind::UserInput {
+            text: turn.to_owned(),
+            disposition,
+        };
+        let mut event = Event::new(seq, Author::User, 0, kind);
+        event.request_id = Some(turn.to_owned());
+        event
+    }
+
+    fn output(seq: Seq, text: &str) -> Event {
+        let kind = EventKind::AgentOutput {
+            text: text.to_owned(),
+            status: OutputStatus::Final,
+            duration_ms: 0,
+            usage: None,
+        };
+        Event::new(seq, Author::Agent, 0, kind)
+    }
+
+    fn shape() -> Shape {
+        Shape {
+            id: "resp_x".into(),
+            conversation: "c".into(),
+            created_at: 0,
+            model: "m".into(),
+            previous: None,
+            instructions: None,
+            metadata: Default::default(),
+        }
+    }
+
+    /// A superseded message is answered by its own marking, and a merged one by the output of
+    /// the turn it was merged into, past the other messages of that turn.
+    #[tokio::test]
+    async fn superseded_and_merged_responses_are_found_with_their_answers() {
+        let store = InMemoryStore::new();
+        let key = SessionKey::new("u", "c").unwrap();
+        let log = [
+            input(1, "resp_a", InputDisposition::Superseded),
+            input(2, "resp_b", InputDisposition::Merged),
+            input(3, "resp_c", InputDisposition::Answered),
+            output(4, "b and c"),
+        ];
+        store.append(&key, 0, &log).await.unwrap();
+
+        let superseded = find(&store, &key, "resp_a").await.unwrap().unwrap();
+        let object = stored(&shape(), &superseded);
+        assert_eq!(object["status"], "incomplete");
+        assert_eq!(object["incomplete_details"]["reason"], "superseded");
+        assert_eq!(object["turnstile"]["seq"], 1, "its own input");
+
+        let merged = find(&store, &key, "resp_b").await.unwrap().unwrap();
+        let object = stored(&shape(), &merged);
+        assert_eq!(object["status"], "completed", "{object}");
+        assert_eq!(object["output"][0]["content"][0]["text"], "b and c");
+        assert_eq!(object["turnstile"]["seq"], 4);
+
+        let answered = find(&store, &key, "resp_c").await.unwrap().unwrap();
+        assert_eq!(stored(&shape(), &answered)["turnstile"]["seq"], 4);
+    }
 }
