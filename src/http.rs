@@ -15,6 +15,7 @@ mod events;
 mod openai;
 mod ops;
 mod sessions;
+mod state;
 
 mod openapi;
 
@@ -58,6 +59,7 @@ pub use openai::{
     USER_HEADER,
 };
 pub use openapi::openapi_json;
+pub use state::{MAX_STATE_EDIT_KEYS, MAX_STATE_KEY_BYTES};
 
 use crate::runtime::DrainReport;
 
@@ -102,6 +104,7 @@ impl Gateway {
             .route(&format!("{session}/interrupt"), post(sessions::interrupt))
             .route(&format!("{session}/clear"), post(sessions::clear))
             .route(&format!("{session}/fork"), post(sessions::fork))
+            .route(&format!("{session}/state"), post(state::edit_state))
             .route(
                 session,
                 get(sessions::get_session).delete(sessions::delete_session),

@@ -107,6 +107,9 @@ pub struct StateKey {
     pub default: Option<Value>,
     /// What it means, for people and tools.
     pub description: String,
+    /// Whether a user token may set it on its own sessions over HTTP
+    /// (`POST /v1/sessions/{user}/{session}/state`); admins may set any session key.
+    pub editable: bool,
 }
 
 impl StateKey {
@@ -117,6 +120,7 @@ impl StateKey {
             ty,
             default: None,
             description: String::new(),
+            editable: false,
         }
     }
 
@@ -129,6 +133,12 @@ impl StateKey {
     /// Sets the description.
     pub fn with_description(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();
+        self
+    }
+
+    /// Lets user tokens set it on their own sessions over HTTP.
+    pub fn editable(mut self) -> Self {
+        self.editable = true;
         self
     }
 }
@@ -205,7 +215,8 @@ impl StateKeys {
         }
     }
 
-    /// Adds a declaration; refuses `temp:` keys and a default of the wrong type.
+    /// Adds a declaration; refuses `temp:` keys, a default of the wrong type and an editable
+    /// key of a shared scope.
     pub fn declare(mut self, key: StateKey) -> Result<Self, StateKeysError> {
         let invalid = |reason: &str| StateKeysError::InvalidKey {
             key: key.name.clone(),
@@ -221,6 +232,12 @@ impl StateKeys {
                 ))
             }
             (_, "") => return Err(invalid("the name has a scope prefix and nothing after it")),
+            (Scope::User | Scope::App, _) if key.editable => {
+                return Err(invalid(
+                    "only session keys can be editable: `user:` and `app:` keys are shared by \
+                     other sessions",
+                ))
+            }
             _ => {}
         }
         if let Some(default) = &key.default {
@@ -333,6 +350,22 @@ mod tests {
             .unwrap()
             .declare(StateKey::new("count", KeyType::Integer))
             .unwrap()
+    }
+
+    #[test]
+    fn only_session_keys_may_be_editable() {
+        assert!(StateKeys::new(Mode::Off)
+            .declare(StateKey::new("tone", KeyType::String).editable())
+            .is_ok_and(|keys| keys.get("tone").is_some_and(|k| k.editable)));
+        for shared in ["user:name", "app:plan"] {
+            let refused = StateKeys::new(Mode::Off)
+                .declare(StateKey::new(shared, KeyType::String).editable())
+                .unwrap_err();
+            assert!(
+                refused.to_string().contains("only session keys"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorDetail};
-use super::{admin, artifacts, channels, events, openai, ops, sessions};
+use super::{admin, artifacts, channels, events, openai, ops, sessions, state};
 
 /// Adds the bearer-token scheme every route but the probes requires.
 struct BearerAuth;
@@ -36,6 +36,7 @@ impl Modify for BearerAuth {
         sessions::get_session,
         sessions::clear,
         sessions::fork,
+        state::edit_state,
         sessions::delete_session,
         events::list_events,
         sessions::list_sessions,

@@ -6,6 +6,7 @@
 //! type = "string"            # string, number, integer, boolean, object, array or any
 //! default = "friend"         # optional
 //! description = "How the agent addresses the user"
+//! editable = false           # optional: may a user token set it over HTTP (session keys)
 //! ```
 //!
 //! Unknown fields are refused, so that a typo (`defualt`) is an error naming the field and its
@@ -40,6 +41,8 @@ struct Declaration {
     default: Option<Value>,
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    editable: bool,
 }
 
 fn file_error(path: &Path, detail: impl std::fmt::Display) -> StateKeysError {
@@ -97,6 +100,7 @@ fn build(document: Document, path: &Path) -> Result<StateKeys, StateKeysError> {
             ty: declaration.ty,
             default: declaration.default,
             description: declaration.description,
+            editable: declaration.editable,
         };
         keys = keys
             .declare(key)

@@ -334,9 +334,12 @@ async fn where_to_run(
         )),
         (Some(ConversationRef::Id(id) | ConversationRef::Object { id }), None) => {
             let key = conversation_key(user, &id).map_err(|e| about("conversation", e))?;
-            last_seq(store, &key)
-                .await
-                .map_err(|e| about("conversation", e))?;
+            // A live session exists: only one that is not needs a store read to tell.
+            if !gateway.runtime().is_live(&key) {
+                last_seq(store, &key)
+                    .await
+                    .map_err(|e| about("conversation", e))?;
+            }
             Ok(key)
         }
         (None, Some(previous)) => {

@@ -1,0 +1,145 @@
+//! `POST /v1/sessions/{u}/{s}/state` sets session state without a turn: an admin any session
+//! key of its declared type, a user token only keys declared `editable` on its own sessions.
+//! The change is one logged event, queued behind a running turn like a turn would be, and the
+//! next turn's system prompt is filled from it.
+
+#![cfg(feature = "openai")]
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use support::fake_openai::{FakeOpenAi, Reply, GOOD_KEY};
+use support::harness::{eventually, key, stored_events, within, GateAgent};
+use support::http::{code, get, post, TestGateway, ADMIN, ALICE, BOB};
+use turnstile::http::HttpConfig;
+use turnstile::state::EventKind;
+use turnstile::state_keys::{KeyType, Mode, StateKey, StateKeys};
+use turnstile::{OpenAiAgent, Runtime};
+
+fn registry() -> StateKeys {
+    StateKeys::new(Mode::Strict)
+        .declare(StateKey::new("tone", KeyType::String).editable())
+        .unwrap()
+        .declare(StateKey::new("plan", KeyType::String).with_default("free"))
+        .unwrap()
+}
+
+const STATE: &str = "/v1/sessions/alice/s1/state";
+
+#[tokio::test]
+async fn admins_and_users_set_what_they_may_and_the_next_prompt_uses_it() {
+    let fake = FakeOpenAi::start(vec![Reply::text(&["one"]), Reply::text(&["two"])]).await;
+    let agent = OpenAiAgent::builder(&fake.base_url, "fake-model")
+        .with_api_key(GOOD_KEY)
+        .with_system_prompt("Speak {tone}. Plan {plan}.")
+        .build()
+        .unwrap();
+    let builder = Runtime::builder().agent(agent).state_keys(registry());
+    let gateway = TestGateway::with(builder, HttpConfig::default());
+    let turn = |text: &str| post("/v1/sessions/alice/s1/turns", ALICE, json!({"input": text}));
+
+    // No session yet: refused, and none is made.
+    let (status, body) = gateway
+        .send(post(STATE, ADMIN, json!({"set": {"tone": "x"}})))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(
+        gateway.send(get("/v1/sessions/alice/s1", ADMIN)).await.0,
+        StatusCode::NOT_FOUND
+    );
+
+    assert_eq!(gateway.send(turn("hello")).await.0, StatusCode::OK);
+    let (status, body) = gateway
+        .send(post(STATE, ALICE, json!({"set": {"tone": "warmly"}})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"]["tone"], "warmly");
+    assert_eq!(body["state"]["plan"], "free", "declared defaults show");
+
+    // What the user may not set, and what nobody may, leave the state as it was.
+    for (token, set, expected) in [
+        (ALICE, json!({"plan": "pro"}), StatusCode::FORBIDDEN),
+        (BOB, json!({"tone": "coldly"}), StatusCode::FORBIDDEN),
+        (ADMIN, json!({"tone": 3}), StatusCode::BAD_REQUEST),
+        (ADMIN, json!({"undeclared": 1}), StatusCode::BAD_REQUEST),
+        (ADMIN, json!({"user:name": "x"}), StatusCode::BAD_REQUEST),
+    ] {
+        let (status, body) = gateway.send(post(STATE, token, json!({"set": set}))).await;
+        assert_eq!(status, expected, "{set}: {body}");
+        assert!(!code(&body).is_empty(), "a typed error: {body}");
+    }
+    let (status, body) = gateway
+        .send(post(STATE, ADMIN, json!({"set": {"plan": "pro"}})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["state"], json!({"tone": "warmly", "plan": "pro"}));
+
+    // The log says who set what, with the delta on that event.
+    let events = stored_events(gateway.store.as_ref(), &key("alice", "s1")).await;
+    let notes: Vec<(String, Value)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Note { text } => Some((text.clone(), json!(e.state_delta))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            (
+                "state set by its user: tone".to_owned(),
+                json!({"tone": "warmly"})
+            ),
+            (
+                "state set by an admin: plan".to_owned(),
+                json!({"plan": "pro"})
+            ),
+        ]
+    );
+
+    // The next turn's prompt is filled from it.
+    assert_eq!(gateway.send(turn("again")).await.0, StatusCode::OK);
+    let requests = fake.requests();
+    let system = |i: usize| requests[i]["messages"][0]["content"].clone();
+    assert_eq!(system(0), "Speak . Plan free.");
+    assert_eq!(system(1), "Speak warmly. Plan pro.");
+}
+
+/// An edit sent while a turn runs does not wait for it (as `clear` and the library's `append`
+/// do not): it is answered while the turn still runs, and the turn's output is written after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_during_a_turn_is_answered_at_once_and_the_turn_is_written_after_it() {
+    let agent = Arc::new(GateAgent::default());
+    let builder = Runtime::builder().agent_arc(agent.clone());
+    let gateway = Arc::new(TestGateway::with(builder, HttpConfig::default()));
+    let turn = |text: &str| post("/v1/sessions/alice/s1/turns", ALICE, json!({"input": text}));
+    assert_eq!(gateway.send(turn("first")).await.0, StatusCode::OK);
+    let held = tokio::spawn({
+        let gateway = gateway.clone();
+        async move { gateway.send(turn("hold")).await }
+    });
+    eventually("the turn runs", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let (status, edited) =
+        within(gateway.send(post(STATE, ADMIN, json!({"set": {"mood": "calm"}})))).await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["state"]["mood"], "calm");
+    assert!(!held.is_finished(), "answered while the turn still runs");
+    agent.gate.add_permits(1);
+    let (status, turn) = within(held).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{turn}");
+    let (turn_seq, edit_seq) = (
+        turn["seq"].as_u64().unwrap(),
+        edited["seq"].as_u64().unwrap(),
+    );
+    assert!(
+        turn_seq > edit_seq,
+        "turn output {turn_seq} after the edit {edit_seq}"
+    );
+}
