@@ -2,7 +2,8 @@
 //! chat page and from a console row, shows a session's statistics, its raw event log a page of
 //! 50 at a time (each event's JSON), and a timing waterfall per turn; it has no serious or
 //! critical axe-core violation and fits the window at 1280 and 360 px; a user token cannot
-//! inspect another user's session (the page says so and shows none of it).
+//! inspect another user's session (the page says so and shows none of it); an admin sets a
+//! session key from it.
 
 #![cfg(feature = "http")]
 
@@ -131,6 +132,40 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
         .eval("return document.getElementById('event-rows').textContent;")
         .await;
     assert!(page.as_str().unwrap_or_default().contains("bob's secret"));
+
+    // The admin sets a session key from the inspector, by keyboard: it shows in the state and
+    // the log gains the note that carries it.
+    browser.type_into("#state-key", "mood").await;
+    browser.type_into("#state-value", "\"calm\"").await;
+    browser.press(Key::Enter).await;
+    until("the key is set and shown", || async {
+        let state = browser
+            .eval("return document.getElementById('state-rows').textContent;")
+            .await;
+        state
+            .as_str()
+            .is_some_and(|s| s.contains("mood") && s.contains("\"calm\""))
+            && browser.eval(ROWS).await == json!([1, 2, 3])
+    })
+    .await;
+    let said = browser
+        .eval("return document.getElementById('state-result').textContent;")
+        .await;
+    assert_eq!(said, "Set mood (event 3).");
+    // Text that is not JSON is refused on the page, nothing sent.
+    browser
+        .eval("document.getElementById('state-value').value = ''; return true;")
+        .await;
+    browser.type_into("#state-value", "calm").await;
+    browser.press(Key::Enter).await;
+    browser
+        .until_true(
+            "the page says the value is not JSON",
+            "return document.getElementById('state-result').textContent.includes('not JSON');",
+        )
+        .await;
+    assert_eq!(browser.eval(ROWS).await, json!([1, 2, 3]));
+    accessible(&browser, "the inspector with its state form", DESKTOP.0).await;
     browser.stop().await;
     server.stop().await;
 }

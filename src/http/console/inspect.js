@@ -60,6 +60,7 @@
     // Nothing of the session shown before stays while another is read (or refused).
     for (const id of ["stats", "state-rows", "turns", "event-rows", "artifacts"]) $(id).replaceChildren();
     $("events-range").textContent = "";
+    $("state-result").textContent = "";
     const view = await api("GET", path(user, session));
     total = view.meta.events;
     stats(view);
@@ -198,6 +199,21 @@
     $("artifacts").replaceChildren(...items);
   }
 
+  /** Sets the session key the form names to the JSON value typed, then reads the session again. */
+  async function setState() {
+    const name = $("state-key").value.trim();
+    let value;
+    try {
+      value = JSON.parse($("state-value").value);
+    } catch (_) {
+      $("state-result").textContent = "The value is not JSON: quote text (\"warm\"), or write a number, true, false, null, [] or {}.";
+      return;
+    }
+    const edited = await api("POST", path(user, session) + "/state", { set: { [name]: value } });
+    await load();
+    $("state-result").textContent = (value === null ? "Deleted " : "Set ") + visible(name) + " (event " + edited.seq + ").";
+  }
+
   /** Downloads through fetch (the token goes in a header, never in a link). */
   async function download(a) {
     const url = path(user, session) + "/artifacts/" + encodeURIComponent(a.name) + "?version=" + a.version;
@@ -215,6 +231,10 @@
     e.preventDefault();
     location.hash = encodeURIComponent($("pick-user").value.trim()) + "/" +
       encodeURIComponent($("pick-session").value.trim());
+  });
+  $("state-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    setState().catch(fail);
   });
   $("events-older").addEventListener("click", () => {
     from = Math.max(1, from - EVENTS_PAGE);
