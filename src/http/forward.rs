@@ -130,29 +130,16 @@ async fn channel_of(parts: &mut Parts, gateway: &Gateway) -> Option<String> {
     Some(channel)
 }
 
-/// Middleware of the OpenAI routes: the session is the conversation the path, the body or a
-/// header names ([`session_of`](super::openai::routing::session_of)); a request that names none
-/// is served here.
-pub(crate) async fn openai_route(
-    State(gateway): State<Gateway>,
-    request: Request,
+/// Sends a request whose session a route read itself (`key`) to where that session is served,
+/// or serves it here when it names none: the OpenAI routes' middleware
+/// (`openai::routing::openai_route`) ends here.
+pub(crate) async fn route_keyed(
+    gateway: Gateway,
+    key: Option<SessionKey>,
+    parts: Parts,
+    bytes: Bytes,
     next: Next,
 ) -> Response {
-    let (mut parts, body) = request.into_parts();
-    let Ok(caller) = Caller::from_request_parts(&mut parts, &gateway).await else {
-        return next.run(Request::from_parts(parts, body)).await;
-    };
-    let bytes = match read_body(&parts, body, &gateway).await {
-        Ok(bytes) => bytes,
-        Err(error) => return error.into_response(),
-    };
-    let key = super::openai::routing::session_of(
-        &caller,
-        &parts.method,
-        parts.uri.path(),
-        &parts.headers,
-        &bytes,
-    );
     match key {
         Some(key) => Pending::new(gateway, key, parts, bytes, next).route().await,
         None => {
@@ -163,7 +150,11 @@ pub(crate) async fn openai_route(
 }
 
 /// Reads the whole body (within the gateway's limit), so that it can be sent again.
-async fn read_body(parts: &Parts, body: Body, gateway: &Gateway) -> Result<Bytes, ApiError> {
+pub(crate) async fn read_body(
+    parts: &Parts,
+    body: Body,
+    gateway: &Gateway,
+) -> Result<Bytes, ApiError> {
     let mut request = Request::new(body);
     // The body limit travels as an extension of the request.
     *request.extensions_mut() = parts.extensions.clone();

@@ -116,7 +116,7 @@ pub(crate) fn routes(gateway: &Gateway) -> (Router<Gateway>, Router<Gateway>) {
     if gateway.config().forward {
         // Sent to the conversation's owner before anything runs; its errors are shaped there.
         let by_conversation =
-            axum::middleware::from_fn_with_state(gateway.clone(), super::forward::openai_route);
+            axum::middleware::from_fn_with_state(gateway.clone(), routing::openai_route);
         turns = turns.route_layer(by_conversation.clone());
         quick = quick.route_layer(by_conversation);
     }

@@ -10,7 +10,10 @@
 //! `None` means "serve it here": a new conversation, a model listing, a stateless chat
 //! completion, or a request the handler refuses anyway (its refusal is then the answer).
 
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 
@@ -18,7 +21,35 @@ use super::responses::ConversationRef;
 use super::{acting_user, conversation_key, new_id, ResponseId, SESSION_HEADER};
 use crate::http::answer::checked_idempotency_key;
 use crate::http::auth::Caller;
+use crate::http::forward::{read_body, route_keyed};
+use crate::http::gateway::Gateway;
 use crate::key::SessionKey;
+
+/// Middleware of the OpenAI routes under forwarding: the session is the one [`session_of`]
+/// names; a request that names none (or an unauthorised one, refused by its handler) is
+/// served here.
+pub(crate) async fn openai_route(
+    State(gateway): State<Gateway>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let Ok(caller) = Caller::from_request_parts(&mut parts, &gateway).await else {
+        return next.run(Request::from_parts(parts, body)).await;
+    };
+    let bytes = match read_body(&parts, body, &gateway).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error.into_response(),
+    };
+    let key = session_of(
+        &caller,
+        &parts.method,
+        parts.uri.path(),
+        &parts.headers,
+        &bytes,
+    );
+    route_keyed(gateway, key, parts, bytes, next).await
+}
 
 /// The fields of `POST /v1/responses` that say where it runs; the rest is the handler's.
 #[derive(Deserialize)]
