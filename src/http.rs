@@ -124,6 +124,7 @@ impl Gateway {
             .merge(artifacts::routes())
             // Read from the store: any process answers it, no forwarding needed.
             .route(&format!("{session}/events"), get(events::list_events))
+            .route(&format!("{session}/turns/{{seq}}"), get(events::get_turn))
             .route("/v1/users/{user}/sessions", get(sessions::list_sessions))
             .route(
                 "/v1/users/{user}",

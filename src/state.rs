@@ -4,6 +4,7 @@
 mod event;
 mod record;
 mod scope;
+mod timing;
 
 pub(crate) use event::in_failed_turns;
 pub use event::{
@@ -18,3 +19,4 @@ pub use scope::{
     apply_plain, persistable, Scope, ScopedState, SplitDelta, StateDelta, StateMap, APP_PREFIX,
     TEMP_PREFIX, USER_PREFIX,
 };
+pub use timing::TurnTiming;

@@ -85,13 +85,31 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
         assert_eq!(event["seq"], 52);
         assert_eq!(event["kind"]["type"], "agent_output");
         let turns = browser
-            .eval("return [...document.querySelectorAll('#turns .turn')].map(t => t.querySelectorAll('.wf-bar').length);")
+            .eval("return [...document.querySelectorAll('#turns .turn')].map(t => [...t.querySelectorAll('.bar-label')].map(l => l.textContent));")
             .await;
+        let turns: Vec<Vec<String>> = serde_json::from_value(turns).expect("labels");
         assert_eq!(
-            turns,
-            json!(vec![1; 25]),
-            "one bar (the reply) per whole turn shown"
+            turns.len(),
+            25,
+            "every whole turn shown is drawn: {turns:?}"
         );
+        for labels in &turns {
+            // The mock agent takes 30 ms in two chunks: the agent's bar says so, and the model's
+            // time to its first chunk is part of it.
+            let ms = |name: &str| -> u64 {
+                let label = labels
+                    .iter()
+                    .find(|l| l.starts_with(name))
+                    .unwrap_or_else(|| panic!("no {name:?} bar in {labels:?}"));
+                label[name.len() + 2..label.len() - 3]
+                    .parse()
+                    .expect("milliseconds")
+            };
+            assert!(labels[0].starts_with("queued: "), "{labels:?}");
+            let agent = ms("agent");
+            assert!(agent >= 25, "{labels:?}");
+            assert!(ms("model to first chunk") <= agent, "{labels:?}");
+        }
         accessible(&browser, "the inspector", width).await;
 
         browser.click("#events-older").await;

@@ -79,7 +79,24 @@ pub(crate) struct TurnRecord {
     /// An emit went past the turn's largest reply: `partial` holds what fitted, and the turn
     /// was cancelled.
     pub reply_limited: bool,
+    /// When the turn's phases happened, for its timing record.
+    pub marks: TurnMarks,
     next_call: u32,
+}
+
+/// When a turn's phases happened, marked by the runtime (and by the first chunk emitted) as the
+/// turn runs; the session makes the turn's [`crate::state::TurnTiming`] of them.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TurnMarks {
+    /// Waiting for a runtime-wide turn permit.
+    pub permit: std::time::Duration,
+    /// The automatic memory recall.
+    pub recall: std::time::Duration,
+    /// When the agent started, and when it returned (never, when the turn was cut short).
+    pub agent_started: Option<tokio::time::Instant>,
+    pub agent_ended: Option<tokio::time::Instant>,
+    /// When the first non-empty chunk was emitted.
+    pub first_chunk: Option<tokio::time::Instant>,
 }
 
 /// A tool call or result, or an artifact saved, recorded during a turn (in the order made).
@@ -125,6 +142,12 @@ pub(crate) fn floor_char_boundary(text: &str, at: usize) -> usize {
 }
 
 impl TurnContext {
+    /// What the turn records, shared: the runtime marks its phases here while the agent owns
+    /// the context.
+    pub(crate) fn recorder(&self) -> Arc<Mutex<TurnRecord>> {
+        self.record.clone()
+    }
+
     /// The session this turn belongs to.
     pub fn key(&self) -> &SessionKey {
         &self.key
@@ -227,6 +250,9 @@ impl TurnContext {
                 record.reply_limited = true;
             }
             record.partial.push_str(&chunk);
+            if record.marks.first_chunk.is_none() && !chunk.is_empty() {
+                record.marks.first_chunk = Some(tokio::time::Instant::now());
+            }
             over
         };
         if !chunk.is_empty() {

@@ -39,6 +39,7 @@ impl Modify for BearerAuth {
         state::edit_state,
         sessions::delete_session,
         events::list_events,
+        events::get_turn,
         sessions::list_sessions,
         sessions::delete_user,
         artifacts::put_session_artifact,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::journal::Journal;
 use super::queue::{Admission, TurnQueue};
@@ -32,6 +33,7 @@ mod outcome;
 mod replay;
 mod state_keys;
 mod stop;
+mod timing;
 
 pub(crate) use memory::ingest_stored;
 
@@ -58,6 +60,8 @@ pub(crate) struct Live {
     requests: Option<Box<replay::InFlight>>,
     /// A turn that completed in place (see `task::start`), waiting to be recorded.
     immediate: Option<TurnFinished>,
+    /// How long loading the session took, until its first turn counts it.
+    activation: Option<timing::Activation>,
 }
 
 /// The turn in flight.
@@ -68,7 +72,10 @@ struct Running {
     inputs: Vec<String>,
     control: Arc<TurnControl>,
     record: TurnRecording,
-    started: Instant,
+    /// When its messages were taken in and the turn started, for its timing record.
+    before: timing::Before,
+    /// The turn's span: the write of its events is traced within it.
+    span: tracing::Span,
 }
 
 impl Live {
@@ -80,9 +87,16 @@ impl Live {
             shared,
             loaded,
         } = args;
-        let loaded = match loaded {
-            Some(loaded) => loaded,
-            None => Self::read(&key, &deps).await?,
+        let (loaded, activation) = match loaded {
+            Some(loaded) => (loaded, None),
+            None => {
+                let began = Instant::now();
+                let loaded = Self::read(&key, &deps)
+                    .instrument(tracing::debug_span!("session.load", key = %key))
+                    .await?;
+                let took = began.elapsed();
+                (loaded, Some(timing::Activation { began, took }))
+            }
         };
         shared.last_active.store(deps.stamp(), Ordering::Release);
         let journal = Journal::open(
@@ -106,6 +120,7 @@ impl Live {
             compacting: false,
             requests: None,
             immediate: None,
+            activation,
         })
     }
 
@@ -269,24 +284,36 @@ impl Live {
             });
         let id = self.next_turn_id;
         self.next_turn_id += 1;
-        let span = tracing::info_span!("turn", key = %self.key, turn = id);
-        let work = Box::pin(tracing::Instrument::instrument(
+        let admitted = requests
+            .iter()
+            .map(|r| r.admitted)
+            .min()
+            .unwrap_or_else(Instant::now);
+        let before = timing::Before::new(admitted, self.activation.take());
+        let span = tracing::info_span!(
+            "turn",
+            key = %self.key,
+            turn = id,
+            queued_ms = crate::agent::millis(before.started.saturating_duration_since(admitted))
+        );
+        let work = Box::pin(
             task::execute(
                 self.deps.agent.clone(),
                 ctx,
                 control.clone(),
                 deadline,
                 permits,
-            ),
-            span,
-        ));
+            )
+            .instrument(span.clone()),
+        );
         self.running = Some(Running {
             id,
             requests,
             inputs,
             control,
             record,
-            started: Instant::now(),
+            before,
+            span,
         });
         if let Some(result) = task::start(work, myself, id) {
             self.immediate = Some(TurnFinished {
@@ -329,6 +356,8 @@ impl Live {
             return;
         }
         let record = running.record.take();
+        let now = Instant::now();
+        let timing = timing::measure(&running.before, &record.marks, &record.tools, now);
         let result = self.check_state_keys(finished.result, &record);
         let (end, failure) = task::settle(
             result,
@@ -351,13 +380,20 @@ impl Live {
                 .iter()
                 .map(|r| (r.input.clone(), r.request_id.clone()))
                 .collect(),
-            duration_ms: u64::try_from(running.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            duration_ms: crate::agent::millis(
+                now.saturating_duration_since(running.before.started),
+            ),
+            timing,
             next_seq: self.journal.next_seq(),
             now_ms: now_ms(),
         });
         // Answers go out only after the store's: a turn it did not acknowledge left nothing
         // behind (or is held apart until read back), so it is never answered as done.
-        let saved = self.journal.commit(decided.events).await;
+        let saved = self
+            .journal
+            .commit(decided.events)
+            .instrument(tracing::debug_span!(parent: &running.span, "store.append"))
+            .await;
         let conflict = saved.as_ref().err().is_some_and(Error::is_conflict);
         for (request, planned) in running.requests.into_iter().zip(decided.answers) {
             // After a conflict the session reloaded what the store holds: a retry that raced

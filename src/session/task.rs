@@ -10,6 +10,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use ractor::ActorRef;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::{SessionMsg, TurnControl, TurnFinished};
 use crate::agent::{
@@ -84,20 +86,40 @@ pub(crate) async fn execute(
     permits: Option<TurnPermits>,
 ) -> TaskResult {
     let token = control.token.clone();
+    let recorder = ctx.recorder();
     let work = async {
+        let waiting = Instant::now();
         let _permit = match permits {
-            Some(permits) => match take_permit(permits).await {
-                Some(permit) => Some(permit),
-                None => return TaskResult::NoPermit,
-            },
+            Some(permits) => {
+                let permit = take_permit(permits)
+                    .instrument(tracing::debug_span!("permit"))
+                    .await;
+                match permit {
+                    Some(permit) => Some(permit),
+                    None => return TaskResult::NoPermit,
+                }
+            }
             None => None,
         };
-        ctx.auto_recall().await;
-        let agent_run = AssertUnwindSafe(agent.run(ctx)).catch_unwind();
+        let recalling = Instant::now();
+        ctx.auto_recall()
+            .instrument(tracing::debug_span!("recall"))
+            .await;
+        let agent_started = Instant::now();
+        {
+            let marks = &mut recorder.lock().marks;
+            marks.permit = recalling - waiting;
+            marks.recall = agent_started - recalling;
+            marks.agent_started = Some(agent_started);
+        }
+        let agent_run = AssertUnwindSafe(agent.run(ctx))
+            .catch_unwind()
+            .instrument(tracing::debug_span!("agent"));
         let finished = match deadline {
             Some(limit) => tokio::time::timeout(limit, agent_run).await.ok(),
             None => Some(agent_run.await),
         };
+        recorder.lock().marks.agent_ended = Some(Instant::now());
         match finished {
             None => {
                 control.interrupt(InterruptReason::Deadline);

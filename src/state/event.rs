@@ -7,6 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::scope::StateDelta;
+use super::timing::TurnTiming;
 
 /// Position of an event in its session's log. Starts at 1 and never repeats within a session.
 pub type Seq = u64;
@@ -33,6 +34,10 @@ pub struct Event {
     /// same id is answered from the log instead of running again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// Where the turn's time went, on the event that ends a turn; see [`TurnTiming`]. Boxed:
+    /// most events are not the end of a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Box<TurnTiming>>,
     /// Fields written by a newer version of turnstile: kept and written back unchanged.
     #[serde(flatten)]
     #[cfg_attr(feature = "http", schema(ignore))]
@@ -50,6 +55,7 @@ impl Event {
             kind,
             state_delta: None,
             request_id: None,
+            timing: None,
             extra: Extra::default(),
         }
     }
@@ -441,11 +447,11 @@ mod tests {
     }
 
     /// A live session holds up to twice `window` events; this keeps each of them small (it was
-    /// 288 bytes with the unknown fields and tool values inline).
+    /// 288 bytes with the unknown fields and tool values inline; the boxed `timing` added 8).
     #[test]
     fn an_event_stays_small() {
         assert!(
-            std::mem::size_of::<Event>() <= 176,
+            std::mem::size_of::<Event>() <= 184,
             "Event is {} bytes",
             std::mem::size_of::<Event>()
         );

@@ -150,6 +150,51 @@
   }
 
   function waterfall(events) {
+    const end = events.find((e) => e.timing);
+    return end ? measured(events, end) : unmeasured(events);
+  }
+
+  /** One bar of a waterfall: `start` and `length` in ms within a turn of `span` ms. */
+  function bar(label, start, length, span, kind, seq) {
+    const shown = el("span", { class: "wf-bar " + kind });
+    // Set through the CSSOM, which the page's CSP allows (a style attribute it would not).
+    shown.style.marginLeft = (start / span) * 100 + "%";
+    shown.style.width = Math.max(0.5, (length / span) * 100) + "%";
+    return el("li", { "data-seq": String(seq) }, el("span", { class: "bar-label" }, label + ": " + length + " ms"),
+      el("span", { class: "track" }, shown));
+  }
+
+  /**
+   * A turn whose last event carries its timing record (see docs/http-api.md): each phase where
+   * it ran, from the moment its message was taken in. Phases that took no time are left out,
+   * except the wait in the queue and the agent.
+   */
+  function measured(events, end) {
+    const t = end.timing;
+    const span = Math.max(1, t.queued_ms + (end.kind.duration_ms || 0));
+    const agentAt = t.queued_ms + t.permit_ms + t.recall_ms;
+    const bars = [bar("queued", 0, t.queued_ms, span, "queued", end.seq)];
+    if (t.load_ms != null) bars.push(bar("loading the session", 0, t.load_ms, span, "load", end.seq));
+    if (t.permit_ms) bars.push(bar("waiting for a turn permit", t.queued_ms, t.permit_ms, span, "queued", end.seq));
+    if (t.recall_ms) bars.push(bar("memory recall", t.queued_ms + t.permit_ms, t.recall_ms, span, "recall", end.seq));
+    bars.push(bar("agent", agentAt, t.agent_ms, span, "agent_output", end.seq));
+    if (t.first_chunk_ms != null) bars.push(bar("model to first chunk", agentAt, t.first_chunk_ms, span, "first_chunk", end.seq));
+    const calls = events.filter((e) => e.kind.type === "tool_call");
+    calls.forEach((call, i) => {
+      const result = events.find((e) => e.kind.type === "tool_result" && e.kind.call_id === call.kind.call_id);
+      const start = (t.tool_start_ms || [])[i] || 0;
+      const length = result && typeof result.kind.duration_ms === "number" ? result.kind.duration_ms : 0;
+      bars.push(bar("tool " + visible(call.kind.name), agentAt + start, length, span, "tool_call", call.seq));
+    });
+    const status = end.kind.type === "turn_failed" ? "failed" : end.kind.status.status;
+    return el("li", { class: "turn", "data-seq": String(events[0].seq) },
+      el("div", { class: "meta" }, "turn #" + end.seq + " (" + status + "): " + span +
+        " ms from its message to its end, before its events were written"),
+      el("ol", { class: "waterfall" }, ...bars));
+  }
+
+  /** A turn recorded before turnstile kept timing: each event's bar starts where the one before it was recorded. */
+  function unmeasured(events) {
     const begin = events[0].at_ms;
     const end = Math.max(...events.map((e) => e.at_ms));
     const span = Math.max(1, end - begin);
@@ -163,13 +208,8 @@
         length = k.duration_ms;
         start = event.at_ms - k.duration_ms;
       }
-      const label = k.type + (k.name ? " " + k.name : "") + ": " + length + " ms";
-      const bar = el("span", { class: "wf-bar " + k.type.replace(/[^a-z_]/g, "") });
-      // Set through the CSSOM, which the page's CSP allows (a style attribute it would not).
-      bar.style.marginLeft = ((start - begin) / span) * 100 + "%";
-      bar.style.width = Math.max(0.5, (length / span) * 100) + "%";
-      bars.push(el("li", { "data-seq": String(event.seq) }, el("span", { class: "bar-label" }, label),
-        el("span", { class: "track" }, bar)));
+      bars.push(bar(k.type + (k.name ? " " + visible(k.name) : ""), start - begin, length, span,
+        k.type.replace(/[^a-z_]/g, ""), event.seq));
       before = event.at_ms;
     }
     return el("li", { class: "turn", "data-seq": String(events[0].seq) },

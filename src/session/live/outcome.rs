@@ -10,7 +10,7 @@ use crate::agent::TurnRecord;
 use crate::call::{Outcome, OutcomeKind};
 use crate::error::Error;
 use crate::session::task::{self, TurnEnd, TurnWrite};
-use crate::state::{Event, Seq};
+use crate::state::{Event, Seq, TurnTiming};
 
 /// What a turn left when it ended, as the pure decision needs it.
 pub(super) struct Ended<'a> {
@@ -28,6 +28,8 @@ pub(super) struct Ended<'a> {
     /// in the log.
     pub superseded: Vec<(String, Option<String>)>,
     pub duration_ms: u64,
+    /// Where the turn's time went: carried by the event that ends it.
+    pub timing: TurnTiming,
     /// The sequence number the turn's first event takes.
     pub next_seq: Seq,
     pub now_ms: u64,
@@ -64,6 +66,11 @@ pub(super) fn decide(ended: Ended<'_>) -> Decided {
     let mut events = task::turn_events(write, ended.next_seq, ended.now_ms);
     let answers = replay::answers_for(ended.request_ids.len(), &events, ended.failure);
     let first_superseded = events.len() - ended.superseded.len();
+    if ran {
+        if let Some(end) = events[..first_superseded].last_mut() {
+            end.timing = Some(Box::new(ended.timing));
+        }
+    }
     // Inputs carry their request ids: the turn's own first (when it left a trace), then the
     // superseded ones at the end.
     if ran {
@@ -124,6 +131,10 @@ mod tests {
             request_ids: ids.iter().map(|id| id.map(str::to_owned)).collect(),
             superseded: Vec::new(),
             duration_ms: 7,
+            timing: TurnTiming {
+                agent_ms: 5,
+                ..TurnTiming::default()
+            },
             next_seq: 10,
             now_ms: 1_000,
         }
@@ -146,6 +157,13 @@ mod tests {
         assert_eq!(seqs, vec![10, 11, 12], "two inputs and the output");
         assert_eq!(decided.events[0].request_id.as_deref(), Some("r1"));
         assert_eq!(decided.events[1].request_id, None);
+        let timed: Vec<Seq> = decided
+            .events
+            .iter()
+            .filter(|e| e.timing.as_ref().is_some_and(|t| t.agent_ms == 5))
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(timed, vec![12], "only the output carries the timing");
         let kinds: Vec<OutcomeKind> = decided
             .answers
             .iter()
@@ -193,6 +211,10 @@ mod tests {
         ));
         assert_eq!(decided.events[0].request_id.as_deref(), Some("r2"));
         assert_eq!(decided.superseded_seqs, vec![10]);
+        assert!(
+            decided.events[0].timing.is_none(),
+            "a turn that never ran has none"
+        );
         assert!(matches!(
             decided.answers.as_slice(),
             [Err(Error::ConcurrencyLimitExceeded { limit: 1 })]
