@@ -126,6 +126,7 @@ impl Gateway {
             .route(&format!("{session}/events"), get(events::list_events))
             .route(&format!("{session}/turns/{{seq}}"), get(events::get_turn))
             .route("/v1/users/{user}/sessions", get(sessions::list_sessions))
+            .route("/v1/state-keys", get(state::list_state_keys))
             .route(
                 "/v1/users/{user}",
                 axum::routing::delete(sessions::delete_user),

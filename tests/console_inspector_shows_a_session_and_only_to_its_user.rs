@@ -9,8 +9,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use fantoccini::key::Key;
 use serde_json::{json, Value};
 use support::browser::*;
@@ -45,7 +43,29 @@ async fn accessible(browser: &Browser, what: &str, width: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
-    let server = Server::start(Duration::from_millis(30), 2).await;
+    // Declared keys: the inspector lists them, and offers the form the ones the caller may set.
+    let registry = tempfile::tempdir().expect("a temporary folder");
+    let registry_file = registry.path().join("keys.toml");
+    std::fs::write(
+        &registry_file,
+        "mode = \"warn\"\n[keys.mood]\ntype = \"string\"\ndefault = \"neutral\"\n\
+         description = \"How the agent sounds\"\neditable = true\n\
+         [keys.plan]\ntype = \"string\"\ndescription = \"Billing plan\"\n\
+         [keys.\"user:name\"]\ntype = \"string\"\n",
+    )
+    .expect("write the registry");
+    let registry_file = registry_file.to_str().expect("a UTF-8 path");
+    let server = Server::with_agent(&[
+        "--agent",
+        "mock",
+        "--latency",
+        "30",
+        "--chunks",
+        "2",
+        "--state-keys",
+        registry_file,
+    ])
+    .await;
     // 26 turns: 52 events, so the log has two pages.
     for i in 0..26 {
         turn(
@@ -110,6 +130,33 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
             assert!(agent >= 25, "{labels:?}");
             assert!(ms("model to first chunk") <= agent, "{labels:?}");
         }
+        let declared = browser
+            .eval("return [...document.querySelectorAll('#declared-rows tr')].map(tr => [...tr.cells].map(c => c.textContent));")
+            .await;
+        assert_eq!(
+            declared,
+            json!([
+                [
+                    "mood",
+                    "string",
+                    "\"neutral\"",
+                    "yes",
+                    "How the agent sounds"
+                ],
+                ["plan", "string", "–", "no", "Billing plan"],
+                ["user:name", "string", "–", "no", ""]
+            ])
+        );
+        let settable = browser
+            .eval(
+                "return [...document.querySelectorAll('#settable-keys option')].map(o => o.value);",
+            )
+            .await;
+        assert_eq!(
+            settable,
+            json!(["mood"]),
+            "a user token sets only editable keys"
+        );
         accessible(&browser, "the inspector", width).await;
 
         browser.click("#events-older").await;
@@ -151,6 +198,14 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
         .await;
     assert!(page.as_str().unwrap_or_default().contains("bob's secret"));
 
+    let settable = browser
+        .eval("return [...document.querySelectorAll('#settable-keys option')].map(o => o.value);")
+        .await;
+    assert_eq!(
+        settable,
+        json!(["mood", "plan"]),
+        "an admin sets any session key"
+    );
     // The admin sets a session key from the inspector, by keyboard: it shows in the state and
     // the log gains the note that carries it.
     browser.type_into("#state-key", "mood").await;

@@ -143,3 +143,31 @@ async fn an_edit_during_a_turn_is_answered_at_once_and_the_turn_is_written_after
         "turn output {turn_seq} after the edit {edit_seq}"
     );
 }
+
+/// `GET /v1/state-keys` tells any valid token the declared keys, and which a user may set.
+#[tokio::test]
+async fn the_declared_keys_are_listed_for_any_token() {
+    let builder = Runtime::builder()
+        .agent(GateAgent::default())
+        .state_keys(registry());
+    let gateway = TestGateway::with(builder, HttpConfig::default());
+    for token in [ADMIN, ALICE] {
+        let (status, body) = gateway.send(get("/v1/state-keys", token)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(
+            body,
+            json!({"mode": "strict", "keys": [
+                {"name": "plan", "type": "string", "default": "free", "description": "",
+                 "editable": false},
+                {"name": "tone", "type": "string", "default": null, "description": "",
+                 "editable": true},
+            ]})
+        );
+    }
+    let (status, _) = gateway.send(get("/v1/state-keys", "not-a-token")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let bare = TestGateway::new(GateAgent::default());
+    let (status, body) = bare.send(get("/v1/state-keys", ALICE)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"mode": null, "keys": []}));
+}

@@ -37,6 +37,7 @@ impl Modify for BearerAuth {
         sessions::clear,
         sessions::fork,
         state::edit_state,
+        state::list_state_keys,
         sessions::delete_session,
         events::list_events,
         events::get_turn,

@@ -3,6 +3,9 @@
 //! delta) appended through the session's FIFO, so it lands between turns, never inside one, and
 //! the log keeps who changed what.
 //!
+//! `GET /v1/state-keys` lists the declared keys, so that a client (the inspector) can tell
+//! which it may set.
+//!
 //! Who may set what: an admin token, any session key (declared keys must get a value of their
 //! type; undeclared ones are refused when the registry is `strict`); a user token, on its own
 //! sessions, only keys declared `editable`. `user:` and `app:` keys are shared by other
@@ -89,6 +92,69 @@ pub(crate) async fn edit_state(
         seq,
         state: view.record.state,
     }))
+}
+
+/// One declared state key, as `GET /v1/state-keys` lists it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DeclaredKey {
+    /// The full name with its scope prefix (`user:name`, `app:plan`, `topic`).
+    name: String,
+    /// `string`, `number`, `integer`, `boolean`, `array`, `object` or `any`.
+    #[serde(rename = "type")]
+    ty: &'static str,
+    /// What it reads as while unset; `null` when it has no default.
+    #[schema(value_type = Option<Object>)]
+    default: Option<Value>,
+    /// What it means.
+    description: String,
+    /// Whether a user token may set it on its own sessions (`POST …/state`).
+    editable: bool,
+}
+
+/// `GET /v1/state-keys`'s answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DeclaredKeys {
+    /// What the runtime does with undeclared or mistyped writes (`off`, `warn`, `strict`);
+    /// `null` when the server has no registry.
+    mode: Option<&'static str>,
+    /// The declared keys, by name.
+    keys: Vec<DeclaredKey>,
+}
+
+/// The state keys the server declares (`--state-keys`): their types, defaults, descriptions
+/// and which a user token may set. Any valid token reads them.
+#[utoipa::path(get, path = "/v1/state-keys", tag = "sessions",
+    responses((status = 200, body = DeclaredKeys), Refusals))]
+pub(crate) async fn list_state_keys(
+    State(gateway): State<Gateway>,
+    _caller: Caller,
+) -> Json<DeclaredKeys> {
+    let Some(registry) = gateway.runtime().state_keys() else {
+        return Json(DeclaredKeys {
+            mode: None,
+            keys: Vec::new(),
+        });
+    };
+    let mode = match registry.mode() {
+        Mode::Off => "off",
+        Mode::Warn => "warn",
+        Mode::Strict => "strict",
+    };
+    let mut keys: Vec<DeclaredKey> = registry
+        .keys()
+        .map(|key| DeclaredKey {
+            name: key.name.clone(),
+            ty: key.ty.as_str(),
+            default: key.default.clone(),
+            description: key.description.clone(),
+            editable: key.editable,
+        })
+        .collect();
+    keys.sort_by(|a, b| a.name.cmp(&b.name));
+    Json(DeclaredKeys {
+        mode: Some(mode),
+        keys,
+    })
 }
 
 /// Refuses an edit that is empty or too large, names a key of another scope or an invalid

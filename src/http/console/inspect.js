@@ -46,7 +46,25 @@
       $("pick-user").readOnly = true;
     }
     window.addEventListener("hashchange", () => load().catch(fail));
+    await declared();
     await load();
+  }
+
+  /** The server's declared state keys (`GET /v1/state-keys`), and which of them the form may set. */
+  async function declared() {
+    const registry = await api("GET", "/v1/state-keys");
+    $("declared-mode").textContent = registry.mode === null ? "(none declared)" : "(mode " + registry.mode + ")";
+    const rows = registry.keys.map((k) => el("tr", {},
+      el("td", { class: "id-cell" }, idNode(k.name)),
+      el("td", {}, k.type),
+      el("td", {}, k.default === null ? "–" : el("code", { class: "json" }, JSON.stringify(k.default))),
+      el("td", {}, k.editable ? "yes" : "no"),
+      el("td", {}, visible(k.description))));
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 5, class: "hint" }, "no declared keys")));
+    $("declared-rows").replaceChildren(...rows);
+    // Session keys only (no scope prefix); a user token sets only the editable ones.
+    const settable = registry.keys.filter((k) => !/^(user|app|temp):/.test(k.name) && (me.grant !== "user" || k.editable));
+    $("settable-keys").replaceChildren(...settable.map((k) => el("option", { value: k.name })));
   }
 
   async function load() {
