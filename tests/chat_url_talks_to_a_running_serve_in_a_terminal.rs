@@ -2,7 +2,8 @@
 //! `script` gives it a pseudo-terminal) against a running `turnstile serve` that holds its file
 //! store: it opens with the session's recent history, streams the reply to a new line, Ctrl-C
 //! interrupts the reply (not the program) and the server keeps the partial reply marked
-//! interrupted, and `/quit` leaves. A user token cannot open another user's session, and a
+//! interrupted, a line typed while a reply streams is not echoed into it but answered after it
+//! at its own prompt, and `/quit` leaves. A user token cannot open another user's session, and a
 //! missing token variable is named.
 
 #![cfg(all(feature = "http", unix))]
@@ -124,6 +125,21 @@ async fn a_terminal_chat_with_serve_shows_history_streams_and_interrupts() {
         child.try_wait().unwrap().is_none(),
         "the program still runs"
     );
+
+    // Typed while a reply streams: the terminal does not echo it into the reply; after the
+    // reply it shows at its own prompt and is sent.
+    type_keys(&mut child, b"a second long one\r");
+    screen.shows("mock re", 4).await;
+    type_keys(&mut child, b"typed meanwhile\r");
+    screen.shows("you> typed meanwhile", 1).await;
+    screen.shows("to: typed meanwhile", 1).await;
+    let text = screen.text();
+    let first = text.find("typed meanwhile").expect("shown");
+    assert!(
+        text[..first].ends_with("you> "),
+        "the typed line showed inside the reply:\n{text}"
+    );
+    screen.shows("you> ", 6).await;
     type_keys(&mut child, b"/quit\r");
     let status = within(tokio::task::spawn_blocking(move || child.wait()))
         .await
@@ -132,10 +148,27 @@ async fn a_terminal_chat_with_serve_shows_history_streams_and_interrupts() {
     assert!(status.success(), "{status}\n{}", screen.text());
 
     let events = events(&serve).await;
-    let last = events.last().expect("events");
-    assert_eq!(last["kind"]["type"], "agent_output", "{events:?}");
-    assert_eq!(last["kind"]["status"]["status"], "interrupted", "{last}");
-    let kept = last["kind"]["text"].as_str().unwrap_or_default();
+    let inputs: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"]["type"] == "user_input")
+        .filter_map(|e| e["kind"]["text"].as_str())
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            "remember the harbour",
+            "hi",
+            "a long one",
+            "a second long one",
+            "typed meanwhile"
+        ]
+    );
+    let cut = events
+        .iter()
+        .find(|e| e["kind"]["status"]["status"] == "interrupted")
+        .expect("the interrupted reply");
+    assert_eq!(cut["seq"], 6, "{events:?}");
+    let kept = cut["kind"]["text"].as_str().unwrap_or_default();
     assert!(
         kept.starts_with("mock re"),
         "the partial reply is kept: {kept:?}"

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use futures::{Stream, StreamExt};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::AsyncBufRead;
 use turnstile::backend::{open_store, StoreUrl};
 use turnstile::state::InterruptReason;
 use turnstile::{CallOptions, OutcomeKind, Runtime, SessionKey, StreamEvent};
@@ -22,6 +22,9 @@ use super::mcp_arg::{self, McpArgs};
 
 #[cfg(feature = "http")]
 mod remote;
+mod typed;
+
+use typed::Typed;
 
 /// Options of `turnstile chat`.
 #[derive(Debug, Args)]
@@ -94,7 +97,7 @@ async fn chat(args: &ChatArgs, key: &SessionKey, mcp: &mcp_arg::Mcp) -> Result<E
         .build()
         .map_err(|e| e.to_string())?;
     let interrupts = interrupts()?;
-    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let stdin = Typed::new(tokio::io::BufReader::new(tokio::io::stdin()), true);
     let talked = converse(&runtime, key, stdin, &mut std::io::stdout(), interrupts).await;
     let report = runtime.shutdown().await;
     talked?;
@@ -114,11 +117,11 @@ fn parse_key(text: &str) -> Result<SessionKey, String> {
 
 /// The conversation: reads lines from `input`, runs each as a turn, writes the streamed reply
 /// to `out`; each item of `interrupts` (a Ctrl-C) interrupts the running turn, or at the prompt
-/// reminds how to leave.
+/// reminds how to leave. Lines typed during a reply are answered after it, in order.
 pub(crate) async fn converse<R, W>(
     runtime: &Runtime,
     key: &SessionKey,
-    input: R,
+    mut input: Typed<R>,
     out: &mut W,
     mut interrupts: impl Stream<Item = ()> + Unpin,
 ) -> Result<(), String>
@@ -127,7 +130,6 @@ where
     W: Write,
 {
     let io = |e: std::io::Error| format!("terminal: {e}");
-    let mut lines = input.lines();
     writeln!(
         out,
         "chatting on {key}; Ctrl-C interrupts a reply, Ctrl-D or /quit leaves"
@@ -138,7 +140,7 @@ where
         out.flush().map_err(io)?;
         let line = tokio::select! {
             biased;
-            line = lines.next_line() => line.map_err(io)?,
+            line = input.next() => line.map_err(io)?,
             Some(()) = interrupts.next() => {
                 writeln!(out, "\n(Ctrl-C interrupts a reply; Ctrl-D or /quit leaves)").map_err(io)?;
                 continue;
@@ -148,24 +150,30 @@ where
             writeln!(out).map_err(io)?;
             return Ok(());
         };
-        match line.trim() {
+        if !line.echoed {
+            writeln!(out, "{}", line.text).map_err(io)?;
+        }
+        match line.text.trim() {
             "" => continue,
             "/quit" => return Ok(()),
-            text => turn(runtime, key, text, out, &mut interrupts)
+            text => turn(runtime, key, text, out, &mut interrupts, &mut input)
                 .await
                 .map_err(io)?,
         }
     }
 }
 
-/// One turn: streams the reply to `out` until its outcome, interrupting it on Ctrl-C.
-async fn turn<W: Write>(
+/// One turn: streams the reply to `out` until its outcome, interrupting it on Ctrl-C; lines
+/// typed meanwhile are kept (unechoed) for after it.
+async fn turn<W: Write, R: AsyncBufRead + Unpin>(
     runtime: &Runtime,
     key: &SessionKey,
     text: &str,
     out: &mut W,
     interrupts: &mut (impl Stream<Item = ()> + Unpin),
+    typed: &mut Typed<R>,
 ) -> std::io::Result<()> {
+    let _quiet = typed.quiet();
     // Dropping the stream abandons the turn even if it has not started yet, which is what a
     // Ctrl-C pressed before the session picked the message up needs.
     let options = CallOptions::default().with_cancel_on_drop();
@@ -198,6 +206,7 @@ async fn turn<W: Write>(
                     return writeln!(out, "\n[interrupted]");
                 }
             }
+            kept = typed.keep_early() => kept?,
         }
     }
 }
@@ -303,7 +312,14 @@ mod tests {
             let (runtime, key, mut screen) = (runtime.clone(), key.clone(), screen.clone());
             tokio::spawn(async move {
                 let stdin = tokio::io::BufReader::new(stdin);
-                converse(&runtime, &key, stdin, &mut screen, presses).await
+                converse(
+                    &runtime,
+                    &key,
+                    Typed::new(stdin, false),
+                    &mut screen,
+                    presses,
+                )
+                .await
             })
         };
         keyboard.write_all(b"hello\n").await.unwrap();
@@ -324,6 +340,62 @@ mod tests {
                     && *status == OutputStatus::Interrupted(InterruptReason::Requested))
         });
         assert!(interrupted, "{events:?}");
+    }
+
+    #[tokio::test]
+    async fn a_line_typed_during_a_reply_is_answered_after_it_at_its_own_prompt() {
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let runtime = Runtime::builder()
+            .agent(Endless)
+            .store_arc(store.clone())
+            .build()
+            .unwrap();
+        let key = parse_key("ada/typed").unwrap();
+        let (mut keyboard, stdin) = tokio::io::duplex(1024);
+        let (press, presses) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let screen = Screen::default();
+        let talk = {
+            let (runtime, key, mut screen) = (runtime.clone(), key.clone(), screen.clone());
+            let presses = tokio_stream_of(presses);
+            tokio::spawn(async move {
+                let stdin = tokio::io::BufReader::new(stdin);
+                converse(
+                    &runtime,
+                    &key,
+                    Typed::new(stdin, false),
+                    &mut screen,
+                    presses,
+                )
+                .await
+            })
+        };
+        keyboard.write_all(b"first\n").await.unwrap();
+        screen.shows("thinking…").await;
+        keyboard.write_all(b"typed meanwhile\n").await.unwrap();
+        // Nothing of it shows inside the reply; after it, at its own prompt, and it runs.
+        press.send(()).unwrap();
+        screen
+            .shows("thinking…\n[interrupted]\nyou> typed meanwhile\nthinking…")
+            .await;
+        press.send(()).unwrap();
+        screen.shows("thinking…\n[interrupted]\nyou> ").await;
+        keyboard.write_all(b"/quit\n").await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
+            .await
+            .expect("the chat ended")
+            .unwrap()
+            .unwrap();
+        let inputs: Vec<String> = store
+            .read_events(&key, 1, usize::MAX)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::UserInput { text, .. } => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(inputs, ["first", "typed meanwhile"]);
     }
 
     fn tokio_stream_of(

@@ -15,9 +15,10 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{ACCEPT, AUTHORIZATION};
 use reqwest::{Client, Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::AsyncBufRead;
 use turnstile::SessionKey;
 
+use super::Typed;
 use crate::cli::sse::SseReader;
 
 /// How long connecting to `serve` may take: a refused or black-holed address fails fast.
@@ -146,16 +147,17 @@ pub(super) async fn run(
     history: usize,
     interrupts: impl Stream<Item = ()> + Unpin,
 ) -> Result<ExitCode, String> {
-    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let stdin = Typed::new(tokio::io::BufReader::new(tokio::io::stdin()), true);
     converse(&remote, history, stdin, &mut std::io::stdout(), interrupts).await?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The conversation: the recent history, then a turn per line read from `input`.
+/// The conversation: the recent history, then a turn per line read from `input` (lines typed
+/// during a reply are answered after it, in order).
 async fn converse<R, W>(
     remote: &Remote,
     history: usize,
-    input: R,
+    mut input: Typed<R>,
     out: &mut W,
     mut interrupts: impl Stream<Item = ()> + Unpin,
 ) -> Result<(), String>
@@ -181,13 +183,12 @@ where
         }
         writeln!(out, "---").map_err(io)?;
     }
-    let mut lines = input.lines();
     loop {
         write!(out, "you> ").map_err(io)?;
         out.flush().map_err(io)?;
         let line = tokio::select! {
             biased;
-            line = lines.next_line() => line.map_err(io)?,
+            line = input.next() => line.map_err(io)?,
             Some(()) = interrupts.next() => {
                 writeln!(out, "\n(Ctrl-C interrupts a reply; Ctrl-D or /quit leaves)").map_err(io)?;
                 continue;
@@ -197,10 +198,15 @@ where
             writeln!(out).map_err(io)?;
             return Ok(());
         };
-        match line.trim() {
+        if !line.echoed {
+            writeln!(out, "{}", line.text).map_err(io)?;
+        }
+        match line.text.trim() {
             "" => continue,
             "/quit" => return Ok(()),
-            text => turn(remote, text, out, &mut interrupts).await.map_err(io)?,
+            text => turn(remote, text, out, &mut interrupts, &mut input)
+                .await
+                .map_err(io)?,
         }
     }
 }
@@ -227,22 +233,29 @@ fn shown(event: &Value) -> Option<String> {
     }
 }
 
-/// One turn over server-sent events: chunks as they come, Ctrl-C posts an interrupt.
-async fn turn<W: Write>(
+/// One turn over server-sent events: chunks as they come, Ctrl-C posts an interrupt; lines
+/// typed meanwhile are kept (unechoed) for after it.
+async fn turn<W: Write, R: AsyncBufRead + Unpin>(
     remote: &Remote,
     text: &str,
     out: &mut W,
     interrupts: &mut (impl Stream<Item = ()> + Unpin),
+    typed: &mut Typed<R>,
 ) -> std::io::Result<()> {
+    let _quiet = typed.quiet();
     let sent = remote
         .request(Method::POST, remote.url(&["turns"]))
         .header(ACCEPT, "text/event-stream")
         .json(&json!({ "input": text }))
         .timeout(TURN_TIMEOUT)
         .send();
-    let answer = tokio::select! {
-        answer = sent => answer,
-        Some(()) = interrupts.next() => return writeln!(out, "[not sent]"),
+    let mut sent = std::pin::pin!(sent);
+    let answer = loop {
+        tokio::select! {
+            answer = &mut sent => break answer,
+            Some(()) = interrupts.next() => return writeln!(out, "[not sent]"),
+            kept = typed.keep_early() => kept?,
+        }
     };
     let answer = match answer {
         Ok(answer) if answer.status().is_success() => answer,
@@ -283,6 +296,7 @@ async fn turn<W: Write>(
                 }
             }
             Some(()) = interrupts.next() => remote.interrupt(),
+            kept = typed.keep_early() => kept?,
         }
     }
 }
