@@ -4,7 +4,8 @@
 //! interrupts the reply (not the program) and the server keeps the partial reply marked
 //! interrupted, a line typed while a reply streams is not echoed into it but answered after it
 //! at its own prompt, and `/quit` leaves. A user token cannot open another user's session, and a
-//! missing token variable is named.
+//! missing token variable is named. With `--api openai` the same goes through OpenAI's routes:
+//! a new conversation is made by the first message and reopened by the id it shows.
 
 #![cfg(all(feature = "http", unix))]
 
@@ -46,7 +47,12 @@ impl Screen {
 }
 
 fn start(base: &str, session: &str) -> (Child, Screen) {
-    let command = format!("exec {TURNSTILE} chat --url {base} --token-env TT {session}");
+    start_with(base, session, "")
+}
+
+/// `chat --url` with `extra` arguments, in a pseudo-terminal.
+fn start_with(base: &str, session: &str, extra: &str) -> (Child, Screen) {
+    let command = format!("exec {TURNSTILE} chat --url {base} --token-env TT {extra} {session}");
     let mut child = Command::new("script")
         .args(["-qfec", &command, "/dev/null"])
         .env("SHELL", "/bin/sh")
@@ -205,4 +211,71 @@ async fn another_users_session_and_a_missing_token_are_refused_clearly() {
     assert!(!both.status.success());
     let said = String::from_utf8_lossy(&both.stderr);
     assert!(said.contains("cannot be used with"), "{said}");
+}
+
+async fn quit(mut child: Child, screen: &Screen) {
+    type_keys(&mut child, b"/quit\r");
+    let status = within(tokio::task::spawn_blocking(move || child.wait()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}\n{}", screen.text());
+}
+
+#[tokio::test]
+async fn through_openais_routes_a_new_conversation_streams_is_cancelled_and_reopens() {
+    let serve = Serve::start(ServeStore::Memory, 2000, 40, &[]);
+    let (mut child, screen) = start_with(&serve.base, "alice/fresh", "--api openai");
+    screen.shows("no conversation fresh yet", 1).await;
+    screen.shows("you> ", 1).await;
+    type_keys(&mut child, b"hello there\r");
+    screen.shows("[a new conversation, conv_", 1).await;
+    screen.shows("to: hello there", 1).await;
+    screen.shows("you> ", 2).await;
+    type_keys(&mut child, b"a long one\r");
+    screen.shows("mock re", 2).await;
+    type_keys(&mut child, b"\x03");
+    screen.shows("[interrupted]", 1).await;
+    screen.shows("you> ", 3).await;
+    quit(child, &screen).await;
+
+    let text = screen.text();
+    let at = text
+        .find("reopen it with alice/")
+        .expect("the new id is shown")
+        + 21;
+    let conversation: String = text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    assert!(conversation.starts_with("conv_"), "{text}");
+
+    // Reopened by that id: the history shows both exchanges, the cancelled reply marked.
+    let (child, again) = start_with(
+        &serve.base,
+        &format!("alice/{conversation}"),
+        "--api openai",
+    );
+    again.shows("you> hello there", 1).await;
+    again.shows("you> a long one", 1).await;
+    again.shows("[interrupted]", 1).await;
+    again.shows("you> ", 3).await;
+    quit(child, &again).await;
+
+    // A session id OpenAI's routes cannot name is refused before anything is sent.
+    let refused = Command::new(TURNSTILE)
+        .args([
+            "chat",
+            "--url",
+            &serve.base,
+            "--api",
+            "openai",
+            "alice/has.dot",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run turnstile chat");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("cannot name a conversation"), "{said}");
 }

@@ -47,6 +47,12 @@ pub struct ChatArgs {
     #[arg(long, value_name = "N", default_value_t = 20, requires = "url",
         value_parser = clap::value_parser!(u16).range(0..=1000))]
     history: u16,
+    /// With `--url`: the server's API the conversation goes through: `turnstile` (its session
+    /// routes) or `openai` (OpenAI's conversations and responses; the session must then be a
+    /// conversation id: 1–64 letters, digits, `_` or `-`).
+    #[cfg(feature = "http")]
+    #[arg(long, value_enum, default_value = "turnstile", requires = "url")]
+    api: remote::Api,
     /// The store, as for `serve` (`file`, `file:PATH`, `memory`, `redis://…`,
     /// `redis+cluster://…`, `postgres://…`).
     #[arg(long, default_value = "file")]
@@ -73,7 +79,7 @@ pub async fn run(args: ChatArgs) -> Result<ExitCode, String> {
     let key = parse_key(&args.session)?;
     #[cfg(feature = "http")]
     if let Some(url) = &args.url {
-        let remote = remote::Remote::new(url, args.token_env.as_deref(), key)?;
+        let remote = remote::Remote::new(url, args.token_env.as_deref(), key, args.api)?;
         let history = usize::from(args.history).min(remote::MAX_HISTORY);
         return remote::run(remote, history, interrupts()?).await;
     }

@@ -6,6 +6,10 @@
 //! The token is read from an environment variable, never from the command line (where other
 //! users of the machine could read it). Nothing is sent anywhere but the given URL: no proxy
 //! from the environment, no redirects.
+//!
+//! With `--api openai` the same conversation goes through OpenAI's routes instead
+//! (`remote/openai.rs`): the session is a conversation, each line a streamed response, Ctrl-C
+//! its `cancel`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -20,6 +24,17 @@ use turnstile::SessionKey;
 
 use super::Typed;
 use crate::cli::sse::SseReader;
+
+mod openai;
+
+/// Which of the server's APIs the conversation goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Api {
+    /// turnstile's session routes (`/v1/sessions/{user}/{session}/…`).
+    Turnstile,
+    /// OpenAI's routes (`/v1/conversations`, `/v1/responses`): the session is a conversation.
+    Openai,
+}
 
 /// How long connecting to `serve` may take: a refused or black-holed address fails fast.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,11 +54,43 @@ pub(super) struct Remote {
     /// The bearer token, when the server asks for one.
     token: Option<String>,
     key: SessionKey,
+    api: Api,
+    /// With `--api openai`: the conversation the turns go to, once it is known to exist (a new
+    /// one is made by the first response, whose id it then takes).
+    conversation: parking_lot::Mutex<Option<String>>,
+}
+
+/// What one event of a streamed reply says, whichever API sent it.
+#[derive(Debug, PartialEq)]
+pub(super) enum Said {
+    /// Reply text to print.
+    Chunk(String),
+    /// The reply began: the id an interrupt names (OpenAI's response id) and the conversation
+    /// it runs in.
+    Began {
+        id: String,
+        conversation: Option<String>,
+    },
+    /// The reply ended: what to print after it.
+    Ended(String),
+    /// The turn failed, or the stream reported an error: the message.
+    Failed(String),
+    /// Nothing to show.
+    Nothing,
 }
 
 impl Remote {
-    /// Checks the URL and reads the token from `token_env` (when given).
-    pub(super) fn new(url: &str, token_env: Option<&str>, key: SessionKey) -> Result<Self, String> {
+    /// Checks the URL (and with `--api openai` the session id) and reads the token from
+    /// `token_env` (when given).
+    pub(super) fn new(
+        url: &str,
+        token_env: Option<&str>,
+        key: SessionKey,
+        api: Api,
+    ) -> Result<Self, String> {
+        if api == Api::Openai {
+            openai::check_conversation(key.session_id())?;
+        }
         let base = Url::parse(url).map_err(|e| format!("--url {url:?}: {e}"))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(format!(
@@ -62,27 +109,30 @@ impl Remote {
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let conversation = parking_lot::Mutex::new(None);
         Ok(Self {
             client,
             base,
             token,
             key,
+            api,
+            conversation,
         })
     }
 
     /// `…/v1/sessions/{user}/{session}` followed by `tail`, each part encoded as a segment.
     fn url(&self, tail: &[&str]) -> Url {
+        let session = ["sessions", self.key.user_id(), self.key.session_id()];
+        self.api_url(session.iter().chain(tail))
+    }
+
+    /// The server's base URL followed by `v1` and `segments`, each encoded as a segment.
+    fn api_url<'a>(&self, segments: impl IntoIterator<Item = &'a &'a str>) -> Url {
         let mut url = self.base.clone();
         url.set_query(None);
         url.set_fragment(None);
-        if let Ok(mut segments) = url.path_segments_mut() {
-            segments.pop_if_empty().extend([
-                "v1",
-                "sessions",
-                self.key.user_id(),
-                self.key.session_id(),
-            ]);
-            segments.extend(tail);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().push("v1").extend(segments);
         }
         url
     }
@@ -95,8 +145,24 @@ impl Remote {
         }
     }
 
+    /// The transcript lines of the session's newest `limit` entries, under a heading (none for
+    /// a new session).
+    async fn history(&self, limit: usize) -> Result<Vec<String>, String> {
+        if self.api == Api::Openai {
+            return openai::history(self, limit).await;
+        }
+        let (total, events) = self.events(limit).await?;
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let heading = format!("--- the last {} of {total} events ---", events.len());
+        Ok(std::iter::once(heading)
+            .chain(events.iter().filter_map(shown))
+            .collect())
+    }
+
     /// The session's newest `limit` events (none for a new session).
-    async fn history(&self, limit: usize) -> Result<(u64, Vec<Value>), String> {
+    async fn events(&self, limit: usize) -> Result<(u64, Vec<Value>), String> {
         let answer = self
             .request(Method::GET, self.url(&[]))
             .timeout(REQUEST_TIMEOUT)
@@ -127,12 +193,48 @@ impl Remote {
         Ok((total, events))
     }
 
-    /// Asks the server to interrupt the running turn (in the background: the reply's stream
-    /// goes on and ends with the interrupted outcome).
-    fn interrupt(&self) {
-        let request = self
-            .request(Method::POST, self.url(&["interrupt"]))
-            .timeout(REQUEST_TIMEOUT);
+    /// The request that runs `text` as a turn, answered with server-sent events.
+    fn turn_request(&self, text: &str) -> RequestBuilder {
+        let request = match self.api {
+            Api::Turnstile => self
+                .request(Method::POST, self.url(&["turns"]))
+                .json(&json!({ "input": text })),
+            Api::Openai => openai::response_request(self, text),
+        };
+        request
+            .header(ACCEPT, "text/event-stream")
+            .timeout(TURN_TIMEOUT)
+    }
+
+    /// What one event of a streamed reply says.
+    fn said(&self, name: &str, data: &Value) -> Said {
+        match self.api {
+            Api::Openai => openai::said(name, data),
+            Api::Turnstile => match name {
+                "chunk" => Said::Chunk(data["text"].as_str().unwrap_or_default().to_owned()),
+                "outcome" => Said::Ended(ending(data)),
+                "error" => Said::Failed(
+                    data["error"]["message"]
+                        .as_str()
+                        .unwrap_or("failed")
+                        .to_owned(),
+                ),
+                _ => Said::Nothing,
+            },
+        }
+    }
+
+    /// Asks the server to interrupt the running turn — with `--api openai`, the response
+    /// `running` names — in the background: the reply's stream goes on and ends with the
+    /// interrupted outcome.
+    fn interrupt(&self, running: Option<&str>) {
+        let url = match (self.api, running) {
+            (Api::Turnstile, _) => self.url(&["interrupt"]),
+            (Api::Openai, Some(id)) => openai::cancel_url(self, id),
+            // Not begun yet: the caller cancels once it has the id.
+            (Api::Openai, None) => return,
+        };
+        let request = self.request(Method::POST, url).timeout(REQUEST_TIMEOUT);
         tokio::spawn(async move {
             if let Err(err) = request.send().await {
                 tracing::warn!(error = %err, "the interrupt did not reach the server");
@@ -166,20 +268,21 @@ where
     W: Write,
 {
     let io = |e: std::io::Error| format!("terminal: {e}");
-    let (total, events) = remote.history(history).await?;
+    let lines = remote.history(history).await?;
     let key = &remote.key;
+    let through = match remote.api {
+        Api::Turnstile => "",
+        Api::Openai => " (OpenAI's routes)",
+    };
     writeln!(
         out,
-        "chatting on {key} at {}; Ctrl-C interrupts a reply, Ctrl-D or /quit leaves",
+        "chatting on {key} at {}{through}; Ctrl-C interrupts a reply, Ctrl-D or /quit leaves",
         remote.base
     )
     .map_err(io)?;
-    if !events.is_empty() {
-        writeln!(out, "--- the last {} of {total} events ---", events.len()).map_err(io)?;
-        for event in &events {
-            if let Some(line) = shown(event) {
-                writeln!(out, "{line}").map_err(io)?;
-            }
+    if !lines.is_empty() {
+        for line in &lines {
+            writeln!(out, "{line}").map_err(io)?;
         }
         writeln!(out, "---").map_err(io)?;
     }
@@ -243,12 +346,7 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
     typed: &mut Typed<R>,
 ) -> std::io::Result<()> {
     let _quiet = typed.quiet();
-    let sent = remote
-        .request(Method::POST, remote.url(&["turns"]))
-        .header(ACCEPT, "text/event-stream")
-        .json(&json!({ "input": text }))
-        .timeout(TURN_TIMEOUT)
-        .send();
+    let sent = remote.turn_request(text).send();
     let mut sent = std::pin::pin!(sent);
     let answer = loop {
         tokio::select! {
@@ -267,6 +365,10 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
     };
     let mut body = answer.bytes_stream();
     let mut reader = SseReader::default();
+    // The response an interrupt names (OpenAI's routes), and whether one was asked for before
+    // the reply began.
+    let mut running: Option<String> = None;
+    let mut interrupt_asked = false;
     loop {
         tokio::select! {
             chunk = body.next() => {
@@ -281,21 +383,30 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
                 };
                 for event in events {
                     let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-                    match event.name.as_str() {
-                        "chunk" => {
-                            write!(out, "{}", data["text"].as_str().unwrap_or_default())?;
+                    match remote.said(&event.name, &data) {
+                        Said::Chunk(text) => {
+                            write!(out, "{text}")?;
                             out.flush()?;
                         }
-                        "outcome" => return writeln!(out, "{}", ending(&data)),
-                        "error" => {
-                            let message = data["error"]["message"].as_str().unwrap_or("failed");
-                            return writeln!(out, "\nerror: {message}");
+                        Said::Began { id, conversation } => {
+                            if let Some(note) = remote.adopt(conversation) {
+                                writeln!(out, "{note}")?;
+                            }
+                            if interrupt_asked {
+                                remote.interrupt(Some(&id));
+                            }
+                            running = Some(id);
                         }
-                        _ => {}
+                        Said::Ended(after) => return writeln!(out, "{after}"),
+                        Said::Failed(message) => return writeln!(out, "\nerror: {message}"),
+                        Said::Nothing => {}
                     }
                 }
             }
-            Some(()) = interrupts.next() => remote.interrupt(),
+            Some(()) = interrupts.next() => {
+                interrupt_asked = true;
+                remote.interrupt(running.as_deref());
+            }
             kept = typed.keep_early() => kept?,
         }
     }
@@ -343,7 +454,7 @@ mod tests {
     #[test]
     fn session_urls_keep_the_base_path_and_encode_the_ids() {
         let key = SessionKey::new("a/b", "s?1 #x").unwrap();
-        let remote = Remote::new("http://127.0.0.1:9/prefix/", None, key).unwrap();
+        let remote = Remote::new("http://127.0.0.1:9/prefix/", None, key, Api::Turnstile).unwrap();
         assert_eq!(
             remote.url(&["turns"]).as_str(),
             "http://127.0.0.1:9/prefix/v1/sessions/a%2Fb/s%3F1%20%23x/turns"
@@ -353,8 +464,13 @@ mod tests {
     #[test]
     fn only_http_urls_and_set_variables_are_taken() {
         let key = SessionKey::new("a", "b").unwrap();
-        assert!(Remote::new("ftp://127.0.0.1/", None, key.clone()).is_err());
-        let missing = Remote::new("http://127.0.0.1/", Some("TURNSTILE_SURELY_UNSET_VAR"), key);
+        assert!(Remote::new("ftp://127.0.0.1/", None, key.clone(), Api::Turnstile).is_err());
+        let missing = Remote::new(
+            "http://127.0.0.1/",
+            Some("TURNSTILE_SURELY_UNSET_VAR"),
+            key,
+            Api::Turnstile,
+        );
         assert!(missing
             .err()
             .unwrap()
