@@ -265,12 +265,36 @@ impl Runtime {
     /// new event's seq once the store acknowledged them.
     ///
     /// Like [`Runtime::clear_context`] it does not wait behind the session's queue: turns that
-    /// start after it see the entries; a turn running then is written after them.
+    /// start after it see the entries; a turn running then is written after them (see
+    /// [`Runtime::append_between_turns`] for an append that waits for it).
     pub async fn append(
         &self,
         key: &SessionKey,
         entries: Vec<Entry>,
         state: StateDelta,
+    ) -> Result<Seq> {
+        self.append_with(key, entries, state, false).await
+    }
+
+    /// As [`Runtime::append`], but never written while a turn runs: when one is running, the
+    /// append waits until that turn is written (so its state change lands after the turn's
+    /// own), then goes ahead of the messages still waiting, whose turns see it. At most 64
+    /// appends wait per session; past that one is refused with [`Error::Busy`].
+    pub async fn append_between_turns(
+        &self,
+        key: &SessionKey,
+        entries: Vec<Entry>,
+        state: StateDelta,
+    ) -> Result<Seq> {
+        self.append_with(key, entries, state, true).await
+    }
+
+    async fn append_with(
+        &self,
+        key: &SessionKey,
+        entries: Vec<Entry>,
+        state: StateDelta,
+        between_turns: bool,
     ) -> Result<Seq> {
         let max = self.config().max_input_bytes;
         if let Some(entry) = entries.iter().find(|e| e.text().len() > max) {
@@ -291,6 +315,7 @@ impl Runtime {
         let append = Append {
             entries,
             state,
+            between_turns,
             reply,
         };
         self.registry()

@@ -207,6 +207,8 @@ pub(crate) struct Append {
     pub entries: Vec<crate::call::Entry>,
     /// Session-scoped keys only (the runtime checks).
     pub state: crate::state::StateDelta,
+    /// Wait for the running turn to be written, rather than be written while it runs.
+    pub between_turns: bool,
     pub reply: oneshot::Sender<Result<crate::state::Seq, Error>>,
 }
 
@@ -338,6 +340,9 @@ impl Actor for SessionActor {
             SessionMsg::ClearContext(reply) => {
                 let _ = reply.send(Box::pin(live.clear_context()).await);
             }
+            SessionMsg::Append(append) if append.between_turns && live.is_running() => {
+                live.defer(append);
+            }
             SessionMsg::Append(append) => {
                 let reply = Box::pin(live.append(append.entries, append.state)).await;
                 let _ = append.reply.send(reply);
@@ -349,6 +354,10 @@ impl Actor for SessionActor {
             if let Some(done) = live.take_immediate() {
                 Box::pin(live.finish(done)).await;
                 live.maybe_compact(&myself);
+            }
+            // Appends that waited for the turn just written go before the next turn starts.
+            if live.has_deferred() {
+                Box::pin(live.apply_deferred()).await;
             }
             if !live.is_settled() {
                 Box::pin(live.settle_before_turns()).await;

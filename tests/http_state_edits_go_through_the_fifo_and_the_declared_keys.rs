@@ -1,7 +1,7 @@
 //! `POST /v1/sessions/{u}/{s}/state` sets session state without a turn: an admin any session
 //! key of its declared type, a user token only keys declared `editable` on its own sessions.
-//! The change is one logged event, queued behind a running turn like a turn would be, and the
-//! next turn's system prompt is filled from it.
+//! The change is one logged event, written after a running turn (never inside it) and before
+//! the messages waiting behind that turn, and the next turn's system prompt is filled from it.
 
 #![cfg(feature = "openai")]
 
@@ -109,13 +109,17 @@ async fn admins_and_users_set_what_they_may_and_the_next_prompt_uses_it() {
     assert_eq!(system(1), "Speak warmly. Plan pro.");
 }
 
-/// An edit sent while a turn runs does not wait for it (as `clear` and the library's `append`
-/// do not): it is answered while the turn still runs, and the turn's output is written after it.
+/// An edit sent while a turn runs waits for that turn to be written — it never lands inside a
+/// turn, and its change is applied after the turn's own — then goes ahead of the message that
+/// waited behind the turn. Both are put in the session's mailbox (their futures polled once)
+/// before the turn is let go, so the order is decided, not raced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_edit_during_a_turn_is_answered_at_once_and_the_turn_is_written_after_it() {
+async fn an_edit_during_a_turn_waits_for_it_and_goes_before_the_next_message() {
     let agent = Arc::new(GateAgent::default());
     let builder = Runtime::builder().agent_arc(agent.clone());
     let gateway = Arc::new(TestGateway::with(builder, HttpConfig::default()));
+    let runtime = gateway.runtime().clone();
+    let session = key("alice", "s1");
     let turn = |text: &str| post("/v1/sessions/alice/s1/turns", ALICE, json!({"input": text}));
     assert_eq!(gateway.send(turn("first")).await.0, StatusCode::OK);
     let held = tokio::spawn({
@@ -126,21 +130,72 @@ async fn an_edit_during_a_turn_is_answered_at_once_and_the_turn_is_written_after
         agent.entered.load(Ordering::SeqCst) == 1
     })
     .await;
-    let (status, edited) =
-        within(gateway.send(post(STATE, ADMIN, json!({"set": {"mood": "calm"}})))).await;
-    assert_eq!(status, StatusCode::OK, "{edited}");
-    assert_eq!(edited["state"]["mood"], "calm");
-    assert!(!held.is_finished(), "answered while the turn still runs");
+
+    let mut after = Box::pin(runtime.call(&session, "after"));
+    assert!(
+        futures::poll!(&mut after).is_pending(),
+        "waits behind the turn"
+    );
+    let set: turnstile::state::StateDelta = [("mood".to_owned(), json!("calm"))].into();
+    let note = turnstile::Entry::Note("set by the test".into());
+    let mut edit = Box::pin(runtime.append_between_turns(&session, vec![note], set));
+    assert!(futures::poll!(&mut edit).is_pending(), "waits for the turn");
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+        assert!(
+            futures::poll!(&mut edit).is_pending(),
+            "not written inside the turn"
+        );
+    }
+
+    agent.gate.add_permits(1);
+    let (status, held) = within(held).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{held}");
+    let edited = within(edit).await.expect("the edit is written");
+    let after = within(after).await.expect("the waiting message ran");
+    let held = held["seq"].as_u64().unwrap();
+    assert!(
+        held < edited,
+        "the turn's output {held} before the edit {edited}"
+    );
+    let events = stored_events(gateway.store.as_ref(), &session).await;
+    let input_of_after = events
+        .iter()
+        .find(|e| matches!(&e.kind, EventKind::UserInput { text, .. } if text == "after"))
+        .map(|e| e.seq)
+        .expect("the later message is stored");
+    assert!(
+        edited < input_of_after && input_of_after < after.seq,
+        "the edit {edited} before the later turn {input_of_after}..{}",
+        after.seq
+    );
+
+    // Over HTTP the same: an edit while a turn runs is answered after it.
+    let held = tokio::spawn({
+        let gateway = gateway.clone();
+        async move { gateway.send(turn("hold again")).await }
+    });
+    eventually("the second turn runs", || {
+        agent.entered.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    let edit = tokio::spawn({
+        let gateway = gateway.clone();
+        async move {
+            gateway
+                .send(post(STATE, ADMIN, json!({"set": {"mood": "warm"}})))
+                .await
+        }
+    });
     agent.gate.add_permits(1);
     let (status, turn) = within(held).await.unwrap();
     assert_eq!(status, StatusCode::OK, "{turn}");
-    let (turn_seq, edit_seq) = (
-        turn["seq"].as_u64().unwrap(),
-        edited["seq"].as_u64().unwrap(),
-    );
+    let (status, edited) = within(edit).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["state"]["mood"], "warm");
     assert!(
-        turn_seq > edit_seq,
-        "turn output {turn_seq} after the edit {edit_seq}"
+        edited["seq"].as_u64() > turn["seq"].as_u64(),
+        "{edited} after {turn}"
     );
 }
 

@@ -83,7 +83,9 @@ pub(crate) async fn edit_state(
     };
     let names: Vec<&str> = body.set.keys().map(String::as_str).collect();
     let note = Entry::Note(format!("state set by {who}: {}", names.join(", ")));
-    let seq = runtime.append(&key, vec![note], body.set).await?;
+    let seq = runtime
+        .append_between_turns(&key, vec![note], body.set)
+        .await?;
     let view = runtime
         .state(&key)
         .await?

@@ -16,17 +16,17 @@ use super::journal::Journal;
 use super::queue::{Admission, TurnQueue};
 use super::task::{self, TurnPermits};
 use super::{
-    now_ms, SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind,
+    now_ms, Append, SessionArgs, SessionDeps, SessionMsg, SessionShared, SessionView, StopKind,
     TurnControl, TurnFinished, TurnRequest,
 };
 use crate::agent::{TurnContext, TurnRecording};
-use crate::call::{Entry, Outcome};
+use crate::call::Outcome;
 use crate::error::Error;
 use crate::key::SessionKey;
-use crate::state::{Author, Event, EventKind};
 use crate::stats::{Rejection, RuntimeEvent};
 use crate::store::StoreError;
 
+mod append;
 mod compaction;
 mod memory;
 mod outcome;
@@ -62,6 +62,9 @@ pub(crate) struct Live {
     immediate: Option<TurnFinished>,
     /// How long loading the session took, until its first turn counts it.
     activation: Option<timing::Activation>,
+    /// Appends that wait for the running turn to be written (`Append::between_turns`), in the
+    /// order they came.
+    deferred: Vec<Append>,
 }
 
 /// The turn in flight.
@@ -121,6 +124,7 @@ impl Live {
             requests: None,
             immediate: None,
             activation,
+            deferred: Vec::new(),
         })
     }
 
@@ -439,67 +443,6 @@ impl Live {
             .last_active
             .store(self.deps.stamp(), Ordering::Release);
         self.shared.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Appends a `ContextCleared` event: the agent's window starts after it; state is kept.
-    pub(crate) async fn clear_context(&mut self) -> Result<(), Error> {
-        self.journal.settle().await?;
-        let event = Event::new(
-            self.journal.next_seq(),
-            Author::System,
-            now_ms(),
-            EventKind::ContextCleared {},
-        );
-        self.journal.commit(vec![event]).await
-    }
-
-    /// Appends `entries` (the last one carrying `state`, or a note when there are none) without
-    /// running a turn; answers the first new event's seq once the store acknowledged them.
-    pub(crate) async fn append(
-        &mut self,
-        entries: Vec<Entry>,
-        state: crate::state::StateDelta,
-    ) -> Result<crate::state::Seq, Error> {
-        self.journal.settle().await?;
-        let first = self.journal.next_seq();
-        let at = now_ms();
-        let mut entries = entries;
-        if entries.is_empty() {
-            entries.push(Entry::Note("session state changed".into()));
-        }
-        let mut events: Vec<Event> = entries
-            .into_iter()
-            .zip(first..)
-            .map(|(entry, seq)| {
-                let (author, kind) = match entry {
-                    Entry::User(text) => (
-                        Author::User,
-                        EventKind::UserInput {
-                            text,
-                            disposition: Default::default(),
-                        },
-                    ),
-                    Entry::Agent(text) => (
-                        Author::Agent,
-                        EventKind::AgentOutput {
-                            text,
-                            status: crate::state::OutputStatus::Final,
-                            duration_ms: 0,
-                            usage: None,
-                        },
-                    ),
-                    Entry::Note(text) => (Author::System, EventKind::Note { text }),
-                };
-                Event::new(seq, author, at, kind)
-            })
-            .collect();
-        if !state.is_empty() {
-            if let Some(last) = events.last_mut() {
-                last.state_delta = Some(state);
-            }
-        }
-        self.journal.commit(events).await?;
-        Ok(first)
     }
 
     /// The session as it is in memory: what the store acknowledged.
