@@ -46,6 +46,13 @@ async fn metrics_show_requests_and_turns_in_prometheus_text() {
         .unwrap_or_else(|| panic!("no request counter for the turn route in:\n{text}"));
     assert!(request_line.contains(r#"status="200""#), "{request_line}");
     assert!(text.contains("turnstile_activations_total"), "{text}");
+    // The write of a turn's events, timed by the store that took them (the memory store here).
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("turnstile_store_write_seconds")
+                && l.contains(r#"store="memory""#)),
+        "{text}"
+    );
 
     let (status, _) = gw.send(get("/metrics", ALICE)).await;
     assert_eq!(status, StatusCode::FORBIDDEN);

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// The phases follow each other: `queued_ms` (of which `load_ms`), then `permit_ms`, then
 /// `recall_ms`, then `agent_ms`; the turn's `duration_ms` spans the last three. The write of the
 /// turn's own events comes after the record is made, so it is not in it: the `store.append` span
-/// and the `turnstile_turn_seconds` histogram (taken in until answered) cover it.
+/// and the `turnstile_store_write_seconds` histogram cover it.
 #[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
