@@ -20,7 +20,9 @@ pub use mcp::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
-pub(crate) use turn_context::{floor_char_boundary, millis, ToolEntry, TurnMarks, TurnRecord};
+pub(crate) use turn_context::{
+    floor_char_boundary, millis, BeforeAgent, ToolEntry, TurnMarks, TurnRecord,
+};
 pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
 
 /// What an agent may fail with: any error. It fails only that turn (`Error::AgentFailed`). An

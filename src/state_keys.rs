@@ -31,6 +31,17 @@ pub enum Mode {
     Strict,
 }
 
+impl Mode {
+    /// The mode's name, as a registry file spells it (`mode = "strict"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Warn => "warn",
+            Self::Strict => "strict",
+        }
+    }
+}
+
 impl std::str::FromStr for Mode {
     type Err = crate::parse::ParseError;
 

@@ -158,6 +158,12 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
             "a user token sets only editable keys"
         );
         accessible(&browser, "the inspector", width).await;
+        browser
+            .eval("document.getElementById('h-timing').scrollIntoView(); return true;")
+            .await;
+        browser
+            .screenshot(&format!("inspector-timing-{width}px"))
+            .await;
 
         browser.click("#events-older").await;
         until("the older page", || async {

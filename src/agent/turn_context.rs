@@ -85,18 +85,61 @@ pub(crate) struct TurnRecord {
 }
 
 /// When a turn's phases happened, marked by the runtime (and by the first chunk emitted) as the
-/// turn runs; the session makes the turn's [`crate::state::TurnTiming`] of them.
+/// turn runs; the session makes the turn's [`crate::state::TurnTiming`] of them. A turn cut
+/// short in any phase has that phase closed when it ends ([`TurnMarks::end`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct TurnMarks {
     /// Waiting for a runtime-wide turn permit.
     pub permit: std::time::Duration,
     /// The automatic memory recall.
     pub recall: std::time::Duration,
-    /// When the agent started, and when it returned (never, when the turn was cut short).
+    /// When the agent started, and when it returned or was cut short.
     pub agent_started: Option<tokio::time::Instant>,
     pub agent_ended: Option<tokio::time::Instant>,
     /// When the first non-empty chunk was emitted.
     pub first_chunk: Option<tokio::time::Instant>,
+    /// The phase before the agent that is under way, and since when.
+    before_agent: Option<(BeforeAgent, tokio::time::Instant)>,
+}
+
+/// The phases of a turn before its agent runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BeforeAgent {
+    Permit,
+    Recall,
+}
+
+impl TurnMarks {
+    /// The turn enters `phase` at `at`, ending the phase it was in.
+    pub(crate) fn enter(&mut self, phase: BeforeAgent, at: tokio::time::Instant) {
+        self.close_before_agent(at);
+        self.before_agent = Some((phase, at));
+    }
+
+    /// The agent starts at `at`.
+    pub(crate) fn agent_starts(&mut self, at: tokio::time::Instant) {
+        self.close_before_agent(at);
+        self.agent_started = Some(at);
+    }
+
+    /// The turn's run ends at `at` (the agent returned, or the turn was cut short in whatever
+    /// phase it was); a second call changes nothing.
+    pub(crate) fn end(&mut self, at: tokio::time::Instant) {
+        self.close_before_agent(at);
+        if self.agent_started.is_some() && self.agent_ended.is_none() {
+            self.agent_ended = Some(at);
+        }
+    }
+
+    fn close_before_agent(&mut self, at: tokio::time::Instant) {
+        if let Some((phase, since)) = self.before_agent.take() {
+            let took = at.saturating_duration_since(since);
+            match phase {
+                BeforeAgent::Permit => self.permit = took,
+                BeforeAgent::Recall => self.recall = took,
+            }
+        }
+    }
 }
 
 /// A tool call or result, or an artifact saved, recorded during a turn (in the order made).

@@ -212,7 +212,7 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
                     return writeln!(out, "\n[interrupted]");
                 }
             }
-            kept = typed.keep_early() => kept?,
+            () = typed.keep_early() => {}
         }
     }
 }

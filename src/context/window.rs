@@ -39,9 +39,17 @@ pub(crate) struct Window {
     size: usize,
 }
 
+/// What of an event the window keeps: all but its timing record, which no agent reads (it stays
+/// in the store, where the events and turns routes read it), so that every live session is
+/// smaller by it.
+fn for_the_context(event: &mut Event) {
+    event.timing = None;
+}
+
 impl Window {
     /// A window of at most `size` visible events, starting from `events` (oldest first).
-    pub(crate) fn new(events: Vec<Event>, size: usize) -> Self {
+    pub(crate) fn new(mut events: Vec<Event>, size: usize) -> Self {
+        events.iter_mut().for_each(for_the_context);
         Self {
             events: Arc::new(events),
             size,
@@ -59,9 +67,12 @@ impl Window {
     }
 
     /// Appends events, dropping the oldest half once twice the size is held.
-    pub(crate) fn extend(&mut self, events: &[Event]) {
+    pub(crate) fn extend(&mut self, events: Vec<Event>) {
         let held = Arc::make_mut(&mut self.events);
-        held.extend_from_slice(events);
+        held.extend(events.into_iter().map(|mut event| {
+            for_the_context(&mut event);
+            event
+        }));
         let limit = self.size.max(1);
         if held.len() >= 2 * limit {
             held.drain(..held.len() - limit);
@@ -174,10 +185,10 @@ mod tests {
     fn the_window_holds_between_size_and_twice_size_events() {
         let mut window = Window::new(Vec::new(), 3);
         for seq in 1..=5 {
-            window.extend(&[input(seq)]);
+            window.extend(vec![input(seq)]);
         }
         assert_eq!(seqs(&window), vec![1, 2, 3, 4, 5]);
-        window.extend(&[input(6)]);
+        window.extend(vec![input(6)]);
         assert_eq!(seqs(&window), vec![4, 5, 6]);
     }
 
@@ -185,7 +196,7 @@ mod tests {
     fn a_snapshot_held_by_a_turn_is_not_changed_by_later_events() {
         let mut window = Window::new(vec![input(1)], 4);
         let snapshot = window.events().clone();
-        window.extend(&[input(2)]);
+        window.extend(vec![input(2)]);
         assert_eq!(snapshot.len(), 1);
         assert_eq!(seqs(&window), vec![1, 2]);
     }

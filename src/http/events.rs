@@ -128,8 +128,11 @@ pub(crate) struct ToolTiming {
     duration_ms: Option<u64>,
 }
 
-/// Events read back from a turn's end to find its start: a turn with more events than this
-/// (hundreds of tool calls) is shown with the tool calls among its last ones.
+/// Events read back from a turn's end to find its start at first: most turns are a few events.
+const TURN_FIRST_LOOK: usize = 32;
+
+/// Events read back at most: a turn with more events than this (hundreds of tool calls) is
+/// shown with the tool calls among its last ones.
 const TURN_LOOKBACK: usize = MAX_PAGE;
 
 /// One turn of the session, named by the seq of the event that ends it (the `seq` a turn's
@@ -149,14 +152,22 @@ pub(crate) async fn get_turn(
             "seq must be between 1 and {MAX_SEQ}"
         )));
     }
-    let from = seq.saturating_sub(TURN_LOOKBACK as u64 - 1).max(1);
-    let mut events = read(&gateway, &key, from, TURN_LOOKBACK).await?;
-    events.retain(|event| event.seq <= seq);
-    turn_ending_at(events, seq).map(Json).map_err(|why| {
-        ApiError::NotFound(format!(
-            "session {key} has no turn ending at event {seq}: {why}"
-        ))
-    })
+    // A short read finds most turns whole; a longer one only when it did not reach the start.
+    for look in [TURN_FIRST_LOOK, TURN_LOOKBACK] {
+        let from = seq.saturating_sub(look as u64 - 1).max(1);
+        let mut events = read(&gateway, &key, from, look).await?;
+        events.retain(|event| event.seq <= seq);
+        let whole = from == 1 || look == TURN_LOOKBACK;
+        let turn = turn_ending_at(events, seq).map_err(|why| {
+            ApiError::NotFound(format!(
+                "session {key} has no turn ending at event {seq}: {why}"
+            ))
+        })?;
+        if whole || !turn.inputs.is_empty() {
+            return Ok(Json(turn));
+        }
+    }
+    unreachable!("the last look is always taken")
 }
 
 /// The turn whose last event is `seq`, from the events up to it (oldest first); or why there is
@@ -197,14 +208,19 @@ fn turn_ending_at(mut events: Vec<Event>, seq: Seq) -> Result<TurnBody, String> 
     let mut results = Vec::new();
     for event in events.into_iter().rev() {
         match event.kind {
-            EventKind::UserInput { disposition, .. }
-                if disposition != InputDisposition::Superseded =>
-            {
+            // One answered message, or the merged ones: an answered message before merged
+            // ones belongs to something else (a turn before, or an append).
+            EventKind::UserInput {
+                disposition: InputDisposition::Answered,
+                ..
+            } if inputs.is_empty() => {
                 inputs.push(event.seq);
-                if disposition == InputDisposition::Answered {
-                    break;
-                }
+                break;
             }
+            EventKind::UserInput {
+                disposition: InputDisposition::Merged,
+                ..
+            } => inputs.push(event.seq),
             _ if !inputs.is_empty() => break,
             EventKind::ToolCall {
                 call_id,
@@ -225,7 +241,12 @@ fn turn_ending_at(mut events: Vec<Event>, seq: Seq) -> Result<TurnBody, String> 
     inputs.reverse();
     calls.reverse();
     let timing = end.timing.map(|timing| *timing);
-    let starts = timing.as_ref().map(|t| t.tool_start_ms.as_slice());
+    // Starts are recorded for every call of the turn; when the walk stopped short of its
+    // start, the calls found are its last ones.
+    let starts = timing.as_ref().map(|t| {
+        let skipped = t.tool_start_ms.len().saturating_sub(calls.len());
+        &t.tool_start_ms[skipped..]
+    });
     let tools: Vec<ToolTiming> = calls
         .into_iter()
         .enumerate()
@@ -262,4 +283,87 @@ fn turn_ending_at(mut events: Vec<Event>, seq: Seq) -> Result<TurnBody, String> 
         model_ms,
         tools,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::state::{Author, OutputStatus};
+
+    fn event(seq: Seq, kind: EventKind) -> Event {
+        Event::new(seq, Author::User, 0, kind)
+    }
+
+    fn input(seq: Seq, disposition: InputDisposition) -> Event {
+        let text = format!("m{seq}");
+        event(seq, EventKind::UserInput { text, disposition })
+    }
+
+    fn call(seq: Seq, id: &str) -> Event {
+        let (call_id, name) = (id.to_owned(), "t".to_owned());
+        let (arguments, server) = (Box::new(json!({})), None);
+        event(
+            seq,
+            EventKind::ToolCall {
+                call_id,
+                name,
+                arguments,
+                server,
+            },
+        )
+    }
+
+    fn output(seq: Seq, starts: Vec<u32>) -> Event {
+        let (text, status, duration_ms, usage) = (String::new(), OutputStatus::Final, 9, None);
+        let mut end = event(
+            seq,
+            EventKind::AgentOutput {
+                text,
+                status,
+                duration_ms,
+                usage,
+            },
+        );
+        end.timing = Some(Box::new(TurnTiming {
+            agent_ms: 9,
+            tool_start_ms: starts,
+            ..TurnTiming::default()
+        }));
+        end
+    }
+
+    #[test]
+    fn merged_messages_are_the_turns_and_an_answered_one_before_them_is_not() {
+        let events = vec![
+            input(1, InputDisposition::Answered),
+            input(2, InputDisposition::Merged),
+            input(3, InputDisposition::Merged),
+            output(4, Vec::new()),
+        ];
+        let turn = turn_ending_at(events, 4).unwrap();
+        assert_eq!(turn.inputs, vec![2, 3]);
+    }
+
+    #[test]
+    fn a_turn_read_without_its_start_gives_its_last_calls_their_own_starts() {
+        // Three calls were made; only the last two are within what was read.
+        let events = vec![call(10, "b"), call(11, "c"), output(12, vec![1, 2, 3])];
+        let turn = turn_ending_at(events, 12).unwrap();
+        assert!(turn.inputs.is_empty());
+        let starts: Vec<Option<u32>> = turn.tools.iter().map(|t| t.start_ms).collect();
+        assert_eq!(starts, vec![Some(2), Some(3)]);
+    }
+
+    #[test]
+    fn an_event_that_ends_no_turn_is_named() {
+        let events = vec![input(1, InputDisposition::Answered)];
+        let why = turn_ending_at(events, 1).err().unwrap();
+        assert!(why.contains("does not end a turn"), "{why}");
+        assert_eq!(
+            turn_ending_at(Vec::new(), 1).err().unwrap(),
+            "no such event"
+        );
+    }
 }

@@ -137,11 +137,6 @@ pub(crate) async fn list_state_keys(
             keys: Vec::new(),
         });
     };
-    let mode = match registry.mode() {
-        Mode::Off => "off",
-        Mode::Warn => "warn",
-        Mode::Strict => "strict",
-    };
     let mut keys: Vec<DeclaredKey> = registry
         .keys()
         .map(|key| DeclaredKey {
@@ -154,7 +149,7 @@ pub(crate) async fn list_state_keys(
         .collect();
     keys.sort_by(|a, b| a.name.cmp(&b.name));
     Json(DeclaredKeys {
-        mode: Some(mode),
+        mode: Some(registry.mode().as_str()),
         keys,
     })
 }

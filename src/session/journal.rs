@@ -282,7 +282,7 @@ impl Journal {
             );
         }
         self.record.version = version;
-        self.window.extend(&events);
+        self.window.extend(events);
         if summary_changed {
             self.refresh_summary();
         }

@@ -393,15 +393,17 @@ impl Live {
         });
         // Answers go out only after the store's: a turn it did not acknowledge left nothing
         // behind (or is held apart until read back), so it is never answered as done.
-        let writing = Instant::now();
+        let writing = (!decided.events.is_empty()).then(Instant::now);
         let saved = self
             .journal
             .commit(decided.events)
             .instrument(tracing::debug_span!(parent: &running.span, "store.append"))
             .await;
         // The one phase the turn's timing record cannot hold: it is written by this write.
-        metrics::histogram!("turnstile_store_write_seconds", "store" => self.deps.store.name())
-            .record(writing.elapsed().as_secs_f64());
+        if let Some(writing) = writing {
+            metrics::histogram!("turnstile_store_write_seconds", "store" => self.deps.store.name())
+                .record(writing.elapsed().as_secs_f64());
+        }
         let conflict = saved.as_ref().err().is_some_and(Error::is_conflict);
         for (request, planned) in running.requests.into_iter().zip(decided.answers) {
             // After a conflict the session reloaded what the store holds: a retry that raced

@@ -15,8 +15,8 @@ use tracing::Instrument;
 
 use super::{SessionMsg, TurnControl, TurnFinished};
 use crate::agent::{
-    floor_char_boundary, millis, stored_reason, Agent, AgentFailure, FailureKind, ToolEntry,
-    TurnContext, TurnRecord,
+    floor_char_boundary, millis, stored_reason, Agent, AgentFailure, BeforeAgent, FailureKind,
+    ToolEntry, TurnContext, TurnRecord,
 };
 use crate::config::RuntimeConfig;
 use crate::error::Error;
@@ -87,10 +87,17 @@ pub(crate) async fn execute(
 ) -> TaskResult {
     let token = control.token.clone();
     let recorder = ctx.recorder();
+    let mark = |phase: Option<BeforeAgent>| {
+        let marks = &mut recorder.lock().marks;
+        match phase {
+            Some(phase) => marks.enter(phase, Instant::now()),
+            None => marks.agent_starts(Instant::now()),
+        }
+    };
     let work = async {
-        let waiting = Instant::now();
         let _permit = match permits {
             Some(permits) => {
+                mark(Some(BeforeAgent::Permit));
                 let permit = take_permit(permits)
                     .instrument(tracing::debug_span!("permit"))
                     .await;
@@ -101,17 +108,11 @@ pub(crate) async fn execute(
             }
             None => None,
         };
-        let recalling = Instant::now();
+        mark(Some(BeforeAgent::Recall));
         ctx.auto_recall()
             .instrument(tracing::debug_span!("recall"))
             .await;
-        let agent_started = Instant::now();
-        {
-            let marks = &mut recorder.lock().marks;
-            marks.permit = recalling - waiting;
-            marks.recall = agent_started - recalling;
-            marks.agent_started = Some(agent_started);
-        }
+        mark(None);
         let agent_run = AssertUnwindSafe(agent.run(ctx))
             .catch_unwind()
             .instrument(tracing::debug_span!("agent"));
@@ -119,7 +120,6 @@ pub(crate) async fn execute(
             Some(limit) => tokio::time::timeout(limit, agent_run).await.ok(),
             None => Some(agent_run.await),
         };
-        recorder.lock().marks.agent_ended = Some(Instant::now());
         match finished {
             None => {
                 control.interrupt(InterruptReason::Deadline);
@@ -143,6 +143,8 @@ pub(crate) async fn execute(
         () = token.cancelled() => TaskResult::Interrupted,
         result = work => result,
     };
+    // Whatever phase the turn was in when it returned or was cut short ends now.
+    recorder.lock().marks.end(Instant::now());
     interrupt_wins(result, &control)
 }
 

@@ -6,6 +6,9 @@ use serde::{Deserialize, Serialize};
 /// event that ends a turn (`agent_output` or `turn_failed`); absent on events written before
 /// turnstile recorded it and on events appended without a turn.
 ///
+/// The record is kept in the store (the events and turns routes read it there); a live
+/// session's context window, which agents and [`crate::Runtime::state`] see, leaves it out.
+///
 /// The phases follow each other: `queued_ms` (of which `load_ms`), then `permit_ms`, then
 /// `recall_ms`, then `agent_ms`; the turn's `duration_ms` spans the last three. The write of the
 /// turn's own events comes after the record is made, so it is not in it: the `store.append` span

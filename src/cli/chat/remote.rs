@@ -352,7 +352,7 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
         tokio::select! {
             answer = &mut sent => break answer,
             Some(()) = interrupts.next() => return writeln!(out, "[not sent]"),
-            kept = typed.keep_early() => kept?,
+            () = typed.keep_early() => {}
         }
     };
     let answer = match answer {
@@ -407,14 +407,20 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
                 interrupt_asked = true;
                 remote.interrupt(running.as_deref());
             }
-            kept = typed.keep_early() => kept?,
+            () = typed.keep_early() => {}
         }
     }
 }
 
 /// What follows a reply: nothing, or how it ended.
 fn ending(outcome: &Value) -> String {
-    match (outcome["outcome"].as_str(), outcome["reason"].as_str()) {
+    after_reply(outcome["outcome"].as_str(), outcome["reason"].as_str())
+}
+
+/// What follows a reply that ended `how` (`completed`, `interrupted`, `superseded`, `merged`)
+/// for `reason`: nothing, or how it ended.
+fn after_reply(how: Option<&str>, reason: Option<&str>) -> String {
+    match (how, reason) {
         (Some("interrupted"), Some("reply_limit")) => {
             "\n[cut short: the reply reached its limit]".into()
         }

@@ -20,6 +20,8 @@ pub(crate) struct Typed<R> {
     ended: bool,
     /// Whether the input is the program's terminal, whose echo this may turn off.
     terminal: bool,
+    /// Reading the input failed during a reply: told once the reply ended, not in its middle.
+    failed: Option<std::io::Error>,
 }
 
 /// A line to answer, and whether the terminal showed it as it was typed.
@@ -38,6 +40,7 @@ impl<R: AsyncBufRead + Unpin> Typed<R> {
             early: VecDeque::new(),
             ended: false,
             terminal,
+            failed: None,
         }
     }
 
@@ -50,6 +53,9 @@ impl<R: AsyncBufRead + Unpin> Typed<R> {
                 echoed: false,
             }));
         }
+        if let Some(failed) = self.failed.take() {
+            return Err(failed);
+        }
         if self.ended {
             return Ok(None);
         }
@@ -58,17 +64,18 @@ impl<R: AsyncBufRead + Unpin> Typed<R> {
     }
 
     /// While a reply streams: reads a line typed meanwhile and keeps it for later. Pending
-    /// forever once the input ended or enough lines are kept, so that a `select!` goes on with
-    /// the reply. Cancel-safe.
-    pub(crate) async fn keep_early(&mut self) -> std::io::Result<()> {
-        if self.ended || self.early.len() >= MAX_EARLY_LINES {
+    /// forever once the input ended or failed or enough lines are kept, so that a `select!`
+    /// goes on with the reply; a failure to read is told by [`Typed::next`] after the reply.
+    /// Cancel-safe.
+    pub(crate) async fn keep_early(&mut self) {
+        if self.ended || self.failed.is_some() || self.early.len() >= MAX_EARLY_LINES {
             return std::future::pending().await;
         }
-        match self.lines.next_line().await? {
-            Some(text) => self.early.push_back(text),
-            None => self.ended = true,
+        match self.lines.next_line().await {
+            Ok(Some(text)) => self.early.push_back(text),
+            Ok(None) => self.ended = true,
+            Err(failed) => self.failed = Some(failed),
         }
-        Ok(())
     }
 
     /// Turns the terminal's echo off until the guard drops (nothing when the input is not the
@@ -127,8 +134,8 @@ mod tests {
     async fn lines_typed_during_a_reply_come_first_and_unechoed_then_the_rest() {
         let input: &[u8] = b"during one\nduring two\nafter\n";
         let mut typed = Typed::new(input, false);
-        typed.keep_early().await.unwrap();
-        typed.keep_early().await.unwrap();
+        typed.keep_early().await;
+        typed.keep_early().await;
         let mut got = Vec::new();
         while let Some(line) = typed.next().await.unwrap() {
             got.push((line.text, line.echoed));
@@ -147,8 +154,8 @@ mod tests {
     async fn an_input_that_ends_during_a_reply_ends_after_its_early_lines() {
         let input: &[u8] = b"last words\n";
         let mut typed = Typed::new(input, false);
-        typed.keep_early().await.unwrap();
-        typed.keep_early().await.unwrap();
+        typed.keep_early().await;
+        typed.keep_early().await;
         assert!(typed.ended);
         assert_eq!(typed.next().await.unwrap().unwrap().text, "last words");
         assert!(typed.next().await.unwrap().is_none());
@@ -159,10 +166,22 @@ mod tests {
         let input = "x\n".repeat(MAX_EARLY_LINES + 5);
         let mut typed = Typed::new(input.as_bytes(), false);
         for _ in 0..MAX_EARLY_LINES {
-            typed.keep_early().await.unwrap();
+            typed.keep_early().await;
         }
         let more = tokio::time::timeout(std::time::Duration::from_secs(1), typed.keep_early());
         assert!(more.await.is_err(), "a full queue reads no further");
         assert_eq!(typed.early.len(), MAX_EARLY_LINES);
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_during_a_reply_is_told_after_it() {
+        // Not UTF-8: the read of that line fails.
+        let input: &[u8] = b"fine\n\xff\xfe\n";
+        let mut typed = Typed::new(input, false);
+        typed.keep_early().await;
+        typed.keep_early().await;
+        assert!(typed.failed.is_some(), "kept, not returned mid-reply");
+        assert_eq!(typed.next().await.unwrap().unwrap().text, "fine");
+        assert!(typed.next().await.is_err(), "told at the prompt");
     }
 }

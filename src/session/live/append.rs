@@ -6,6 +6,7 @@ use crate::call::Entry;
 use crate::error::Error;
 use crate::session::{now_ms, Append, StopKind};
 use crate::state::{Author, Event, EventKind};
+use crate::stats::{Rejection, RuntimeEvent};
 
 /// Most appends one session holds while they wait for its running turn: past it, another is
 /// refused as busy rather than held without bound.
@@ -82,6 +83,14 @@ impl Live {
     /// [`MAX_DEFERRED_APPENDS`] already wait.
     pub(crate) fn defer(&mut self, append: Append) {
         if self.deferred.len() >= MAX_DEFERRED_APPENDS {
+            tracing::warn!(
+                key = %self.key,
+                waiting = MAX_DEFERRED_APPENDS,
+                "an append between turns was refused: as many already wait for the running turn"
+            );
+            self.deps
+                .counters
+                .record(RuntimeEvent::Rejected(Rejection::Busy));
             let key = self.key.clone();
             let _ = append.reply.send(Err(Error::Busy { key }));
             return;

@@ -51,6 +51,11 @@ pub(super) struct Decided {
 /// superseded messages only and answers its callers with its failure.
 pub(super) fn decide(ended: Ended<'_>) -> Decided {
     let ran = !matches!(ended.end, TurnEnd::Nothing);
+    let mut timing = ended.timing;
+    // A failed turn keeps none of its tool events, so its record names no tool calls either.
+    if matches!(ended.end, TurnEnd::Failed { .. }) {
+        timing.tool_start_ms.clear();
+    }
     let superseded_inputs: Vec<String> = ended
         .superseded
         .iter()
@@ -68,7 +73,7 @@ pub(super) fn decide(ended: Ended<'_>) -> Decided {
     let first_superseded = events.len() - ended.superseded.len();
     if ran {
         if let Some(end) = events[..first_superseded].last_mut() {
-            end.timing = Some(Box::new(ended.timing));
+            end.timing = Some(Box::new(timing));
         }
     }
     // Inputs carry their request ids: the turn's own first (when it left a trace), then the

@@ -76,6 +76,7 @@ pub(super) fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::BeforeAgent;
 
     fn call(started: Instant) -> ToolEntry {
         ToolEntry::Call {
@@ -97,13 +98,12 @@ mod tests {
         tokio::time::advance(Duration::from_millis(10)).await;
         let before = Before::new(admitted, Some(activation));
         let agent = before.started + Duration::from_millis(5);
-        let marks = TurnMarks {
-            permit: Duration::from_millis(2),
-            recall: Duration::from_millis(3),
-            agent_started: Some(agent),
-            agent_ended: Some(agent + Duration::from_millis(50)),
-            first_chunk: Some(agent + Duration::from_millis(30)),
-        };
+        let mut marks = TurnMarks::default();
+        marks.permit = Duration::from_millis(2);
+        marks.recall = Duration::from_millis(3);
+        marks.agent_started = Some(agent);
+        marks.agent_ended = Some(agent + Duration::from_millis(50));
+        marks.first_chunk = Some(agent + Duration::from_millis(30));
         let tools = [call(agent + Duration::from_millis(7)), call(agent)];
         let timing = measure(&before, &marks, &tools, agent + Duration::from_millis(60));
         assert_eq!(timing.queued_ms, 10);
@@ -124,10 +124,8 @@ mod tests {
         // Taken in after the session was loaded: the load was not its to wait for.
         let before = Before::new(Instant::now(), Some(activation));
         assert_eq!(before.load, None);
-        let marks = TurnMarks {
-            agent_started: Some(before.started),
-            ..TurnMarks::default()
-        };
+        let mut marks = TurnMarks::default();
+        marks.agent_started = Some(before.started);
         let timing = measure(
             &before,
             &marks,
@@ -139,5 +137,29 @@ mod tests {
         // A turn that never reached its agent (no permit) has no agent time.
         let none = measure(&before, &TurnMarks::default(), &[], Instant::now());
         assert_eq!(none.agent_ms, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_cut_short_before_its_agent_gives_the_time_to_the_phase_it_was_in() {
+        let start = Instant::now();
+        let mut marks = TurnMarks::default();
+        marks.enter(BeforeAgent::Permit, start);
+        marks.enter(BeforeAgent::Recall, start + Duration::from_millis(4));
+        marks.end(start + Duration::from_millis(30));
+        marks.end(start + Duration::from_millis(99));
+        assert_eq!(marks.permit, Duration::from_millis(4));
+        assert_eq!(
+            marks.recall,
+            Duration::from_millis(26),
+            "the first end counts"
+        );
+        assert_eq!((marks.agent_started, marks.agent_ended), (None, None));
+
+        let mut marks = TurnMarks::default();
+        marks.enter(BeforeAgent::Recall, start);
+        marks.agent_starts(start + Duration::from_millis(1));
+        marks.end(start + Duration::from_millis(8));
+        assert_eq!(marks.recall, Duration::from_millis(1));
+        assert_eq!(marks.agent_ended, Some(start + Duration::from_millis(8)));
     }
 }

@@ -9,7 +9,7 @@
 use reqwest::{Method, RequestBuilder, StatusCode, Url};
 use serde_json::{json, Value};
 
-use super::{json_of, unreachable, Remote, Said, REQUEST_TIMEOUT};
+use super::{after_reply, json_of, unreachable, Remote, Said, REQUEST_TIMEOUT};
 
 /// The most items OpenAI's routes give in one page: the history shown on opening is at most
 /// this many.
@@ -144,11 +144,11 @@ pub(super) fn said(name: &str, data: &Value) -> Said {
         "response.completed" => Said::Ended(String::new()),
         "response.incomplete" => {
             let reason = response["incomplete_details"]["reason"].as_str();
-            Said::Ended(match reason {
-                Some("reply_limit") => "\n[cut short: the reply reached its limit]".into(),
-                Some("superseded") => "[superseded by a newer message]".into(),
-                _ => "\n[interrupted]".into(),
-            })
+            let how = match reason {
+                Some("superseded") => "superseded",
+                _ => "interrupted",
+            };
+            Said::Ended(after_reply(Some(how), reason))
         }
         "response.failed" => Said::Failed(
             response["error"]["message"]
