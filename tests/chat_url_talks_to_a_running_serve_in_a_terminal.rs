@@ -146,12 +146,7 @@ async fn a_terminal_chat_with_serve_shows_history_streams_and_interrupts() {
         "the typed line showed inside the reply:\n{text}"
     );
     screen.shows("you> ", 6).await;
-    type_keys(&mut child, b"/quit\r");
-    let status = within(tokio::task::spawn_blocking(move || child.wait()))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{status}\n{}", screen.text());
+    quit(child, &screen).await;
 
     let events = events(&serve).await;
     let inputs: Vec<&str> = events

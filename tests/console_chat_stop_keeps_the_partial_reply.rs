@@ -12,6 +12,17 @@ use std::time::Duration;
 use fantoccini::key::Key;
 use support::browser::*;
 
+async fn shows_the_interrupted_reply(browser: &Browser) {
+    browser
+        .until_true(
+            "the stored, interrupted reply is shown",
+            "const li = document.querySelectorAll('#history li');
+             return li.length === 2 && li[1].dataset.state === 'stored'
+                 && li[1].classList.contains('interrupted');",
+        )
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_interrupts_a_slow_reply_and_keeps_what_was_streamed() {
     // Eight chunks over eight seconds: Stop lands long before the end.
@@ -23,14 +34,7 @@ async fn stop_interrupts_a_slow_reply_and_keeps_what_was_streamed() {
     let partial = browser.streamed_part().await;
     browser.click("#stop").await;
 
-    browser
-        .until_true(
-            "the stored, interrupted reply is shown",
-            "const li = document.querySelectorAll('#history li');
-             return li.length === 2 && li[1].dataset.state === 'stored'
-                 && li[1].classList.contains('interrupted');",
-        )
-        .await;
+    shows_the_interrupted_reply(&browser).await;
     let items = browser.eval(HISTORY).await;
     let kept = items[1]["text"].as_str().expect("the reply's text");
     assert!(
@@ -82,14 +86,7 @@ async fn by_keyboard_only_a_message_is_sent_and_stopped() {
     let partial = browser.streamed_part().await;
     browser.tab_to("#stop", 40).await;
     browser.press(Key::Enter).await;
-    browser
-        .until_true(
-            "the stored, interrupted reply is shown",
-            "const li = document.querySelectorAll('#history li');
-             return li.length === 2 && li[1].dataset.state === 'stored'
-                 && li[1].classList.contains('interrupted');",
-        )
-        .await;
+    shows_the_interrupted_reply(&browser).await;
     let items = browser.eval(HISTORY).await;
     assert_eq!(items[0]["text"].as_str(), Some("a story by keyboard"));
     let kept = items[1]["text"].as_str().expect("the reply's text");

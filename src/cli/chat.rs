@@ -301,33 +301,56 @@ mod tests {
         assert!(parse_key("no-slash").unwrap_err().contains("USER/SESSION"));
     }
 
-    #[tokio::test]
-    async fn ctrl_c_interrupts_the_reply_and_the_conversation_goes_on() {
+    /// A chat with the `Endless` agent on `session`: the store, the keyboard, the Ctrl-C key,
+    /// the screen and the running conversation.
+    struct Chat {
+        store: Arc<dyn Store>,
+        key: SessionKey,
+        keyboard: tokio::io::DuplexStream,
+        press: tokio::sync::mpsc::UnboundedSender<()>,
+        screen: Screen,
+        talk: tokio::task::JoinHandle<Result<(), String>>,
+    }
+
+    fn chat(session: &str) -> Chat {
         let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         let runtime = Runtime::builder()
             .agent(Endless)
             .store_arc(store.clone())
             .build()
             .unwrap();
-        let key = parse_key("ada/chat").unwrap();
-        let (mut keyboard, stdin) = tokio::io::duplex(1024);
+        let key = parse_key(session).unwrap();
+        let (keyboard, stdin) = tokio::io::duplex(1024);
         let (press, presses) = tokio::sync::mpsc::unbounded_channel::<()>();
         let presses = tokio_stream_of(presses);
         let screen = Screen::default();
         let talk = {
-            let (runtime, key, mut screen) = (runtime.clone(), key.clone(), screen.clone());
+            let (key, mut screen) = (key.clone(), screen.clone());
             tokio::spawn(async move {
-                let stdin = tokio::io::BufReader::new(stdin);
-                converse(
-                    &runtime,
-                    &key,
-                    Typed::new(stdin, false),
-                    &mut screen,
-                    presses,
-                )
-                .await
+                let stdin = Typed::new(tokio::io::BufReader::new(stdin), false);
+                converse(&runtime, &key, stdin, &mut screen, presses).await
             })
         };
+        Chat {
+            store,
+            key,
+            keyboard,
+            press,
+            screen,
+            talk,
+        }
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_interrupts_the_reply_and_the_conversation_goes_on() {
+        let Chat {
+            store,
+            key,
+            mut keyboard,
+            press,
+            screen,
+            talk,
+        } = chat("ada/chat");
         keyboard.write_all(b"hello\n").await.unwrap();
         screen.shows("thinking…").await;
         press.send(()).unwrap();
@@ -350,31 +373,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_typed_during_a_reply_is_answered_after_it_at_its_own_prompt() {
-        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
-        let runtime = Runtime::builder()
-            .agent(Endless)
-            .store_arc(store.clone())
-            .build()
-            .unwrap();
-        let key = parse_key("ada/typed").unwrap();
-        let (mut keyboard, stdin) = tokio::io::duplex(1024);
-        let (press, presses) = tokio::sync::mpsc::unbounded_channel::<()>();
-        let screen = Screen::default();
-        let talk = {
-            let (runtime, key, mut screen) = (runtime.clone(), key.clone(), screen.clone());
-            let presses = tokio_stream_of(presses);
-            tokio::spawn(async move {
-                let stdin = tokio::io::BufReader::new(stdin);
-                converse(
-                    &runtime,
-                    &key,
-                    Typed::new(stdin, false),
-                    &mut screen,
-                    presses,
-                )
-                .await
-            })
-        };
+        let Chat {
+            store,
+            key,
+            mut keyboard,
+            press,
+            screen,
+            talk,
+        } = chat("ada/typed");
         keyboard.write_all(b"first\n").await.unwrap();
         screen.shows("thinking…").await;
         keyboard.write_all(b"typed meanwhile\n").await.unwrap();
