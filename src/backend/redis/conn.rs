@@ -13,7 +13,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::errors::unavailable;
 use super::options::RedisOptions;
@@ -32,7 +33,60 @@ pub(crate) enum Connection {
     /// One server (or a proxy, or a Sentinel-managed primary), over several lanes.
     Single(Lanes),
     /// A Redis Cluster; a command (or a pipeline) must not cross slots.
-    Cluster(ClusterConnection),
+    Cluster(ClusterLink),
+}
+
+mod healing;
+
+/// A Redis Cluster connection shared by every clone of the store, replaced by a watchdog when
+/// it stops answering (see `healing`).
+#[derive(Clone)]
+pub(crate) struct ClusterLink(Arc<healing::Healing<ClusterConnection>>);
+
+impl ClusterLink {
+    /// The connection the next command goes through.
+    fn current(&self) -> ClusterConnection {
+        self.0.current()
+    }
+
+    /// Sends `cmd` where `routing` says, through the current connection.
+    pub(crate) async fn route_command(&self, cmd: Cmd, routing: RoutingInfo) -> RedisResult<Value> {
+        self.current().route_command(cmd, routing).await
+    }
+
+    /// Links `conn`, made by `client`, and starts its watchdog: with the options' response
+    /// timeout as the longest a ping may go unanswered, once a second at most.
+    fn watched(
+        conn: ClusterConnection,
+        client: redis::cluster::ClusterClient,
+        options: &RedisOptions,
+    ) -> Self {
+        let healing = healing::Healing::new(conn);
+        let watch = healing::Watch {
+            every: options.response_timeout.min(Duration::from_secs(1)),
+            limit: options.response_timeout,
+            connect: options.connect_timeout + options.response_timeout,
+        };
+        let ping = |mut conn: ClusterConnection| async move {
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+            match conn.route_command(redis::cmd("PING"), routing).await {
+                Ok(_) => healing::Probe::Answered,
+                Err(error) if error.is_timeout() => healing::Probe::Silent,
+                Err(_) => healing::Probe::Failed,
+            }
+        };
+        let connect = move || {
+            let client = client.clone();
+            async move { client.get_async_connection().await }
+        };
+        tokio::spawn(healing::watchdog(
+            Arc::downgrade(&healing),
+            watch,
+            ping,
+            connect,
+        ));
+        Self(healing)
+    }
 }
 
 /// Connections to one server: an exchange about one session always takes that session's lane
@@ -82,17 +136,17 @@ impl Connection {
                 let i = (hasher.finish() % lanes.all.len() as u64) as usize;
                 Self::Single(lanes.at(i))
             }
-            Self::Cluster(conn) => Self::Cluster(conn.clone()),
+            Self::Cluster(link) => Self::Cluster(link.clone()),
         }
     }
 }
 
 impl Connection {
     /// The cluster connection, on a Redis Cluster.
-    pub(crate) fn cluster(&self) -> Option<ClusterConnection> {
+    pub(crate) fn cluster(&self) -> Option<ClusterLink> {
         match self {
             Self::Single(_) => None,
-            Self::Cluster(conn) => Some(conn.clone()),
+            Self::Cluster(link) => Some(link.clone()),
         }
     }
 
@@ -100,15 +154,15 @@ impl Connection {
     /// as soon as one of them answers (the process can serve the sessions of the masters it
     /// reaches, so one master down does not make it unready).
     pub(crate) async fn ping(&self) -> redis::RedisResult<()> {
-        use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+        use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy};
         match self.clone() {
             Self::Single(mut lanes) => redis::cmd("PING").query_async(&mut lanes.this).await,
-            Self::Cluster(mut conn) => {
+            Self::Cluster(link) => {
                 let routing = RoutingInfo::MultiNode((
                     MultipleNodeRoutingInfo::AllMasters,
                     Some(ResponsePolicy::OneSucceeded),
                 ));
-                conn.route_command(redis::cmd("PING"), routing)
+                link.route_command(redis::cmd("PING"), routing)
                     .await
                     .map(drop)
             }
@@ -168,7 +222,10 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Single(lanes) => lanes.this.req_packed_command(cmd),
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(link) => {
+                let mut conn = link.current();
+                Box::pin(async move { conn.req_packed_command(cmd).await })
+            }
         }
     }
 
@@ -180,14 +237,17 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Self::Single(lanes) => lanes.this.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(link) => {
+                let mut conn = link.current();
+                Box::pin(async move { conn.req_packed_commands(pipeline, offset, count).await })
+            }
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Self::Single(lanes) => lanes.this.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
+            Self::Cluster(link) => link.current().get_db(),
         }
     }
 }
@@ -270,7 +330,9 @@ pub(crate) async fn connect(
                     .get_async_connection()
                     .await
                     .map_err(|e| unavailable(format!("connecting to the cluster: {e}")))?;
-                Ok(Connection::Cluster(conn))
+                Ok(Connection::Cluster(ClusterLink::watched(
+                    conn, client, options,
+                )))
             }
             None => {
                 let client = redis::Client::open(url).map_err(|e| invalid(&e))?;

@@ -116,7 +116,7 @@ impl Replicated {
         url: &str,
         options: &RedisOptions,
         append: Script,
-        topology: Option<redis::cluster_async::ClusterConnection>,
+        topology: Option<crate::backend::redis::conn::ClusterLink>,
     ) -> Result<Option<Self>, StoreError> {
         if options.replicas == 0 {
             return Ok(None);

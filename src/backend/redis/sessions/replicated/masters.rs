@@ -14,9 +14,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::backend::redis::conn::ClusterLink;
 use deadpool::managed::{Object, Pool, PoolError};
 use parking_lot::{Mutex, RwLock};
-use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{AsyncConnectionConfig, Script, Value};
 
@@ -54,7 +54,7 @@ struct SlotRange {
 /// The masters of a cluster and one pool of dedicated connections for each.
 pub(super) struct Masters {
     /// The store's cluster connection, for `CLUSTER SLOTS` and `INFO` of every master.
-    topology: ClusterConnection,
+    topology: ClusterLink,
     /// One node's URL from the store's URL: scheme, credentials and database for the others.
     node_url: String,
     /// How each dedicated connection is made (its timeouts).
@@ -73,7 +73,7 @@ pub(super) struct Masters {
 
 impl Masters {
     pub(super) fn new(
-        topology: ClusterConnection,
+        topology: ClusterLink,
         node_url: String,
         config: AsyncConnectionConfig,
         append: Script,
@@ -131,11 +131,10 @@ impl Masters {
         let asking = async {
             let mut last = None;
             for _ in 0..REFRESH_ATTEMPTS {
-                let mut topology = self.topology.clone();
                 let mut slots = redis::cmd("CLUSTER");
                 slots.arg("SLOTS");
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
-                match topology.route_command(slots, routing).await {
+                match self.topology.route_command(slots, routing).await {
                     Ok(reply) => return Ok(reply),
                     Err(error) => last = Some(error),
                 }
@@ -166,11 +165,11 @@ impl Masters {
     /// `INFO replication` of every master, by node.
     pub(super) async fn replication_info(&self) -> Result<Vec<(String, String)>, StoreError> {
         use redis::cluster_routing::MultipleNodeRoutingInfo;
-        let mut topology = self.topology.clone();
         let mut info = redis::cmd("INFO");
         info.arg("replication");
         let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-        let reply = topology
+        let reply = self
+            .topology
             .route_command(info, routing)
             .await
             .map_err(|e| redis_error("INFO replication", e))?;
