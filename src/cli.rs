@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agent_arg;
+#[cfg(feature = "http")]
+mod answer_body;
 mod chat;
 mod limits_arg;
 mod load;

@@ -23,6 +23,7 @@ use tokio::io::AsyncBufRead;
 use turnstile::SessionKey;
 
 use super::Typed;
+use crate::cli::answer_body::{body_of, MAX_ANSWER_BYTES};
 use crate::cli::sse::SseReader;
 
 mod openai;
@@ -434,7 +435,8 @@ fn after_reply(how: Option<&str>, reason: Option<&str>) -> String {
 /// The JSON body of a 2xx answer, or the server's own error message.
 async fn json_of(answer: Response) -> Result<Value, String> {
     let status = answer.status();
-    let body: Value = answer.json().await.unwrap_or(Value::Null);
+    let body = body_of(answer, MAX_ANSWER_BYTES).await?;
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if status.is_success() {
         return Ok(body);
     }

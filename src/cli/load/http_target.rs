@@ -30,6 +30,7 @@ use super::ledger::turn_of;
 use super::options::{Api, Spread};
 use super::target::{answered, Ack, Failure, Pending, Target, TargetCounters};
 use super::verify::History;
+use crate::cli::answer_body::{body_of, MAX_ANSWER_BYTES};
 use crate::cli::sse::SseReader;
 
 /// How long connecting to a target may take: a local or same-network `serve` answers in
@@ -201,7 +202,8 @@ impl HttpTarget {
         if response.status() != StatusCode::OK {
             return None;
         }
-        response.text().await.ok()
+        let body = body_of(response, MAX_ANSWER_BYTES).await.ok()?;
+        String::from_utf8(body).ok()
     }
 
     fn authorized(&self, request: RequestBuilder) -> RequestBuilder {
@@ -299,7 +301,9 @@ impl Target for HttpTarget {
         if first_chunk.is_none() && !self.ordered {
             return Box::pin(async move {
                 let response = self.post_turn(key, &input, false).await?;
-                let body = response.bytes().await.map_err(|_| Failure::Other)?;
+                let body = body_of(response, MAX_ANSWER_BYTES)
+                    .await
+                    .map_err(|_| Failure::Other)?;
                 acknowledge(&body)
             });
         }
@@ -323,7 +327,9 @@ impl Target for HttpTarget {
             .send()
             .await;
         let body = match answer {
-            Ok(response) if response.status().is_success() => response.bytes().await.ok(),
+            Ok(response) if response.status().is_success() => {
+                body_of(response, MAX_ANSWER_BYTES).await.ok()
+            }
             _ => None,
         };
         let interrupted = body

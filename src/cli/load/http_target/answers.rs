@@ -2,6 +2,8 @@
 //! failure reasons, and the probe's refusals as messages that say what to fix.
 
 use reqwest::{Response, StatusCode};
+
+use crate::cli::answer_body::{body_of, MAX_ANSWER_BYTES};
 use serde::Deserialize;
 
 use super::super::target::{Ack, AckKind, Failure};
@@ -49,7 +51,9 @@ pub(super) fn acknowledge(body: &[u8]) -> Result<Ack, Failure> {
 
 pub(super) async fn failure_of_response(response: Response) -> Failure {
     let status = response.status();
-    let body = response.bytes().await.unwrap_or_default();
+    let body = body_of(response, MAX_ANSWER_BYTES)
+        .await
+        .unwrap_or_default();
     failure_of(Some(status), &error_of(&body).code)
 }
 
@@ -99,7 +103,9 @@ pub(super) async fn refused_read(base: &str, response: Response) -> Result<(), S
     if status == StatusCode::OK {
         return Ok(());
     }
-    let body = response.bytes().await.unwrap_or_default();
+    let body = body_of(response, MAX_ANSWER_BYTES)
+        .await
+        .unwrap_or_default();
     let detail = error_of(&body);
     Err(match status.as_u16() {
         401 => format!(

@@ -18,6 +18,7 @@ use turnstile::SessionKey;
 
 use super::super::target::{Ack, AckKind, Failure};
 use super::answers::{error_of, failure_of, unreachable};
+use crate::cli::answer_body::{body_of, MAX_ANSWER_BYTES};
 use crate::cli::sse::SseReader;
 
 /// Conversations made at once before the run: enough to keep a server's cores busy, few enough
@@ -69,7 +70,7 @@ pub(super) async fn open(
                 tokio::time::sleep(Duration::from_millis(100 << resends)).await;
             };
             let status = response.status();
-            let body = response.bytes().await.map_err(|e| unreachable(&base, &e))?;
+            let body = body_of(response, MAX_ANSWER_BYTES).await?;
             if status != StatusCode::OK {
                 let detail = error_of(&body);
                 return Err(format!(
