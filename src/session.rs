@@ -283,6 +283,9 @@ pub(crate) struct SessionArgs {
     /// The session as read with its lease, when the store reads it with the claim: the actor
     /// then loads nothing.
     pub loaded: Option<crate::store::LoadedSession>,
+    /// When the claim of the session's lease was sent and how long it took (with the read, where
+    /// the store reads with the claim): the first turn's `load_ms` counts it.
+    pub claimed: Option<(tokio::time::Instant, std::time::Duration)>,
 }
 
 impl Actor for SessionActor {

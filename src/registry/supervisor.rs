@@ -25,13 +25,17 @@ pub(crate) async fn run_session(
     mut shared: Arc<SessionShared>,
 ) {
     loop {
-        let (mut lease, mut loaded) = (None, None);
+        let (mut lease, mut loaded, mut claimed) = (None, None, None);
         if let Some(keeper) = &registry.deps.keeper {
             // The lease comes first, before any actor exists: what loads next is then what the
             // last owner left, and a session owned elsewhere costs no actor here. A store that
             // reads the session with the claim hands it over here, for the actor.
+            let sent = tokio::time::Instant::now();
             match keeper.acquire_within(&key, &registry.deps).await {
-                Ok((granted, read)) => (lease, loaded) = (Some(granted), read),
+                Ok((granted, read)) => {
+                    (lease, loaded) = (Some(granted), read);
+                    claimed = Some((sent, sent.elapsed()));
+                }
                 Err(refused) => {
                     let error = refused_activation(&key, refused);
                     log_refused(&key, &error);
@@ -51,6 +55,7 @@ pub(crate) async fn run_session(
             deps: registry.deps.clone(),
             shared,
             loaded,
+            claimed,
         };
         // Boxed: this task stays parked on `join` for the whole life of the session, and an
         // inline spawn future (which contains the store's load) would size every parked task.

@@ -89,11 +89,17 @@ impl Live {
             deps,
             shared,
             loaded,
+            claimed,
         } = args;
-        let (loaded, activation) = match loaded {
-            Some(loaded) => (loaded, None),
-            None => {
-                let began = Instant::now();
+        // Loading counts from the lease's claim, where there is one: the session is not
+        // servable before it is held.
+        let (loaded, activation) = match (loaded, claimed) {
+            (Some(loaded), Some((began, took))) => {
+                (loaded, Some(timing::Activation { began, took }))
+            }
+            (Some(loaded), None) => (loaded, None),
+            (None, claimed) => {
+                let began = claimed.map_or_else(Instant::now, |(sent, _)| sent);
                 let loaded = Self::read(&key, &deps)
                     .instrument(tracing::debug_span!("session.load", key = %key))
                     .await?;

@@ -21,7 +21,8 @@ pub struct TurnTiming {
     /// behind the session's earlier turns, and loading the session when a message woke it.
     #[serde(default)]
     pub queued_ms: u32,
-    /// Of `queued_ms`, loading the session from the store, on the turn whose message woke it.
+    /// Of `queued_ms`, loading the session from the store, on the turn whose message woke it
+    /// (with several processes, from the claim of the session's lease on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_ms: Option<u32>,
     /// Waiting for a runtime-wide turn permit (`max_concurrent_turns`).
