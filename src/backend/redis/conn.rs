@@ -13,7 +13,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 use super::errors::unavailable;
@@ -26,6 +26,15 @@ const CLUSTER_SCHEMES: [(&str, &str); 2] = [
     ("redis+cluster://", "redis://"),
     ("rediss+cluster://", "rediss://"),
 ];
+
+/// Whether `error` says the cluster client's own task is gone (it panicked): every command then
+/// fails at once, which is no answer from any node. The `redis` crate says so only in the
+/// message of a `BrokenPipe` error it makes itself.
+fn driver_gone(error: &redis::RedisError) -> bool {
+    let message = error.to_string();
+    message.contains("redis_cluster: Unable to send command")
+        || message.contains("redis_cluster: Unable to receive command")
+}
 
 /// Either kind of connection; implements [`ConnectionLike`] so the store's code is shared.
 #[derive(Clone)]
@@ -54,8 +63,8 @@ impl ClusterLink {
         self.current().route_command(cmd, routing).await
     }
 
-    /// Links `conn`, made by `client`, and starts its watchdog: with the options' response
-    /// timeout as the longest a ping may go unanswered, once a second at most.
+    /// Links `conn`, made by `client`, and starts its watchdog: a ping at least once a second,
+    /// the options' response timeout the longest it may go unanswered.
     fn watched(
         conn: ClusterConnection,
         client: redis::cluster::ClusterClient,
@@ -65,13 +74,20 @@ impl ClusterLink {
         let watch = healing::Watch {
             every: options.response_timeout.min(Duration::from_secs(1)),
             limit: options.response_timeout,
-            connect: options.connect_timeout + options.response_timeout,
+            // The client connects to the URL's nodes, then to every node of the slot map: a
+            // node that swallows connections costs a connect timeout in each step.
+            connect: 2 * (options.connect_timeout + options.response_timeout),
         };
         let ping = |mut conn: ClusterConnection| async move {
-            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+            // To every master, answered by the first that answers: one slow or unreachable
+            // node does not make the client look stuck.
+            let routing = RoutingInfo::MultiNode((
+                MultipleNodeRoutingInfo::AllMasters,
+                Some(ResponsePolicy::OneSucceeded),
+            ));
             match conn.route_command(redis::cmd("PING"), routing).await {
                 Ok(_) => healing::Probe::Answered,
-                Err(error) if error.is_timeout() => healing::Probe::Silent,
+                Err(error) if error.is_timeout() || driver_gone(&error) => healing::Probe::Silent,
                 Err(_) => healing::Probe::Failed,
             }
         };
@@ -154,7 +170,6 @@ impl Connection {
     /// as soon as one of them answers (the process can serve the sessions of the masters it
     /// reaches, so one master down does not make it unready).
     pub(crate) async fn ping(&self) -> redis::RedisResult<()> {
-        use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy};
         match self.clone() {
             Self::Single(mut lanes) => redis::cmd("PING").query_async(&mut lanes.this).await,
             Self::Cluster(link) => {

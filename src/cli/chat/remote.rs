@@ -435,8 +435,12 @@ fn after_reply(how: Option<&str>, reason: Option<&str>) -> String {
 /// The JSON body of a 2xx answer, or the server's own error message.
 async fn json_of(answer: Response) -> Result<Value, String> {
     let status = answer.status();
-    let body = body_of(answer, MAX_ANSWER_BYTES).await?;
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body: Value = match body_of(answer, MAX_ANSWER_BYTES).await {
+        Ok(body) => serde_json::from_slice(&body).unwrap_or(Value::Null),
+        Err(error) if status.is_success() => return Err(error),
+        // Refused: the status says what happened even without a readable body.
+        Err(_) => Value::Null,
+    };
     if status.is_success() {
         return Ok(body);
     }

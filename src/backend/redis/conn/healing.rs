@@ -100,7 +100,7 @@ pub(crate) async fn watchdog<C, P, PF, N, NF, E>(
         let Some(conn) = healing.upgrade().map(|h| h.current()) else {
             return;
         };
-        let probe = tokio::time::timeout(watch.limit, ping(conn)).await;
+        let probe = tokio::time::timeout(watch.limit, ping(conn.clone())).await;
         if !matches!(probe, Err(_) | Ok(Probe::Silent)) {
             continue;
         }
@@ -108,25 +108,20 @@ pub(crate) async fn watchdog<C, P, PF, N, NF, E>(
             limit = ?watch.limit,
             "redis cluster: the connection did not answer a ping in time; connecting afresh"
         );
-        let fresh = match tokio::time::timeout(watch.connect, connect()).await {
-            Ok(Ok(fresh)) => fresh,
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "redis cluster: no fresh connection; the old one is kept");
-                continue;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    within = ?watch.connect,
-                    "redis cluster: no fresh connection in time; the old one is kept"
-                );
+        // Meanwhile the old one is asked once more: it may have been only slow (a long slot
+        // refresh), and is then kept, so that no command of its can still be on its way while
+        // the next goes by a new one.
+        let again = tokio::time::timeout(watch.limit, ping(conn));
+        let (fresh, again) = tokio::join!(answering(&watch, &ping, &connect), again);
+        let fresh = match fresh {
+            Ok(fresh) => fresh,
+            Err(why) => {
+                tracing::warn!(%why, "redis cluster: no fresh connection; the old one is kept");
                 continue;
             }
         };
-        let probe = tokio::time::timeout(watch.limit, ping(fresh.clone())).await;
-        if !matches!(probe, Ok(Probe::Answered)) {
-            tracing::warn!(
-                "redis cluster: the fresh connection did not answer either; the old one is kept"
-            );
+        if matches!(again, Ok(Probe::Answered)) {
+            tracing::info!("redis cluster: the connection answers again; kept");
             continue;
         }
         let Some(healing) = healing.upgrade() else {
@@ -135,6 +130,27 @@ pub(crate) async fn watchdog<C, P, PF, N, NF, E>(
         healing.replace(fresh);
         metrics::counter!("turnstile_redis_cluster_replaced_total").increment(1);
         tracing::warn!("redis cluster: the connection that stopped answering was replaced");
+    }
+}
+
+/// A fresh connection that answered a ping, or why there is none.
+async fn answering<C, P, PF, N, NF, E>(watch: &Watch, ping: &P, connect: &N) -> Result<C, String>
+where
+    C: Clone,
+    P: Fn(C) -> PF,
+    PF: Future<Output = Probe>,
+    N: Fn() -> NF,
+    NF: Future<Output = Result<C, E>>,
+    E: std::fmt::Display,
+{
+    let fresh = match tokio::time::timeout(watch.connect, connect()).await {
+        Ok(Ok(fresh)) => fresh,
+        Ok(Err(error)) => return Err(error.to_string()),
+        Err(_) => return Err(format!("not connected within {:?}", watch.connect)),
+    };
+    match tokio::time::timeout(watch.limit, ping(fresh.clone())).await {
+        Ok(Probe::Answered) => Ok(fresh),
+        _ => Err("the fresh connection did not answer a ping either".to_owned()),
     }
 }
 
@@ -246,6 +262,33 @@ mod tests {
         run_for(Duration::from_secs(3)).await;
         assert_ne!(healing.current().id, 1, "one that answers does");
         assert_eq!(healing.replaced(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_answers_again_before_the_swap_is_kept() {
+        let first = Fake::new(1);
+        first.stuck.store(true, Ordering::SeqCst);
+        let healing = Healing::new(first.clone());
+        let attempts = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&attempts);
+        tokio::spawn(watchdog(Arc::downgrade(&healing), WATCH, ping, move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            // Its slot refresh ends while the fresh connection is made.
+            first.stuck.store(false, Ordering::SeqCst);
+            async { Ok::<_, String>(Fake::new(2)) }
+        }));
+        run_for(Duration::from_secs(3)).await;
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            1,
+            "one fresh connection made"
+        );
+        assert_eq!(
+            healing.current().id,
+            1,
+            "the old one answered again and stays"
+        );
+        assert_eq!(healing.replaced(), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -70,7 +70,9 @@ pub(super) async fn open(
                 tokio::time::sleep(Duration::from_millis(100 << resends)).await;
             };
             let status = response.status();
-            let body = body_of(response, MAX_ANSWER_BYTES).await?;
+            let body = body_of(response, MAX_ANSWER_BYTES)
+                .await
+                .map_err(|e| format!("{base}/v1/conversations: {e}"))?;
             if status != StatusCode::OK {
                 let detail = error_of(&body);
                 return Err(format!(
