@@ -202,6 +202,14 @@ mod tests {
         }
     }
 
+    /// Connection 1, stuck or not, under watch; and a count for the fresh ones made.
+    fn watched(stuck: bool) -> (Fake, Arc<Healing<Fake>>, Arc<AtomicU64>) {
+        let first = Fake::new(1);
+        first.stuck.store(stuck, Ordering::SeqCst);
+        let healing = Healing::new(first.clone());
+        (first, healing, Arc::new(AtomicU64::new(0)))
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_connection_that_stops_answering_is_replaced_by_one_that_answers() {
         let first = Fake::new(1);
@@ -226,10 +234,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_old_connection_is_kept_while_no_fresh_one_answers() {
-        let first = Fake::new(1);
-        first.stuck.store(true, Ordering::SeqCst);
-        let healing = Healing::new(first);
-        let attempts = Arc::new(AtomicU64::new(0));
+        let (_, healing, attempts) = watched(true);
         let counter = Arc::clone(&attempts);
         let fresh_answers = Arc::new(AtomicBool::new(false));
         let answering = Arc::clone(&fresh_answers);
@@ -266,10 +271,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_that_answers_again_before_the_swap_is_kept() {
-        let first = Fake::new(1);
-        first.stuck.store(true, Ordering::SeqCst);
-        let healing = Healing::new(first.clone());
-        let attempts = Arc::new(AtomicU64::new(0));
+        let (first, healing, attempts) = watched(true);
         let counter = Arc::clone(&attempts);
         tokio::spawn(watchdog(Arc::downgrade(&healing), WATCH, ping, move || {
             counter.fetch_add(1, Ordering::SeqCst);
