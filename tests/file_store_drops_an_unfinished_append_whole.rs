@@ -88,6 +88,7 @@ async fn assert_as_before(root: &Path, version: u64) {
         .await
         .expect("the append the crash interrupted can be made again");
     assert_eq!(next, version + 1);
+    store.settle_files().await.expect("settle");
     assert_cut_is_kept(&log_path, &before);
     let events = store.read_events(&key(), 1, 100).await.expect("read");
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();

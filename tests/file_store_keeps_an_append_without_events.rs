@@ -57,6 +57,7 @@ async fn an_empty_append_past_unheaded_appends_survives_a_reopen() {
             .expect("append");
     }
     // Only the first append wrote the head; the other two are recorded by their markers.
+    store.settle_files().await.expect("settle");
     let head: serde_json::Value =
         serde_json::from_slice(&std::fs::read(find_one(dir.path(), "head.json")).expect("read"))
             .expect("json");
@@ -85,6 +86,7 @@ async fn an_empty_append_is_refused_on_a_stale_version_and_writes_nothing() {
         .append(&key(), 0, &turn_events(1, "turn", None))
         .await
         .expect("append");
+    store.settle_files().await.expect("settle");
     let head = std::fs::read(find_one(dir.path(), "head.json")).expect("read");
     let refused = store.append(&key(), 0, &[]).await;
     assert!(
@@ -98,6 +100,7 @@ async fn an_empty_append_is_refused_on_a_stale_version_and_writes_nothing() {
         ),
         "{refused:?}"
     );
+    store.settle_files().await.expect("settle");
     assert_eq!(
         std::fs::read(find_one(dir.path(), "head.json")).expect("read"),
         head

@@ -51,6 +51,7 @@ async fn loads_and_reads_return_exactly_what_was_appended() {
         version = store.append(&key(), version, events).await.expect("append");
     }
     let all: Vec<Event> = appends.into_iter().flatten().collect();
+    store.settle_files().await.expect("settle");
     let log = std::fs::read_to_string(find_one(dir.path(), "log.jsonl")).expect("read log");
     let marked = log.lines().filter(|l| l.starts_with("{\"_v\":")).count();
     assert_eq!(

@@ -1,7 +1,8 @@
 //! Property: the file store never follows a symbolic link planted inside its root. A session
 //! folder, a session's log or the app-state file replaced by a link to somewhere else makes the
-//! write fail with a clear error naming the link; nothing is written at the link's target, and
-//! the link is left in place. Breaking it: writing through the link lands the turn outside the
+//! write fail with a clear error naming the link (for a session's files written behind the
+//! journal: the write behind fails, and the store stops taking writes until it is reopened
+//! without the link); nothing is written at the link's target, and the link is left in place. Breaking it: writing through the link lands the turn outside the
 //! store (the target file grows).
 
 use std::path::Path;
@@ -33,7 +34,7 @@ fn find(root: &Path, suffix: &str) -> std::path::PathBuf {
     panic!("nothing named *{suffix} under {}", root.display());
 }
 
-fn refused_for_a_link(result: Result<u64, StoreError>) {
+fn refused_for_a_link<T: std::fmt::Debug>(result: Result<T, StoreError>) {
     match result {
         Err(StoreError::Corrupt { detail, .. }) => {
             assert!(detail.contains("symbolic link"), "{detail}");
@@ -54,13 +55,20 @@ async fn writes_through_planted_links_are_refused_and_nothing_lands_outside() {
         .append(&key, 0, &turn_events(1, "hi", None))
         .await
         .unwrap();
+    store.settle_files().await.unwrap();
 
-    // The session's folder swapped for a link to a folder outside the store.
+    // The session's folder swapped for a link to a folder outside the store while the store
+    // runs and remembers the session: the next append is durable in the journal, but writing
+    // it behind to the session's files is refused, and the store takes no more writes.
     let session_dir = find(&root, key.session_id());
     let moved = dir.path().join("moved");
     std::fs::rename(&session_dir, &moved).unwrap();
     std::os::unix::fs::symlink(&outside, &session_dir).unwrap();
-    refused_for_a_link(store.append(&key, v1, &turn_events(3, "again", None)).await);
+    let v2 = store
+        .append(&key, v1, &turn_events(3, "again", None))
+        .await
+        .expect("durable in the journal");
+    refused_for_a_link(store.settle_files().await);
     assert_eq!(
         std::fs::read_dir(&outside).unwrap().count(),
         0,
@@ -70,10 +78,26 @@ async fn writes_through_planted_links_are_refused_and_nothing_lands_outside() {
         .unwrap()
         .file_type()
         .is_symlink());
-
-    // The log itself swapped for a link to a file outside.
+    let later = store.append(&key, v2, &turn_events(5, "more", None)).await;
+    assert!(
+        matches!(later, Err(StoreError::Unavailable { .. })),
+        "the store stops taking writes: {later:?}"
+    );
+    drop(store);
+    // Reopened with the link still there, the journal's replay refuses it too.
+    refused_for_a_link(FileStore::open(&root));
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    // With the folder back, the replay writes the acknowledged append.
     std::fs::remove_file(&session_dir).unwrap();
     std::fs::rename(&moved, &session_dir).unwrap();
+    let store = FileStore::open(&root).unwrap();
+    let loaded = store.load(&key, 10).await.unwrap();
+    assert_eq!(loaded.record.unwrap().version, v2);
+    assert_eq!(loaded.events.len(), 4);
+    drop(store);
+
+    // The log itself swapped for a link to a file outside, for a session the store does not
+    // remember (just opened): the append reads the session's files first and is refused.
     let log = std::fs::read_dir(&session_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -84,7 +108,8 @@ async fn writes_through_planted_links_are_refused_and_nothing_lands_outside() {
     let before = std::fs::read(&target).unwrap();
     std::fs::remove_file(&log).unwrap();
     std::os::unix::fs::symlink(&target, &log).unwrap();
-    refused_for_a_link(store.append(&key, v1, &turn_events(3, "again", None)).await);
+    let store = FileStore::open(&root).unwrap();
+    refused_for_a_link(store.append(&key, v2, &turn_events(5, "again", None)).await);
     assert_eq!(
         std::fs::read(&target).unwrap(),
         before,

@@ -107,6 +107,7 @@ async fn plain_lines_past_an_old_head_are_an_unfinished_append() {
     let read = store.read_events(&key(), 7, 100).await.expect("read");
     let texts: Vec<&str> = read.iter().filter_map(Event::text).collect();
     assert_eq!(texts, ["instead", "re: instead"]);
+    store.settle_files().await.expect("settle");
     let head: Value =
         serde_json::from_slice(&std::fs::read(find_one(dir.path(), "head.json")).expect("read"))
             .expect("json");

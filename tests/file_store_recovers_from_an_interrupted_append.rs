@@ -69,6 +69,7 @@ async fn assert_continues_cleanly(root: &Path, version: u64, turns: u64) {
         (1..=2 * turns + 2).collect::<Vec<_>>(),
         "dense, nothing torn left"
     );
+    store.settle_files().await.expect("settle");
     let text = std::fs::read_to_string(find_one(root, "log.jsonl")).expect("read log");
     assert!(text.ends_with('\n'));
     assert_eq!(
@@ -102,6 +103,7 @@ async fn events_past_the_head_are_folded_back_in() {
         .append(&key(), 0, &turn_events(1, "one", delta(1)))
         .await
         .expect("append");
+    store.settle_files().await.expect("settle");
     let head = find_one(dir.path(), "head.json");
     let old_head = std::fs::read(&head).expect("read head");
     let v2 = store

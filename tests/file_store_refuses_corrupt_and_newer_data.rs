@@ -31,6 +31,9 @@ async fn fill(store: &FileStore, turns: u64) -> u64 {
             .await
             .expect("append");
     }
+    // While the store runs its files may lag behind the journal: bring them up to date
+    // before they are damaged.
+    store.settle_files().await.expect("settle");
     version
 }
 
@@ -263,6 +266,7 @@ async fn user_state_from_a_newer_turnstile_is_refused_and_the_turn_is_not_writte
         .append(&key(), 0, &turn_events(1, "hi", Some(delta.clone())))
         .await
         .expect("append");
+    store.settle_files().await.expect("settle");
     let user_file = find_one(dir.path(), "user.json");
     std::fs::write(&user_file, r#"{"schema_version": 7, "state": {}}"#).expect("write");
     let before = snapshot(dir.path());

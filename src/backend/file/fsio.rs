@@ -2,10 +2,9 @@
 //! the crate's one [`atomic_file`] helper, with errors as [`StoreError`]s), folder creation and
 //! removal, file stamps. Blocking; callers run them on tokio's blocking pool.
 
-use std::fs::{self, File};
-use std::io::{self, Read};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use crate::atomic_file;
 use crate::store::StoreError;
@@ -111,53 +110,6 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     atomic_file::read_optional(path).map_err(io_error("read", path))
 }
 
-/// One version of a file, told apart cheaply: a file replaced by rename gets a new inode, one
-/// rewritten in place a new length or modification time. Used to notice that a file changed
-/// behind the store's back, not as a checksum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Stamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    inode: u64,
-}
-
-impl Stamp {
-    fn of(meta: &fs::Metadata) -> Self {
-        #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(meta);
-        #[cfg(not(unix))]
-        let inode = 0;
-        Self {
-            len: meta.len(),
-            modified: meta.modified().ok(),
-            inode,
-        }
-    }
-}
-
-/// The stamp of a file; `None` when it does not exist.
-pub(super) fn stamp_optional(path: &Path) -> Result<Option<Stamp>, StoreError> {
-    match fs::metadata(path) {
-        Ok(meta) => Ok(Some(Stamp::of(&meta))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io_error("stat", path)(e)),
-    }
-}
-
-/// Reads a whole file with the stamp of the very version read; `None` when it does not exist.
-pub(super) fn read_stamped(path: &Path) -> Result<Option<(Vec<u8>, Stamp)>, StoreError> {
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_error("open", path)(e)),
-    };
-    let meta = file.metadata().map_err(io_error("stat", path))?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.read_to_end(&mut bytes)
-        .map_err(io_error("read", path))?;
-    Ok(Some((bytes, Stamp::of(&meta))))
-}
-
 /// The length of a file; 0 when it does not exist.
 pub(super) fn len_or_zero(path: &Path) -> Result<u64, StoreError> {
     match fs::metadata(path) {
@@ -165,4 +117,80 @@ pub(super) fn len_or_zero(path: &Path) -> Result<u64, StoreError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
         Err(e) => Err(io_error("stat", path)(e)),
     }
+}
+
+/// The bytes of `path` from `from` to its end (none if it does not exist).
+pub(super) fn read_tail_from(path: &Path, from: u64) -> Result<Vec<u8>, StoreError> {
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("open", path)(e)),
+    };
+    file.seek(SeekFrom::Start(from))
+        .map_err(io_error("seek", path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(io_error("read", path))?;
+    Ok(bytes)
+}
+
+/// Most side files kept for cuts at one offset (each a crash at the same point of the log); past
+/// that, appends fail rather than drop bytes without a copy.
+const MAX_CUT_COPIES: u32 = 100;
+
+/// Copies the log's bytes from `from` to its end — the unfinished append about to be cut — into
+/// `<log>.cut-<from>` beside it (fsync'd, with its folder), and says so at `warn` level.
+///
+/// Those bytes were never acknowledged as far as the log can tell: they end in no intact commit
+/// marker. But the same picture is left by damage to the very end of the last acknowledged append
+/// (its marker or final newline), which no reader can tell from a torn write; the copy lets an
+/// operator recover such an append by hand instead of losing it. Failing to keep the copy fails
+/// the append and cuts nothing.
+pub(super) fn keep_cut(
+    log: &Path,
+    from: u64,
+    session: &dyn std::fmt::Display,
+) -> Result<(), StoreError> {
+    let dir = log.parent().unwrap_or(Path::new("."));
+    let bytes = read_tail_from(log, from)?;
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let name = log
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let base = format!("{name}.cut-{from}");
+    for n in 0..MAX_CUT_COPIES {
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{base}.{n}")
+        };
+        let path = dir.join(name);
+        let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_error("create", &path)(e)),
+        };
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(io_error("write", &path))?;
+        sync_dir(dir)?;
+        tracing::warn!(
+            %session,
+            at = from,
+            bytes = bytes.len(),
+            copy = %path.display(),
+            "cutting an unfinished append off the log; its bytes are kept in the copy"
+        );
+        return Ok(());
+    }
+    Err(StoreError::Io {
+        op: "keep a copy of the unfinished append in",
+        path: dir.join(base),
+        source: std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{MAX_CUT_COPIES} copies of cuts at this offset exist already"),
+        ),
+    })
 }

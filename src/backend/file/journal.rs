@@ -1,16 +1,17 @@
 //! The file store's write-ahead journal: one `fdatasync` makes any number of sessions' appends
 //! durable together (group commit).
 //!
-//! A session's append is written to its own log (into the page cache, no flush), then handed to
-//! the journal as an [`Entry`]; the caller is acknowledged once the flush that covers the entry
-//! returned. One committer thread takes whatever entries wait, writes them as one batch at the
+//! A session's append is handed to the journal as an [`Entry`] ([`Journal::commit_behind`]);
+//! the caller is acknowledged once the flush that covers the entry returned, and the session's
+//! log is written later, behind the journal, many appends in one write (`behind.rs`). One committer thread takes whatever entries wait, writes them as one batch at the
 //! end of the current segment (`<root>/journal/<n>.wal`) and flushes it; entries that arrive
 //! meanwhile wait for the next flush, so the number of flushes per second stays near what one
 //! thread can do while the appends they cover grow with the load.
 //!
 //! The session files stay the store's data; the journal only repeats what they may not yet hold
 //! durably. Once a segment passes [`SEGMENT_BYTES`] the committer starts the next one, and a
-//! checkpointer thread flushes every file the old segment touched (and their folders), then
+//! checkpointer thread writes what the journal owes the files, flushes every file the old
+//! segment touched (and their folders), then
 //! deletes it. On open, what segments remain are replayed onto the files (each append is written
 //! again where the file does not already hold it), the files flushed and the segments deleted;
 //! a clean close checkpoints the last segment, so a stopped store's folder holds its sessions
@@ -21,14 +22,14 @@
 //! replays what the journal holds. After a failed flush the page cache can no longer be trusted
 //! to hold what it was given, so carrying on could acknowledge writes that never reach the disk.
 
+mod behind;
 mod format;
 mod replay;
+mod threads;
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -36,9 +37,12 @@ use std::thread::JoinHandle;
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
+use self::behind::Behind;
+pub(crate) use self::behind::Owed;
 pub(crate) use self::format::Entry;
-use self::format::{frame_batch, BATCH_FRAME, MAX_PAYLOAD, SEGMENT_HEADER};
-use super::fsio::{create_dirs, io_error, replace_unflushed, sync_dir};
+use self::format::MAX_PAYLOAD;
+use self::threads::{run_checkpoints, Checkpoint, Committer, Segment};
+use super::fsio::{create_dirs, io_error, sync_dir};
 use crate::store::StoreError;
 
 /// The journal's folder under the root.
@@ -71,6 +75,11 @@ struct Shared {
     ready: Condvar,
     /// Flushes made so far.
     flushes: AtomicU64,
+    /// Session writes made durable here and not yet in their files; see `behind.rs`.
+    behind: Behind,
+    /// Set when the debts pass [`OWED_BYTES`]: the checkpoint thread writes them at its next
+    /// look ([`LOOK_EVERY`]).
+    owe_much: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -89,6 +98,8 @@ struct Waiting {
     touched: Option<PathBuf>,
     /// A replacement the committer writes to its file once the flush covers it.
     replace: Option<(PathBuf, Vec<u8>)>,
+    /// A session write the committer hands to be written behind once the flush covers it.
+    owed: Option<(PathBuf, Owed)>,
     /// A barrier: answered once every entry before it is checkpointed (in the files, flushed,
     /// and out of the journal).
     barrier: bool,
@@ -128,6 +139,8 @@ impl Journal {
             queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
             flushes: AtomicU64::new(0),
+            behind: Behind::new(root),
+            owe_much: AtomicBool::new(false),
         });
         let (checkpoints, pending) = mpsc::sync_channel::<Checkpoint>(1);
         let checkpointer = {
@@ -162,16 +175,7 @@ impl Journal {
     /// written to its file by the journal itself, after the flush and before this returns, so
     /// that no checkpoint can flush the file before its new content is there.
     pub(crate) async fn commit(&self, entry: Entry) -> Result<(), StoreError> {
-        let mut encoded = Vec::new();
-        entry.encode(&mut encoded).map_err(|detail| {
-            StoreError::InvalidRequest(format!("cannot journal this write: {detail}"))
-        })?;
-        if encoded.len() > MAX_PAYLOAD as usize {
-            return Err(StoreError::InvalidRequest(format!(
-                "a write of {} bytes is larger than the file store's journal takes ({MAX_PAYLOAD} bytes)",
-                encoded.len()
-            )));
-        }
+        let encoded = encode(&entry)?;
         let touched = entry.touched().map(Path::to_owned);
         let replace = match entry {
             Entry::Replace { path, bytes } => Some((path, bytes)),
@@ -181,10 +185,58 @@ impl Journal {
             encoded,
             touched,
             replace,
+            owed: None,
             barrier: false,
             done: oneshot::channel().0,
         })
         .await
+    }
+
+    /// Makes a session's append or head durable like [`Journal::commit`], but leaves the file
+    /// to be written behind (see `behind.rs`): nothing is written to it before this call, and
+    /// once it returns, a reader of the file must [`Journal::settle`] its folder first.
+    pub(crate) async fn commit_behind(&self, entry: Entry) -> Result<(), StoreError> {
+        let encoded = encode(&entry)?;
+        let owed = match entry {
+            Entry::Append { path, at, bytes } => (path, Owed::Log { at, bytes }),
+            Entry::Replace { path, bytes } => (path, Owed::Head(bytes)),
+            Entry::Remove { .. } => {
+                return Err(StoreError::InvalidRequest(
+                    "a removal cannot be written behind".to_owned(),
+                ))
+            }
+        };
+        self.enqueue(Waiting {
+            encoded,
+            touched: Some(owed.0.clone()),
+            replace: None,
+            owed: Some(owed),
+            barrier: false,
+            done: oneshot::channel().0,
+        })
+        .await
+    }
+
+    /// Writes what the session folder `dir` (absolute) is owed, so that its files hold every
+    /// write committed behind before the call. Blocking. A failure stops the journal.
+    pub(crate) fn settle(&self, dir: &Path) -> Result<(), StoreError> {
+        self.shared
+            .behind
+            .settle(dir)
+            .inspect_err(|e| self.shared.behind_failed(e))
+    }
+
+    /// [`Journal::settle`] for every folder: before a walk of the root's folders.
+    pub(crate) fn settle_all(&self) -> Result<(), StoreError> {
+        self.shared
+            .behind
+            .settle_all()
+            .inspect_err(|e| self.shared.behind_failed(e))
+    }
+
+    /// Drops what folders at or under `dir` are owed: once the journal holds their removal.
+    pub(crate) fn discard_under(&self, dir: &Path) {
+        self.shared.behind.discard_under(dir);
     }
 
     /// Returns once every entry committed before the call is checkpointed: in its file, flushed,
@@ -195,6 +247,7 @@ impl Journal {
             encoded: Vec::new(),
             touched: None,
             replace: None,
+            owed: None,
             barrier: true,
             done: oneshot::channel().0,
         })
@@ -237,7 +290,9 @@ impl Journal {
     /// caller, how many writes a flush covered.
     #[cfg(test)]
     pub(crate) fn flushes(&self) -> u64 {
-        self.shared.flushes.load(Ordering::Relaxed)
+        self.shared
+            .flushes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -250,6 +305,21 @@ impl Drop for Journal {
             let _ = committer.join();
         }
     }
+}
+
+/// An entry's encoding, refused when the journal could not take it.
+fn encode(entry: &Entry) -> Result<Vec<u8>, StoreError> {
+    let mut encoded = Vec::new();
+    entry.encode(&mut encoded).map_err(|detail| {
+        StoreError::InvalidRequest(format!("cannot journal this write: {detail}"))
+    })?;
+    if encoded.len() > MAX_PAYLOAD as usize {
+        return Err(StoreError::InvalidRequest(format!(
+            "a write of {} bytes is larger than the file store's journal takes ({MAX_PAYLOAD} bytes)",
+            encoded.len()
+        )));
+    }
+    Ok(encoded)
 }
 
 /// The error for a write refused by a stopped journal.
@@ -265,292 +335,33 @@ fn stopped(reason: &str) -> StoreError {
 impl Shared {
     /// Stops the journal for `reason` (the first reason given is kept).
     fn stop(&self, reason: String) {
-        tracing::error!(%reason, "the file store's journal stopped taking writes");
         let mut queue = self.queue.lock();
-        queue.stopped.get_or_insert(reason);
+        if queue.stopped.is_none() {
+            tracing::error!(%reason, "the file store's journal stopped taking writes");
+            queue.stopped = Some(reason);
+        }
     }
 
     fn stopped(&self) -> Option<String> {
         self.queue.lock().stopped.clone()
     }
-}
 
-/// The segment being written.
-struct Segment {
-    file: File,
-    path: PathBuf,
-    number: u64,
-    len: u64,
-}
-
-impl Segment {
-    /// Creates segment `number`, its header flushed and its folder entry durable.
-    fn create(dir: &Path, number: u64) -> Result<Self, StoreError> {
-        let path = dir.join(format!("{number:016}.wal"));
-        let mut file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_error("create", &path))?;
-        let started = file
-            .write_all(SEGMENT_HEADER)
-            .and_then(|()| file.sync_data())
-            .map_err(io_error("write", &path))
-            .and_then(|()| sync_dir(dir));
-        if let Err(e) = started {
-            // Best effort, so that the next attempt can make it again.
-            let _ = std::fs::remove_file(&path);
-            return Err(e);
-        }
-        Ok(Self {
-            file,
-            path,
-            number,
-            len: SEGMENT_HEADER.len() as u64,
-        })
-    }
-}
-
-/// A closed segment and the files it touched, for the checkpointer.
-struct Checkpoint {
-    segment: PathBuf,
-    touched: HashSet<PathBuf>,
-    /// Barriers to answer once it is done.
-    barriers: Vec<oneshot::Sender<Result<(), StoreError>>>,
-}
-
-/// The committer thread's state.
-struct Committer {
-    shared: Arc<Shared>,
-    root: PathBuf,
-    dir: PathBuf,
-    segment: Segment,
-    segment_bytes: u64,
-    /// Files the current segment's entries touched (relative to the root).
-    dirty: HashSet<PathBuf>,
-    /// `None` once closed (the checkpointer then finishes and exits).
-    checkpoints: Option<mpsc::SyncSender<Checkpoint>>,
-    checkpointer: Option<JoinHandle<()>>,
-}
-
-impl Committer {
-    fn run(mut self) {
-        let _stop_on_panic = StopOnPanic(self.shared.clone());
-        while let Some(batch) = self.next_batch() {
-            self.commit(batch);
-        }
-        self.close();
+    /// Stops the journal after journaled writes could not be written behind to their files.
+    fn behind_failed(&self, error: &StoreError) {
+        self.stop(format!(
+            "writing journaled session writes to their files failed: {error}"
+        ));
     }
 
-    /// Waits for entries and takes a batch of them (up to [`BATCH_BYTES`], at least one);
-    /// `None` once the journal closes with nothing left to write.
-    fn next_batch(&self) -> Option<Vec<Waiting>> {
-        let mut queue = self.shared.queue.lock();
-        while queue.waiting.is_empty() && !queue.closing {
-            self.shared.ready.wait(&mut queue);
-        }
-        if queue.waiting.is_empty() {
-            return None;
-        }
-        let mut bytes = 0;
-        let take = queue
-            .waiting
-            .iter()
-            .take_while(|w| {
-                let first = bytes == 0;
-                bytes += w.encoded.len();
-                first || bytes <= BATCH_BYTES
-            })
-            .count();
-        Some(queue.waiting.drain(..take).collect())
-    }
-
-    /// Writes one batch and flushes it, writes its replacements to their files, then answers
-    /// its callers; barriers close the segment and are answered by its checkpoint.
-    fn commit(&mut self, batch: Vec<Waiting>) {
-        if let Some(reason) = self.shared.stopped() {
-            for waiting in batch {
-                let _ = waiting.done.send(Err(stopped(&reason)));
-            }
-            return;
-        }
-        let (barriers, batch): (Vec<Waiting>, Vec<Waiting>) =
-            batch.into_iter().partition(|w| w.barrier);
-        if !batch.is_empty() && !self.flush(batch) {
-            for barrier in barriers {
-                let _ = barrier
-                    .done
-                    .send(Err(stopped(&self.shared.stopped().unwrap_or_default())));
-            }
-            return;
-        }
-        if self.segment.len >= self.segment_bytes || !barriers.is_empty() {
-            self.rotate(barriers.into_iter().map(|b| b.done).collect());
-        }
-    }
-
-    /// Writes and flushes `batch`, writes its replacements, answers it; false if the journal
-    /// stopped.
-    fn flush(&mut self, batch: Vec<Waiting>) -> bool {
-        let payload_len: usize = batch.iter().map(|w| w.encoded.len()).sum();
-        let mut framed = Vec::with_capacity(BATCH_FRAME + payload_len);
-        {
-            let mut payload = Vec::with_capacity(payload_len);
-            for waiting in &batch {
-                payload.extend_from_slice(&waiting.encoded);
-            }
-            frame_batch(&payload, &mut framed);
-        }
-        let written = self
-            .segment
-            .file
-            .write_all(&framed)
-            .and_then(|()| self.segment.file.sync_data());
-        if let Err(e) = written {
-            let reason = format!(
-                "writing or flushing {} failed: {e}",
-                self.segment.path.display()
-            );
-            self.shared.stop(reason.clone());
-            for waiting in batch {
-                let _ = waiting.done.send(Err(stopped(&reason)));
-            }
-            return false;
-        }
-        self.segment.len += framed.len() as u64;
-        self.shared.flushes.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("turnstile_file_journal_flushes_total").increment(1);
-        metrics::counter!("turnstile_file_journal_writes_total").increment(batch.len() as u64);
-        let mut healthy = true;
-        for waiting in batch {
-            if let Some(path) = waiting.touched {
-                self.dirty.insert(path);
-            }
-            let answer = match &waiting.replace {
-                Some((path, bytes)) => self.replace(path, bytes),
-                None => Ok(()),
-            };
-            if let Err(e) = &answer {
-                // Durable in the journal, not in its file: a reopen's replay writes it. Until
-                // then the file would contradict what this process acknowledged.
-                self.shared
-                    .stop(format!("writing a journaled replacement failed: {e}"));
-                healthy = false;
-            }
-            // A caller that stopped waiting is fine: its write is durable all the same.
-            let _ = waiting.done.send(answer);
-        }
-        healthy
-    }
-
-    /// Writes a journaled replacement to its file (not flushed: the segment's checkpoint does).
-    fn replace(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-        let full = self.root.join(path);
-        if let Some(parent) = full.parent() {
-            if !parent.exists() {
-                std::fs::create_dir_all(parent).map_err(io_error("create folder", parent))?;
-            }
-        }
-        replace_unflushed(&full, bytes)
-    }
-
-    /// Starts the next segment and hands the full one to the checkpointer (waiting while it is
-    /// still busy with one and another waits: see [`SEGMENT_BYTES`] for the most segments).
-    fn rotate(&mut self, barriers: Vec<oneshot::Sender<Result<(), StoreError>>>) {
-        let next = match Segment::create(&self.dir, self.segment.number + 1) {
-            Ok(next) => next,
+    /// Writes every debt, stopping the journal on a failure; false if it did.
+    fn settle_all(&self) -> bool {
+        match self.behind.settle_all() {
+            Ok(()) => true,
             Err(e) => {
-                // The full segment stays current: writes go on into it, and the next batch tries
-                // again.
-                tracing::warn!(error = %e, "could not start the journal's next segment");
-                for barrier in barriers {
-                    let _ = barrier.send(Err(StoreError::Unavailable {
-                        backend: "file",
-                        detail: format!("could not start the journal's next segment: {e}"),
-                    }));
-                }
-                return;
-            }
-        };
-        let full = std::mem::replace(&mut self.segment, next);
-        let checkpoint = Checkpoint {
-            segment: full.path,
-            touched: std::mem::take(&mut self.dirty),
-            barriers,
-        };
-        if let Some(checkpoints) = &self.checkpoints {
-            // The checkpointer only exits once this sender is dropped.
-            let _ = checkpoints.send(checkpoint);
-        }
-    }
-
-    /// After the last batch: checkpoints the current segment (unless the journal stopped, when
-    /// every segment stays for the next open to replay) and waits for the checkpointer.
-    fn close(mut self) {
-        if self.shared.stopped().is_none() {
-            let last = Checkpoint {
-                segment: self.segment.path.clone(),
-                touched: std::mem::take(&mut self.dirty),
-                barriers: Vec::new(),
-            };
-            if let Some(checkpoints) = &self.checkpoints {
-                let _ = checkpoints.send(last);
+                self.behind_failed(&e);
+                false
             }
         }
-        self.checkpoints = None;
-        if let Some(checkpointer) = self.checkpointer.take() {
-            let _ = checkpointer.join();
-        }
-    }
-}
-
-/// The checkpointer thread: checkpoints each closed segment in turn, and stops the journal if one
-/// fails (that segment then stays, for the next open to replay).
-fn run_checkpoints(shared: Arc<Shared>, root: &Path, pending: &mpsc::Receiver<Checkpoint>) {
-    let _stop_on_panic = StopOnPanic(shared.clone());
-    for checkpoint in pending {
-        let refused = match shared.stopped() {
-            Some(reason) => Some(reason),
-            None => checkpoint_segment(root, &checkpoint).err().map(|e| {
-                let reason = format!(
-                    "the checkpoint of {} failed: {e}",
-                    checkpoint.segment.display()
-                );
-                shared.stop(reason.clone());
-                reason
-            }),
-        };
-        for barrier in checkpoint.barriers {
-            let _ = barrier.send(match &refused {
-                Some(reason) => Err(stopped(reason)),
-                None => Ok(()),
-            });
-        }
-    }
-}
-
-/// Stops the journal when the thread holding it panics, and drops what waits for a flush, so
-/// that callers get an error instead of waiting for ever.
-struct StopOnPanic(Arc<Shared>);
-
-impl Drop for StopOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.stop("the journal's thread panicked".to_owned());
-            let waiting = std::mem::take(&mut self.0.queue.lock().waiting);
-            drop(waiting);
-        }
-    }
-}
-
-/// Flushes every file `checkpoint` touched and the folders on their paths, then deletes its
-/// segment: what the segment repeated is durable in the files themselves.
-fn checkpoint_segment(root: &Path, checkpoint: &Checkpoint) -> Result<(), StoreError> {
-    replay::flush_files(root, checkpoint.touched.iter().map(PathBuf::as_path))?;
-    std::fs::remove_file(&checkpoint.segment).map_err(io_error("remove", &checkpoint.segment))?;
-    match checkpoint.segment.parent() {
-        Some(dir) => sync_dir(dir),
-        None => Ok(()),
     }
 }
 

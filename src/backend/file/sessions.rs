@@ -142,6 +142,16 @@ impl FileStore {
         &self.inner.root
     }
 
+    /// Writes to the session files every change the journal made durable and has not yet
+    /// written there. While the store runs, a session's `log.jsonl` and `head.json` may lag
+    /// behind what it acknowledged by up to half a second (the journal holds the rest, and every
+    /// read through the store sees it); call this before looking at the files of an open store
+    /// from outside it. Dropping the store does the same, and flushes them.
+    pub async fn settle_files(&self) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
+        blocking(move || inner.journal.settle_all()).await
+    }
+
     async fn lock(&self, key: &SessionKey) -> SessionGuards {
         let gate = self.inner.user_gate(key.user_id()).read_owned().await;
         let index = stripe(key, SESSION_LOCKS);
@@ -299,8 +309,8 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Runs `work` as a task of its own and waits for it: a caller that stops waiting does not stop
-/// it, so locks it holds are released only once its writes are settled (journaled or rolled
-/// back), never between a file write and its journal entry.
+/// it, so locks it holds are released only once its writes are settled (journaled or refused),
+/// never between an append's journal entries.
 async fn detached<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
 ) -> Result<T, StoreError> {
@@ -314,90 +324,67 @@ async fn detached<T: Send + 'static>(
     }
 }
 
-/// What the first step of an append wrote, not yet durable.
-struct Written {
-    version: u64,
-    /// The session's state once the append is durable.
-    after: log::Current,
-    paths: SessionPaths,
-    /// The log lines written, unflushed, and where the log ended before them (for a rollback);
-    /// `None` for an append with no events, which writes no line: its head records it.
-    log: Option<(Entry, u64)>,
-}
-
 impl Inner {
-    /// An append's file work before the journal: checks, then writes the log (unflushed) and the
-    /// shared state.
-    fn write_append(
+    /// A session's state for an append that finds nothing remembered: its files, brought up to
+    /// date with the journal, with an unfinished append a crash left cut off (and kept aside).
+    /// `acknowledged` is where the log ended as this process last knew it: a log found shorter
+    /// is `Corrupt`, and remembered so.
+    fn read_for_append(
         &self,
         key: &SessionKey,
-        base_version: u64,
-        events: &[Event],
-    ) -> Result<Written, StoreError> {
-        // Nothing is written (the shared state included) while the journal refuses writes.
-        if let Some(refusal) = self.journal.refusal() {
-            return Err(refusal);
-        }
+        acknowledged: Option<u64>,
+    ) -> Result<log::Current, StoreError> {
         let paths = SessionPaths::of(&self.root, key);
+        self.journal.settle(&paths.dir)?;
         layout::refuse_links(&self.root, &[&paths.log, &paths.head])?;
-        let current = self.cache.current(&paths, key, true)?;
-        let prepared = match session::prepare(key, &current, base_version, events) {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                // Nothing was written: what is known still holds.
-                self.cache.keep(key, current);
-                return Err(e);
-            }
-        };
-        if prepared.is_empty() {
-            // No line to carry a commit marker, yet the version rises: the head records it,
-            // journaled before the append is acknowledged.
-            session::ensure_dirs(&paths, &current)?;
-            return Ok(Written {
-                version: prepared.version,
-                after: prepared.after,
-                paths,
-                log: None,
-            });
+        let mut current = log::read_current(&paths, key)?;
+        if let Some(end) = acknowledged.filter(|end| current.log_len < *end) {
+            let damage = format!(
+                "the log is {} bytes but {end} were acknowledged; acknowledged events are missing",
+                current.log_len
+            );
+            current.damage = Some(damage.clone());
+            self.cache.keep(key, current);
+            return Err(log::corrupt(key, &paths.log, damage));
         }
-        let log_end = current.log_end;
-        let (entry, prepared) = session::write_log(&self.root, &paths, key, &current, prepared)?;
-        // Shared state is written (and flushed) before the append is acknowledged, so that an
-        // acknowledged turn's shared changes are always on disk (see docs/stores.md for the
-        // crash window this leaves).
-        if let Err(e) = self.write_shared(key, &prepared.shared) {
-            session::rollback(&paths, log_end);
-            return Err(e);
-        }
-        Ok(Written {
-            version: prepared.version,
-            after: prepared.after,
-            paths,
-            log: Some((entry, log_end)),
-        })
+        session::cut_unfinished(&paths, key, current)
     }
 
-    /// Rewrites the session's head for `after` through the journal, which writes the file once
-    /// the entry is durable (see `session::head_entry`). Returns the state to remember.
-    async fn rewrite_head(
-        self: Arc<Self>,
-        key: SessionKey,
-        paths: SessionPaths,
+    /// Makes the append durable: its log lines, then — when one is due, or the append has no
+    /// lines — the session's new head, each through the journal, which writes them to the
+    /// files behind. Returns the state to remember. The head's error fails the call only for
+    /// an append without lines, whose head is the append; otherwise the append is durable by
+    /// then, and either head is consistent with the log.
+    async fn commit_append(
+        &self,
+        key: &SessionKey,
+        at: u64,
+        lines: Vec<u8>,
         after: log::Current,
     ) -> Result<log::Current, StoreError> {
-        let (entry, paths, after) = {
-            let inner = self.clone();
-            blocking(move || {
-                let entry = session::head_entry(&inner.root, &paths, &key, &after)?;
-                Ok((entry, paths, after))
-            })
-            .await?
+        let paths = SessionPaths::of(&self.root, key);
+        let empty = lines.is_empty();
+        if !empty {
+            let entry = session::log_entry(&self.root, &paths, key, at, lines)?;
+            self.journal.commit_behind(entry).await?;
+            if !session::head_due(&after) {
+                return Ok(after);
+            }
+        }
+        let head = session::head_entry(&self.root, &paths, key, &after);
+        let committed = match head {
+            Ok(Some(entry)) => self.journal.commit_behind(entry).await,
+            Ok(None) => return Ok(after),
+            Err(e) => Err(e),
         };
-        let Some(entry) = entry else {
-            return Ok(after);
-        };
-        self.journal.commit(entry).await?;
-        blocking(move || session::headed(&paths, after)).await
+        match committed {
+            Ok(()) => Ok(session::headed(after)),
+            Err(e) if empty => Err(e),
+            Err(e) => {
+                tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
+                Ok(after)
+            }
+        }
     }
 
     /// Removes `dir` once its journaled removal is durable. If the folder cannot be removed, the
@@ -460,7 +447,8 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            let current = inner.cache.current(&paths, &key, false)?;
+            inner.journal.settle(&paths.dir)?;
+            let current = inner.cache.current(&paths, &key)?;
             let events = match &current.record {
                 Some(record) => {
                     log::read_tail(&paths, &key, current.log_end, record.next_seq, window)?
@@ -488,51 +476,63 @@ impl Store for FileStore {
         let (inner, key, events) = (self.inner.clone(), key.clone(), events.to_vec());
         detached(async move {
             let _guards = guards;
-            let written = {
-                let (inner, key) = (inner.clone(), key.clone());
-                blocking(move || inner.write_append(&key, base_version, &events)).await?
+            // Remembered, the common case: no file is read or written before the journal.
+            let current = match inner.cache.take(&key) {
+                // Remembered damage is refused below, and stays remembered.
+                Some(current) if current.damage.is_some() || current.log_len <= current.log_end => {
+                    current
+                }
+                // Not remembered, or its log ends in an unfinished append a crash left, which
+                // is cut off first (reading the files again, which hold all of it).
+                known => {
+                    let (inner, key) = (inner.clone(), key.clone());
+                    let acknowledged = known.map(|known| known.log_end);
+                    blocking(move || inner.read_for_append(&key, acknowledged)).await?
+                }
             };
-            let Written {
-                version,
-                after,
-                paths,
-                log,
-            } = written;
-            let Some((entry, log_end)) = log else {
-                // An append with no events: the head is the append, and its error the append's.
-                let after = inner
-                    .clone()
-                    .rewrite_head(key.clone(), paths, after)
-                    .await
-                    .inspect_err(|_| inner.cache.forget(&key))?;
-                inner.cache.keep(&key, after);
-                return Ok(version);
+            // Nothing is written (the shared state included) while the journal refuses writes.
+            let prepared = match (inner.journal.refusal(), &current.damage) {
+                (Some(refusal), _) => Err(refusal),
+                (None, Some(damage)) => Err(log::corrupt(
+                    &key,
+                    &SessionPaths::of(&inner.root, &key).log,
+                    damage,
+                )),
+                (None, None) => session::prepare(&key, &current, base_version, &events),
             };
-            if let Err(e) = inner.journal.commit(entry).await {
-                // Not acknowledged: take the lines back off the log, and read the session from
-                // its files next time.
-                blocking(move || {
-                    session::rollback(&paths, log_end);
-                    inner.cache.forget(&key);
-                    Ok(())
-                })
-                .await?;
-                return Err(e);
-            }
-            if !session::head_due(&after) {
-                inner.cache.keep(&key, after);
-                return Ok(version);
-            }
-            // The append is durable: a failed head rewrite does not fail it. Either head is
-            // consistent with the log; the files are read again next time.
-            match inner.clone().rewrite_head(key.clone(), paths, after).await {
-                Ok(after) => inner.cache.keep(&key, after),
+            let prepared = match prepared {
+                Ok(prepared) => prepared,
                 Err(e) => {
-                    tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
-                    inner.cache.forget(&key);
+                    // Nothing was written: what is known still holds.
+                    inner.cache.keep(&key, current);
+                    return Err(e);
+                }
+            };
+            if !prepared.shared.is_empty() {
+                // Shared state is written (and flushed) before the append is acknowledged, so
+                // that an acknowledged turn's shared changes are always on disk (see
+                // docs/stores.md for the crash window this leaves).
+                let (inner2, key2, shared) = (inner.clone(), key.clone(), prepared.shared.clone());
+                if let Err(e) = blocking(move || inner2.write_shared(&key2, &shared)).await {
+                    inner.cache.keep(&key, current);
+                    return Err(e);
                 }
             }
-            Ok(version)
+            let version = prepared.version;
+            match inner
+                .commit_append(&key, current.log_end, prepared.lines, prepared.after)
+                .await
+            {
+                Ok(after) => {
+                    inner.cache.keep(&key, after);
+                    Ok(version)
+                }
+                Err(e) => {
+                    // Not acknowledged; the files, brought up to date, say what is known.
+                    inner.cache.forget(&key);
+                    Err(e)
+                }
+            }
         })
         .await
     }
@@ -548,7 +548,8 @@ impl Store for FileStore {
         blocking(move || {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
-            let current = inner.cache.current(&paths, &key, false)?;
+            inner.journal.settle(&paths.dir)?;
+            let current = inner.cache.current(&paths, &key)?;
             let next_seq = current.record.as_ref().map_or(1, |r| r.next_seq);
             log::scan(&paths, &key, current.log_end, next_seq, from, limit)
         })
@@ -561,9 +562,16 @@ impl Store for FileStore {
         detached(async move {
             let _guards = guards;
             let paths = SessionPaths::of(&inner.root, &key);
+            {
+                // A session the journal knows and its files not yet: its folder is made, so
+                // that what is removed (and reported) is what exists.
+                let (inner, dir) = (inner.clone(), paths.dir.clone());
+                blocking(move || inner.journal.settle(&dir)).await?;
+            }
             // Journaled first, so that a replay after a crash never writes the session back.
             inner.journal.commit(inner.removal(&paths.dir)?).await?;
             blocking(move || {
+                inner.journal.discard_under(&paths.dir);
                 let removed = inner.remove_journaled(&paths.dir);
                 inner.cache.forget(&key);
                 removed
@@ -576,7 +584,12 @@ impl Store for FileStore {
     async fn list(&self, user_id: &str, page: &PageRequest) -> Result<Page, StoreError> {
         check_page(page)?;
         let (inner, user_id, page) = (self.inner.clone(), user_id.to_owned(), page.clone());
-        blocking(move || listing::list(&inner.root, &inner.cache, &user_id, &page)).await
+        blocking(move || {
+            // The walk finds sessions by their folders: those the journal holds first.
+            inner.journal.settle_all()?;
+            listing::list(&inner.root, &inner.cache, &user_id, &page)
+        })
+        .await
     }
 
     async fn delete_user(&self, user_id: &str) -> Result<u64, StoreError> {
@@ -586,6 +599,11 @@ impl Store for FileStore {
         detached(async move {
             let _gate = gate;
             let user_dir = layout::user_dir(&inner.root, &user_id);
+            {
+                // Sessions are counted by their folders: those the journal holds first.
+                let inner = inner.clone();
+                blocking(move || inner.journal.settle_all()).await?;
+            }
             // Journaled first, so that a replay after a crash never writes the user back.
             inner.journal.commit(inner.removal(&user_dir)?).await?;
             let count = {
@@ -599,6 +617,7 @@ impl Store for FileStore {
                                 || dir.join(layout::LOG_FILE).exists()
                         })
                         .count() as u64;
+                    inner.journal.discard_under(&user_dir);
                     let removed = inner.remove_journaled(&user_dir);
                     inner.cache.forget_user(&user_id);
                     removed.map(|_| count)
@@ -615,8 +634,11 @@ impl Store for FileStore {
 
     async fn gc(&self, policy: &GcPolicy, now_ms: u64) -> Result<GcReport, StoreError> {
         let inner = self.inner.clone();
-        let scanned: HashMap<SessionKey, u64> =
-            blocking(move || listing::scan_updated(&inner.root, &inner.cache)).await?;
+        let scanned: HashMap<SessionKey, u64> = blocking(move || {
+            inner.journal.settle_all()?;
+            listing::scan_updated(&inner.root, &inner.cache)
+        })
+        .await?;
         let candidates = scanned.iter().map(|(k, u)| (k.clone(), *u)).collect();
         let mut removed = Vec::new();
         for key in select_for_gc(candidates, policy, now_ms) {
@@ -629,14 +651,18 @@ impl Store for FileStore {
                 // Skip a session written since the scan: it is no longer what gc chose.
                 let still = {
                     let (inner, paths, key2) = (inner.clone(), paths.clone(), key2.clone());
-                    blocking(move || Ok(listing::updated_ms(&inner.cache, &paths, &key2) == seen))
-                        .await?
+                    blocking(move || {
+                        inner.journal.settle(&paths.dir)?;
+                        Ok(listing::updated_ms(&inner.cache, &paths, &key2) == seen)
+                    })
+                    .await?
                 };
                 if !still {
                     return Ok(false);
                 }
                 inner.journal.commit(inner.removal(&paths.dir)?).await?;
                 blocking(move || {
+                    inner.journal.discard_under(&paths.dir);
                     let removed = inner.remove_journaled(&paths.dir);
                     inner.cache.forget(&key2);
                     removed

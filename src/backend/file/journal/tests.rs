@@ -1,6 +1,9 @@
 use std::fs;
 use std::path::Path;
 
+use std::fs::OpenOptions;
+use std::io::Write;
+
 use super::format::{frame_batch, SEGMENT_HEADER};
 use super::*;
 
@@ -289,4 +292,84 @@ async fn a_stopped_journal_refuses_writes_and_says_why() {
         other => panic!("expected Unavailable, got {other:?}"),
     }
     assert!(journal.refusal().is_some());
+}
+
+/// Writes behind the journal: many writers commit appends and heads of their own sessions
+/// while readers settle sessions and the journal checkpoints small segments. Every reader that
+/// settled a session finds at least what was acknowledged before, every checkpoint leaves the
+/// files holding what its segments covered, and at the end every file is exactly its appends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_behind_reach_their_files_before_any_reader_or_checkpoint_needs_them() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Arc::new(Journal::open_with(root.path(), 16 * 1024).unwrap());
+    let sessions = 80;
+    let rounds = 12;
+    let line = |s: usize, r: usize| format!("{{\"s\":{s},\"r\":{r}}}\n").into_bytes();
+    let tasks: Vec<_> = (0..sessions)
+        .map(|s| {
+            let (journal, root) = (journal.clone(), root.path().to_owned());
+            tokio::spawn(async move {
+                let dir = root.join(format!("users/u/sessions/s{s}"));
+                let mut end = 0;
+                for r in 0..rounds {
+                    let bytes = line(s, r);
+                    let entry = append(&format!("users/u/sessions/s{s}/log.jsonl"), end, &bytes);
+                    journal.commit_behind(entry).await.unwrap();
+                    end += bytes.len() as u64;
+                    if r % 4 == 0 {
+                        let head = Entry::Replace {
+                            path: format!("users/u/sessions/s{s}/head.json").into(),
+                            bytes: format!("{end}").into_bytes(),
+                        };
+                        journal.commit_behind(head).await.unwrap();
+                    }
+                    if r % 3 == 2 {
+                        // A reader: what was acknowledged is in the file once it settled.
+                        let (journal, dir) = (journal.clone(), dir.clone());
+                        let len = tokio::task::spawn_blocking(move || {
+                            journal.settle(&dir).unwrap();
+                            fs::metadata(dir.join("log.jsonl")).unwrap().len()
+                        })
+                        .await
+                        .unwrap();
+                        assert!(
+                            len >= end,
+                            "session {s}: {len} bytes after {end} acknowledged"
+                        );
+                    }
+                    if s == 0 && r % 4 == 3 {
+                        // Every segment before it checkpointed: written, flushed, deleted.
+                        journal.checkpoint().await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    journal.settle_all().unwrap();
+    for s in 0..sessions {
+        let dir = root.path().join(format!("users/u/sessions/s{s}"));
+        let expected: Vec<u8> = (0..rounds).flat_map(|r| line(s, r)).collect();
+        assert_eq!(
+            fs::read(dir.join("log.jsonl")).unwrap(),
+            expected,
+            "session {s}"
+        );
+        let head: u64 = fs::read_to_string(dir.join("head.json"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The newest head written: the one of the last round divisible by 4.
+        let last = (0..rounds).filter(|r| r % 4 == 0).max().unwrap();
+        let covered: usize = (0..=last).map(|r| line(s, r).len()).sum();
+        assert_eq!(head, covered as u64, "session {s}");
+    }
+    drop(Arc::into_inner(journal).expect("the only reference"));
+    assert_eq!(
+        segment_count(root.path()),
+        0,
+        "a clean close leaves no journal"
+    );
 }

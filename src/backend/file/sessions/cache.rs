@@ -3,14 +3,14 @@
 //!
 //! It can be trusted because a root is open in one process at a time (the lock file), and every
 //! write to a session goes through this store under the session's lock, which keeps its entry up
-//! to date or drops it. An entry is still checked against two `stat`s before use, so that a
-//! file changed behind the store's back (a restored backup, a hand edit) is read again rather
-//! than overwritten on stale knowledge.
+//! to date or drops it. It is the only place that knows a session's newest state before the
+//! journal's writes behind reach its files, so an append uses it without looking at them; a
+//! file changed behind a running store's back is found when those writes reach it
+//! (`journal/behind.rs`).
 
 use lru::LruCache;
 use parking_lot::Mutex;
 
-use super::fsio::{len_or_zero, stamp_optional};
 use super::layout::SessionPaths;
 use super::log::{corrupt, read_current, Current};
 use crate::key::SessionKey;
@@ -119,43 +119,44 @@ impl HeadCache {
         }
     }
 
-    /// The session as its files hold it now: the remembered state if the files are unchanged
-    /// since, else read from disk (and remembered). With `take`, the entry is removed and the
-    /// caller puts back what it then writes ([`HeadCache::keep`]); a failure in between leaves
-    /// nothing stale behind.
-    ///
-    /// A log shorter than what this process acknowledged is `Corrupt`, and the entry is kept so
-    /// that every later call says so too: after a restart, a cut inside the appends past the
-    /// head could no longer be told from a crash mid-append.
+    /// The remembered state of a session, taken out of the cache: the caller puts back what it
+    /// then writes ([`HeadCache::keep`]), so a failure in between leaves nothing stale behind.
+    pub(super) fn take(&self, key: &SessionKey) -> Option<Current> {
+        self.entries.lock().pop(key)
+    }
+
+    /// The session as its files hold it, for a read (which the caller has brought up to date
+    /// with the journal): read from them, so that a file changed behind the store's back is
+    /// seen, and remembered. A log shorter than what this process acknowledged is `Corrupt`, and
+    /// remembered as damage, so that every later call says so too: after a restart, a cut inside
+    /// the appends past the head could no longer be told from a crash mid-append.
     pub(super) fn current(
         &self,
         paths: &SessionPaths,
         key: &SessionKey,
-        take: bool,
     ) -> Result<Current, StoreError> {
-        let known = if take {
-            self.entries.lock().pop(key)
-        } else {
-            self.entries.lock().get(key)
-        };
-        if let Some(known) = known {
-            match unchanged(&known, paths, key) {
-                Ok(true) => return Ok(known),
-                Ok(false) => {}
-                Err(e) => {
-                    if take {
-                        self.keep(key, known);
-                    }
-                    return Err(e);
-                }
+        let known = self.entries.lock().get(key);
+        if let Some(damage) = known.as_ref().and_then(|known| known.damage.clone()) {
+            return Err(corrupt(key, &paths.log, damage));
+        }
+        let found = match read_current(paths, key) {
+            Ok(found) => found,
+            Err(e) => {
+                self.forget(key);
+                return Err(e);
             }
+        };
+        if let Some(mut known) = known.filter(|known| found.log_len < known.log_end) {
+            let damage = format!(
+                "the log is {} bytes but {} were acknowledged; acknowledged events are missing",
+                found.log_len, known.log_end
+            );
+            known.damage = Some(damage.clone());
+            self.keep(key, known);
+            return Err(corrupt(key, &paths.log, damage));
         }
-        self.forget(key);
-        let current = read_current(paths, key)?;
-        if !take {
-            self.keep(key, current.clone());
-        }
-        Ok(current)
+        self.keep(key, found.clone());
+        Ok(found)
     }
 
     /// Like [`HeadCache::current`] without changing the cache: for listings and `gc`, which
@@ -165,11 +166,8 @@ impl HeadCache {
         paths: &SessionPaths,
         key: &SessionKey,
     ) -> Result<Current, StoreError> {
-        let known = self.entries.lock().peek(key);
-        if let Some(known) = known {
-            if unchanged(&known, paths, key)? {
-                return Ok(known);
-            }
+        if let Some(known) = self.entries.lock().peek(key) {
+            return Ok(known);
         }
         read_current(paths, key)
     }
@@ -205,23 +203,6 @@ impl HeadCache {
     }
 }
 
-/// Whether the files still are as `known` says: the same `head.json` and a log of the same
-/// length. `Corrupt` if the log lost bytes this process acknowledged.
-fn unchanged(known: &Current, paths: &SessionPaths, key: &SessionKey) -> Result<bool, StoreError> {
-    let log_len = len_or_zero(&paths.log)?;
-    if log_len < known.log_end {
-        return Err(corrupt(
-            key,
-            &paths.log,
-            format!(
-                "the log is {log_len} bytes but {} were acknowledged; acknowledged events are missing",
-                known.log_end
-            ),
-        ));
-    }
-    Ok(log_len == known.log_len && stamp_optional(&paths.head)? == known.head)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -244,7 +225,8 @@ mod tests {
             log_len: 0,
             head_end: 0,
             unheaded: 0,
-            head: None,
+            has_head: true,
+            damage: None,
         }
     }
 

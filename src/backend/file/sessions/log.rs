@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::fsio::{io_error, len_or_zero, read_stamped, Stamp};
+use super::fsio::{io_error, len_or_zero, read_optional};
 use super::layout::SessionPaths;
 use super::line;
 use crate::key::SessionKey;
@@ -43,8 +43,11 @@ pub(super) struct Current {
     pub head_end: u64,
     /// How many complete appends lie past `head_end`.
     pub unheaded: u32,
-    /// The `head.json` this was read from or last written; `None` when there is none.
-    pub head: Option<Stamp>,
+    /// Whether the session has a `head.json` (on disk or owed to it by the journal).
+    pub has_head: bool,
+    /// What a read found missing from files this store wrote while it runs (acknowledged
+    /// bytes): every later append and read of the session is refused with it.
+    pub damage: Option<String>,
 }
 
 /// The error for unreadable stored data of `key`, naming the file.
@@ -110,13 +113,14 @@ pub(super) fn stored_key(paths: &SessionPaths) -> Option<SessionKey> {
 /// head's end to wherever the file ends at that moment, so an append cutting an unfinished tail
 /// meanwhile can only make it see less of that tail, never fail.
 pub(super) fn read_current(paths: &SessionPaths, key: &SessionKey) -> Result<Current, StoreError> {
-    let (record, head_end, head) = match read_stamped(&paths.head)? {
-        Some((bytes, stamp)) => {
+    let (record, head_end) = match read_optional(&paths.head)? {
+        Some(bytes) => {
             let (record, end) = decode_head(&bytes, key, &paths.head)?;
-            (Some(record), end, Some(stamp))
+            (Some(record), end)
         }
-        None => (None, 0, None),
+        None => (None, 0),
     };
+    let has_head = record.is_some();
     // From the head's last byte, which must end a line: a head that covers part of a line
     // does not describe this log.
     let from = head_end.saturating_sub(1);
@@ -148,7 +152,8 @@ pub(super) fn read_current(paths: &SessionPaths, key: &SessionKey) -> Result<Cur
         log_len,
         head_end,
         unheaded: 0,
-        head,
+        has_head,
+        damage: None,
     };
     fold_tail(&mut current, key, &paths.log, tail)?;
     if current.log_end < log_len {
@@ -296,16 +301,7 @@ fn read_range(path: &Path, from: u64, to: u64) -> Result<Vec<u8>, StoreError> {
 /// Reads a file from byte `from` to its end as it is now; empty when it does not exist or is
 /// shorter.
 pub(super) fn read_from(path: &Path, from: u64) -> Result<Vec<u8>, StoreError> {
-    let mut file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error("open", path)(e)),
-    };
-    file.seek(SeekFrom::Start(from))
-        .map_err(io_error("seek", path))?;
-    let mut buf = Vec::new();
-    file.read_to_end(&mut buf).map_err(io_error("read", path))?;
-    Ok(buf)
+    super::fsio::read_tail_from(path, from)
 }
 
 /// Reads the newest `window` events of a log whose valid part ends at `end`, reading backwards

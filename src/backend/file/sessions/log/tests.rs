@@ -15,7 +15,8 @@ fn headless() -> Current {
         log_len: 0,
         head_end: 0,
         unheaded: 0,
-        head: None,
+        has_head: false,
+        damage: None,
     }
 }
 

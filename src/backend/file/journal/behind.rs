@@ -1,0 +1,490 @@
+//! Session writes the journal made durable but that are not yet in the session's files: the
+//! file store writes them *behind* the journal, many appends of a session in one write, instead
+//! of opening and writing the log on every append.
+//!
+//! A session's debt is the log bytes owed (each run of them with the offset it starts at) and
+//! the newest `head.json` owed. It is written — log bytes first, then the head, so that no head
+//! on disk covers log bytes that are not there — when a reader of the session's files asks
+//! ([`Behind::settle`]), when the debts pass [`OWED_BYTES`], a short while after they were made
+//! ([`WRITE_AFTER`]), and before a journal segment is checkpointed (which then flushes the
+//! files). Until then the journal holds the bytes durably, and a restart's replay writes them.
+//!
+//! Writers are serialised ([`Behind::writing`]), so a session's debt is never written by two
+//! threads at once and a reader that settled a session knows nothing of it is still on its way.
+//! A debt that cannot be written is put back (readers of that session get the error) and the
+//! journal stops: the files would otherwise fall behind what was acknowledged for good.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::backend::file::fsio::{io_error, keep_cut, replace_unflushed};
+use crate::backend::file::layout::{refuse_links, HEAD_FILE, LOG_FILE};
+use crate::store::StoreError;
+
+/// Once the debts hold this many bytes, the journal's checkpoint thread writes them all.
+///
+/// Bounds what debts cost in memory (every owed byte is also in the journal, on disk) while a
+/// session's turns in a burst still coalesce into one write of its log.
+pub(crate) const OWED_BYTES: usize = 8 * 1024 * 1024;
+
+/// Past this many bytes owed (the checkpoint thread falling behind), the journal's committer
+/// writes the debts itself before it takes the next batch: appends then wait for the disk.
+pub(crate) const OWED_BYTES_MAX: usize = 4 * OWED_BYTES;
+
+/// Debts are written at the latest this long after the oldest was made, so that the files of
+/// a quiet store catch up with it.
+pub(crate) const WRITE_AFTER: Duration = Duration::from_millis(500);
+
+/// Folders [`Behind::settle_all`] writes per hold of the writers' lock.
+const SLICE: usize = 64;
+
+/// Threads that write one slice.
+const WRITERS: usize = 4;
+
+/// One write the journal made durable for a session file, to be written behind.
+#[derive(Debug)]
+pub(crate) enum Owed {
+    /// `bytes` at offset `at` of the session's log.
+    Log { at: u64, bytes: Vec<u8> },
+    /// The session's new `head.json`.
+    Head(Vec<u8>),
+}
+
+/// What one session folder is owed.
+#[derive(Debug, Default)]
+struct Debt {
+    /// Runs of log bytes, each with its offset; a run continuing the last one extends it.
+    log: Vec<(u64, Vec<u8>)>,
+    head: Option<Vec<u8>>,
+    /// The number of the oldest write it holds ([`Owing::next`] when it was owed).
+    oldest: u64,
+}
+
+impl Debt {
+    fn add(&mut self, owed: Owed) {
+        match owed {
+            Owed::Log { at, bytes } => match self.log.last_mut() {
+                Some((start, run)) if *start + run.len() as u64 == at => {
+                    run.extend_from_slice(&bytes);
+                }
+                _ => self.log.push((at, bytes)),
+            },
+            Owed::Head(bytes) => self.head = Some(bytes),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.log.iter().map(|(_, run)| run.len()).sum::<usize>()
+            + self.head.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Puts `older` (taken out earlier, then not written) in front of what was owed since.
+    fn prepend(&mut self, mut older: Debt) {
+        older.log.append(&mut self.log);
+        self.log = older.log;
+        if self.head.is_none() {
+            self.head = older.head;
+        }
+        self.oldest = self.oldest.min(older.oldest);
+    }
+}
+
+/// Every session folder's debt; see the module docs.
+#[derive(Debug)]
+pub(crate) struct Behind {
+    root: PathBuf,
+    owed: Mutex<Owing>,
+    /// Held by whoever writes debts (or discards them), for the whole write: what a writer
+    /// takes out of [`Owing::debts`] is in [`Owing::in_flight`] until it is written or put back,
+    /// and only while this is held.
+    writing: Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Owing {
+    /// By session folder (absolute).
+    debts: HashMap<PathBuf, Debt>,
+    /// What the debts hold, in bytes.
+    bytes: usize,
+    /// When the oldest debt still owed was made.
+    since: Option<Instant>,
+    /// Numbers the writes owed, in order, so that a settle can tell what was owed before it.
+    next: u64,
+    /// Folders whose debt a writer took and is writing.
+    in_flight: HashSet<PathBuf>,
+}
+
+impl Owing {
+    /// Takes `dir`'s debt out, to be written by the caller (who holds the writers' lock).
+    fn take(&mut self, dir: &Path) -> Option<Debt> {
+        let debt = self.debts.remove(dir)?;
+        self.bytes -= debt.bytes();
+        if self.debts.is_empty() {
+            self.since = None;
+        }
+        self.in_flight.insert(dir.to_owned());
+        Some(debt)
+    }
+
+    /// Ends a write of `dir`'s debt taken with [`Owing::take`]: `unwritten` is put back in
+    /// front of anything owed since.
+    fn done(&mut self, dir: &Path, unwritten: Option<Debt>) {
+        self.in_flight.remove(dir);
+        if let Some(older) = unwritten {
+            let debt = self.debts.entry(dir.to_owned()).or_insert_with(|| Debt {
+                oldest: older.oldest,
+                ..Debt::default()
+            });
+            let before = debt.bytes();
+            debt.prepend(older);
+            self.bytes = self.bytes + debt.bytes() - before;
+            self.since.get_or_insert_with(Instant::now);
+        }
+    }
+}
+
+impl Behind {
+    pub(crate) fn new(root: &Path) -> Self {
+        Self {
+            root: root.to_owned(),
+            owed: Mutex::new(Owing::default()),
+            writing: Mutex::new(()),
+        }
+    }
+
+    /// Records that `path` (relative to the root) is owed `owed`; returns the bytes now owed in
+    /// all.
+    pub(crate) fn owe(&self, path: &Path, owed: Owed) -> usize {
+        let dir = match self.root.join(path).parent() {
+            Some(dir) => dir.to_owned(),
+            None => self.root.clone(),
+        };
+        let mut owing = self.owed.lock();
+        let number = owing.next;
+        owing.next += 1;
+        let debt = owing.debts.entry(dir).or_insert_with(|| Debt {
+            oldest: number,
+            ..Debt::default()
+        });
+        let before = debt.bytes();
+        debt.add(owed);
+        let after = debt.bytes();
+        owing.bytes = owing.bytes + after - before;
+        owing.since.get_or_insert_with(Instant::now);
+        owing.bytes
+    }
+
+    /// Bytes owed in all, and how long the oldest debt has waited.
+    pub(crate) fn owing(&self) -> (usize, Option<Duration>) {
+        let owing = self.owed.lock();
+        (owing.bytes, owing.since.map(|since| since.elapsed()))
+    }
+
+    /// Writes what the session folder `dir` (absolute) is owed, if anything. Once this returns
+    /// `Ok`, its files hold everything journaled for it before the call. Blocking.
+    pub(crate) fn settle(&self, dir: &Path) -> Result<(), StoreError> {
+        {
+            // The common case — nothing owed, nothing on its way — takes no writer's turn.
+            let owing = self.owed.lock();
+            if !owing.debts.contains_key(dir) && !owing.in_flight.contains(dir) {
+                return Ok(());
+            }
+        }
+        let _writing = self.writing.lock();
+        let Some(debt) = self.owed.lock().take(dir) else {
+            return Ok(());
+        };
+        self.write(dir, debt)
+    }
+
+    /// Writes every debt owed when it is called: once this returns `Ok`, the files hold every
+    /// write owed before the call (none of them is still on its way). Blocking; the first
+    /// failure is returned (the debts not written stay). Works in slices of [`SLICE`] folders,
+    /// so that a reader settling one session waits for a slice, not for everything.
+    pub(crate) fn settle_all(&self) -> Result<(), StoreError> {
+        let limit = self.owed.lock().next;
+        loop {
+            // Taking the writers' lock also waits for writes other threads have on their way.
+            let _writing = self.writing.lock();
+            let slice: Vec<(PathBuf, Debt)> = {
+                let mut owing = self.owed.lock();
+                let dirs: Vec<PathBuf> = owing
+                    .debts
+                    .iter()
+                    .filter(|(_, debt)| debt.oldest < limit)
+                    .map(|(dir, _)| dir.clone())
+                    .take(SLICE)
+                    .collect();
+                dirs.into_iter()
+                    .filter_map(|dir| owing.take(&dir).map(|debt| (dir, debt)))
+                    .collect()
+            };
+            if slice.is_empty() {
+                return Ok(());
+            }
+            self.write_slice(slice)?;
+        }
+    }
+
+    /// Writes a slice of debts (the caller holds the writers' lock) with up to [`WRITERS`]
+    /// threads: the folders are distinct, and what bounds these writes is the file system's
+    /// creation of folders and files, which several threads get through faster. Scoped threads,
+    /// not the file kit's I/O pool, whose threads may themselves be waiting for this lock.
+    fn write_slice(&self, slice: Vec<(PathBuf, Debt)>) -> Result<(), StoreError> {
+        let chunk = slice.len().div_ceil(WRITERS).max(1);
+        let mut chunks: Vec<Vec<(PathBuf, Debt)>> = Vec::new();
+        let mut slice = slice.into_iter().peekable();
+        while slice.peek().is_some() {
+            chunks.push(slice.by_ref().take(chunk).collect());
+        }
+        let results: Vec<Result<(), StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| {
+                    scope.spawn(move || {
+                        let mut first_error = Ok(());
+                        for (dir, debt) in chunk {
+                            if first_error.is_err() {
+                                self.owed.lock().done(&dir, Some(debt));
+                                continue;
+                            }
+                            first_error = self.write(&dir, debt);
+                        }
+                        first_error
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|handle| match handle.join() {
+                    Ok(result) => result,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        results.into_iter().collect()
+    }
+
+    /// Drops every debt of a folder at or under `dir` (absolute), which is being removed: its
+    /// removal is journaled, so no replay writes them back either.
+    pub(crate) fn discard_under(&self, dir: &Path) {
+        let _writing = self.writing.lock();
+        let mut owing = self.owed.lock();
+        let gone: Vec<PathBuf> = owing
+            .debts
+            .keys()
+            .filter(|owed| owed.starts_with(dir))
+            .cloned()
+            .collect();
+        for owed in gone {
+            owing.take(&owed);
+            owing.done(&owed, None);
+        }
+    }
+
+    /// Whether any folder at or under `dir` (absolute) is owed something.
+    #[cfg(test)]
+    fn owes_under(&self, dir: &Path) -> bool {
+        self.owed
+            .lock()
+            .debts
+            .keys()
+            .any(|owed| owed.starts_with(dir))
+    }
+
+    /// Writes a debt taken out of the map (the caller holds the writers' lock); on failure it is
+    /// put back, so that readers of the folder get the error too.
+    fn write(&self, dir: &Path, debt: Debt) -> Result<(), StoreError> {
+        let written = write_debt(&self.root, dir, &debt);
+        let unwritten = written.is_err().then_some(debt);
+        self.owed.lock().done(dir, unwritten);
+        written
+    }
+}
+
+/// Writes one session folder's debt: its folders if new, its log runs at their offsets, then
+/// its head. Nothing is flushed (the segment's checkpoint does). Bytes past the end this store
+/// acknowledged (an unfinished append that appeared behind its back) are cut off first, a copy
+/// kept beside the log; a log shorter than that end lost acknowledged bytes: `Corrupt`,
+/// nothing written.
+fn write_debt(root: &Path, dir: &Path, debt: &Debt) -> Result<(), StoreError> {
+    let (log, head) = (dir.join(LOG_FILE), dir.join(HEAD_FILE));
+    refuse_links(root, &[&log, &head])?;
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(io_error("create folder", dir))?;
+    }
+    if let Some((first, _)) = debt.log.first() {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log)
+            .map_err(io_error("open", &log))?;
+        let len = file.metadata().map_err(io_error("stat", &log))?.len();
+        if len > *first && !holds_own_bytes(&file, *first, len, &debt.log) {
+            keep_cut(&log, *first, &dir.display())?;
+            file.set_len(*first)
+                .map_err(io_error("truncate the unfinished append in", &log))?;
+        } else if len < *first {
+            return Err(StoreError::Corrupt {
+                key: dir.display().to_string(),
+                detail: format!(
+                    "{}: the log is {len} bytes, but {first} were acknowledged; acknowledged \
+                     events are missing (the log was changed behind the store's back)",
+                    log.display()
+                ),
+            });
+        }
+        for (at, run) in &debt.log {
+            file.write_all_at(run, *at)
+                .map_err(io_error("append to", &log))?;
+        }
+    }
+    if let Some(bytes) = &debt.head {
+        replace_unflushed(&head, bytes)?;
+    }
+    Ok(())
+}
+
+/// Whether the log's bytes from `first` to `len` are the start of the runs about to be
+/// written there: left by an earlier try at this debt that failed part-way, not by anyone else.
+fn holds_own_bytes(file: &std::fs::File, first: u64, len: u64, runs: &[(u64, Vec<u8>)]) -> bool {
+    let mut expected = Vec::new();
+    for (at, run) in runs {
+        if *at != first + expected.len() as u64 {
+            break;
+        }
+        expected.extend_from_slice(run);
+    }
+    let Ok(found_len) = usize::try_from(len - first) else {
+        return false;
+    };
+    if found_len > expected.len() {
+        return false;
+    }
+    let mut found = vec![0; found_len];
+    file.read_exact_at(&mut found, first).is_ok() && found == expected[..found_len]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_of(dir: &Path) -> Vec<u8> {
+        std::fs::read(dir.join(LOG_FILE)).unwrap()
+    }
+
+    #[test]
+    fn a_debt_is_written_log_first_in_one_run_and_only_once() {
+        let root = tempfile::tempdir().unwrap();
+        let behind = Behind::new(root.path());
+        let session = Path::new("users/u/sessions/s");
+        let dir = root.path().join(session);
+        behind.owe(
+            &session.join(LOG_FILE),
+            Owed::Log {
+                at: 0,
+                bytes: b"a\n".to_vec(),
+            },
+        );
+        behind.owe(
+            &session.join(HEAD_FILE),
+            Owed::Head(b"{\"old\":1}".to_vec()),
+        );
+        let total = behind.owe(
+            &session.join(LOG_FILE),
+            Owed::Log {
+                at: 2,
+                bytes: b"b\n".to_vec(),
+            },
+        );
+        behind.owe(
+            &session.join(HEAD_FILE),
+            Owed::Head(b"{\"new\":1}".to_vec()),
+        );
+        assert!(total >= 4);
+        assert!(!dir.exists(), "nothing is written before a settle");
+        assert!(behind.owes_under(&root.path().join("users/u")));
+        behind.settle(&dir).unwrap();
+        assert_eq!(log_of(&dir), b"a\nb\n");
+        assert_eq!(std::fs::read(dir.join(HEAD_FILE)).unwrap(), b"{\"new\":1}");
+        assert_eq!(behind.owing(), (0, None));
+        // Settled debts are gone: settling again writes nothing.
+        std::fs::write(dir.join(HEAD_FILE), b"kept").unwrap();
+        behind.settle_all().unwrap();
+        assert_eq!(std::fs::read(dir.join(HEAD_FILE)).unwrap(), b"kept");
+    }
+
+    #[test]
+    fn a_log_changed_behind_the_store_keeps_its_debt_and_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let behind = Behind::new(root.path());
+        let session = Path::new("users/u/sessions/s");
+        let dir = root.path().join(session);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(LOG_FILE), b"a\n").unwrap();
+        behind.owe(
+            &session.join(LOG_FILE),
+            Owed::Log {
+                at: 5,
+                bytes: b"c\n".to_vec(),
+            },
+        );
+        let error = behind.settle(&dir).unwrap_err().to_string();
+        assert!(error.contains("acknowledged events are missing"), "{error}");
+        assert_eq!(log_of(&dir), b"a\n", "nothing written");
+        assert_eq!(behind.owing().0, 2, "the debt is kept");
+        assert!(
+            behind.settle_all().is_err(),
+            "and every later settle says so"
+        );
+    }
+
+    #[test]
+    fn bytes_past_the_acknowledged_end_are_cut_off_and_kept_beside_the_log() {
+        let root = tempfile::tempdir().unwrap();
+        let behind = Behind::new(root.path());
+        let session = Path::new("users/u/sessions/s");
+        let dir = root.path().join(session);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(LOG_FILE), b"a\nleft").unwrap();
+        let log = session.join(LOG_FILE);
+        let at = 2;
+        let bytes = b"b\n".to_vec();
+        behind.owe(&log, Owed::Log { at, bytes });
+        behind.settle(&dir).unwrap();
+        assert_eq!(log_of(&dir), b"a\nb\n");
+        assert_eq!(std::fs::read(dir.join("log.jsonl.cut-2")).unwrap(), b"left");
+    }
+
+    #[test]
+    fn discarding_a_removed_folder_drops_its_debts_and_no_other() {
+        let root = tempfile::tempdir().unwrap();
+        let behind = Behind::new(root.path());
+        for session in [
+            "users/u/sessions/a",
+            "users/u/sessions/b",
+            "users/v/sessions/a",
+        ] {
+            let log = Path::new(session).join(LOG_FILE);
+            behind.owe(
+                &log,
+                Owed::Log {
+                    at: 0,
+                    bytes: b"x\n".to_vec(),
+                },
+            );
+        }
+        behind.discard_under(&root.path().join("users/u"));
+        assert_eq!(behind.owing().0, 2);
+        behind.settle_all().unwrap();
+        assert!(!root.path().join("users/u").exists());
+        assert_eq!(log_of(&root.path().join("users/v/sessions/a")), b"x\n");
+    }
+}
