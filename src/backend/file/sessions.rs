@@ -16,13 +16,12 @@ mod log;
 // Reached only through `crate::fuzzing`.
 #[cfg(feature = "testing")]
 pub(crate) mod probe;
+mod root_lock;
 mod session;
 mod shared;
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions, TryLockError};
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,11 +29,12 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedRwLockReadGuard, RwLock};
 
 use self::cache::HeadCache;
+use self::root_lock::{lock_root, RootLock};
 use super::journal::{self, Entry, Journal};
-use super::layout::{SessionPaths, APP_FILE, LOCK_FILE, TRASH_DIR, USER_FILE};
+use super::layout::{SessionPaths, TRASH_DIR};
 use super::{fsio, layout, pool};
 use crate::key::SessionKey;
-use crate::state::{Event, Seq, SplitDelta, StateMap};
+use crate::state::{Event, Seq};
 use crate::store::{
     check_page, select_for_gc, GcPolicy, GcReport, LoadedSession, Page, PageRequest, Store,
     StoreError,
@@ -160,83 +160,6 @@ impl FileStore {
     }
 }
 
-/// The two locks that make a root one process's: on the folder itself, which no clean-up of
-/// "stale lock files" can delete from under a running process, and on the lock file, which
-/// holds the holder's process id for the message a refused opener gives.
-#[derive(Debug)]
-struct RootLock {
-    _folder: File,
-    _file: File,
-}
-
-/// Takes the root's locks (see [`RootLock`]): the lock file (whose refusal names the holder),
-/// then the folder, which still refuses a second process when the lock file was deleted. Our
-/// process id is written only once both are held.
-fn lock_root(root: &Path) -> Result<RootLock, StoreError> {
-    let mut file = lock_file(root)?;
-    let folder = File::open(root).map_err(fsio::io_error("open", root))?;
-    match folder.try_lock() {
-        Ok(()) => {
-            let path = root.join(LOCK_FILE);
-            file.set_len(0)
-                .and_then(|()| write!(file, "{}", std::process::id()))
-                .map_err(fsio::io_error("write", &path))?;
-            Ok(RootLock {
-                _folder: folder,
-                _file: file,
-            })
-        }
-        Err(TryLockError::WouldBlock) => Err(StoreError::Locked {
-            path: root.to_owned(),
-            detail: "held by another open store (its lock file was removed; the folder's own \
-                     lock still holds)"
-                .to_owned(),
-        }),
-        Err(TryLockError::Error(source)) => Err(StoreError::Io {
-            op: "lock",
-            path: root.to_owned(),
-            source,
-        }),
-    }
-}
-
-/// Takes the root's lock file; a refusal says which process holds it (as the file records).
-fn lock_file(root: &Path) -> Result<File, StoreError> {
-    let path = root.join(LOCK_FILE);
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(fsio::io_error("open", &path))?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            // Best effort: the holder's pid is only a hint for the message.
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            return Err(StoreError::Locked {
-                path,
-                detail: if holder.is_empty() {
-                    "held by another open store".to_owned()
-                } else {
-                    format!("held by process {holder}")
-                },
-            });
-        }
-        Err(TryLockError::Error(source)) => {
-            return Err(StoreError::Io {
-                op: "lock",
-                path,
-                source,
-            })
-        }
-    }
-    Ok(file)
-}
-
 /// Which of `stripes` locks guards `value`.
 fn stripe(value: &impl std::hash::Hash, stripes: usize) -> usize {
     // A fixed hasher: stripes only spread contention, so predictability costs nothing.
@@ -247,48 +170,6 @@ fn stripe(value: &impl std::hash::Hash, stripes: usize) -> usize {
 impl Inner {
     fn user_gate(&self, user_id: &str) -> Arc<RwLock<()>> {
         self.user_gates[stripe(&user_id, USER_GATES)].clone()
-    }
-
-    fn user_file(&self, user_id: &str) -> PathBuf {
-        layout::user_dir(&self.root, user_id).join(USER_FILE)
-    }
-
-    fn shared_state(&self, key: &SessionKey) -> Result<(StateMap, StateMap), StoreError> {
-        let user = if key.is_anonymous() {
-            StateMap::new()
-        } else {
-            let what = format!("user {}", key.user_id());
-            shared::read_state(&self.user_file(key.user_id()), key, &what)?
-        };
-        let app = shared::read_state(&self.root.join(APP_FILE), key, "app state")?;
-        Ok((user, app))
-    }
-
-    fn write_shared(&self, key: &SessionKey, delta: &SplitDelta) -> Result<(), StoreError> {
-        if !key.is_anonymous() && !delta.user.is_empty() {
-            let user_id = key.user_id();
-            let _guard = self.user_state_locks[stripe(&user_id, USER_STATE_LOCKS)].lock();
-            let what = format!("user {user_id}");
-            let path = self.user_file(user_id);
-            layout::refuse_links(&self.root, &[&path])?;
-            // The user's folder may have been made by a journaled append, not yet durable: the
-            // file must not vanish with it in a crash once the turn is acknowledged.
-            let chain = layout::session_dir_chain(&self.root, key);
-            fsio::create_durable_dirs(&chain[..chain.len() - 2])?;
-            shared::update(&path, key, &what, Some(user_id), &delta.user)?;
-        }
-        if !delta.app.is_empty() {
-            let _guard = self.app_state_lock.lock();
-            layout::refuse_links(&self.root, &[&self.root.join(APP_FILE)])?;
-            shared::update(
-                &self.root.join(APP_FILE),
-                key,
-                "app state",
-                None,
-                &delta.app,
-            )?;
-        }
-        Ok(())
     }
 
     fn trash(&self) -> PathBuf {
@@ -325,68 +206,6 @@ async fn detached<T: Send + 'static>(
 }
 
 impl Inner {
-    /// A session's state for an append that finds nothing remembered: its files, brought up to
-    /// date with the journal, with an unfinished append a crash left cut off (and kept aside).
-    /// `acknowledged` is where the log ended as this process last knew it: a log found shorter
-    /// is `Corrupt`, and remembered so.
-    fn read_for_append(
-        &self,
-        key: &SessionKey,
-        acknowledged: Option<u64>,
-    ) -> Result<log::Current, StoreError> {
-        let paths = SessionPaths::of(&self.root, key);
-        self.journal.settle(&paths.dir)?;
-        layout::refuse_links(&self.root, &[&paths.log, &paths.head])?;
-        let mut current = log::read_current(&paths, key)?;
-        if let Some(end) = acknowledged.filter(|end| current.log_len < *end) {
-            let damage = format!(
-                "the log is {} bytes but {end} were acknowledged; acknowledged events are missing",
-                current.log_len
-            );
-            current.damage = Some(damage.clone());
-            self.cache.keep(key, current);
-            return Err(log::corrupt(key, &paths.log, damage));
-        }
-        session::cut_unfinished(&paths, key, current)
-    }
-
-    /// Makes the append durable: its log lines, then — when one is due, or the append has no
-    /// lines — the session's new head, each through the journal, which writes them to the
-    /// files behind. Returns the state to remember. The head's error fails the call only for
-    /// an append without lines, whose head is the append; otherwise the append is durable by
-    /// then, and either head is consistent with the log.
-    async fn commit_append(
-        &self,
-        key: &SessionKey,
-        at: u64,
-        lines: Vec<u8>,
-        after: log::Current,
-    ) -> Result<log::Current, StoreError> {
-        let paths = SessionPaths::of(&self.root, key);
-        let empty = lines.is_empty();
-        if !empty {
-            let entry = session::log_entry(&self.root, &paths, key, at, lines)?;
-            self.journal.commit_behind(entry).await?;
-            if !session::head_due(&after) {
-                return Ok(after);
-            }
-        }
-        let head = session::head_entry(&self.root, &paths, key, &after);
-        let committed = match head {
-            Ok(Some(entry)) => self.journal.commit_behind(entry).await,
-            Ok(None) => return Ok(after),
-            Err(e) => Err(e),
-        };
-        match committed {
-            Ok(()) => Ok(session::headed(after)),
-            Err(e) if empty => Err(e),
-            Err(e) => {
-                tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
-                Ok(after)
-            }
-        }
-    }
-
     /// Removes `dir` once its journaled removal is durable. If the folder cannot be removed, the
     /// journal stops: a replay would remove it later, with whatever was written there since.
     fn remove_journaled(&self, dir: &Path) -> Result<bool, StoreError> {

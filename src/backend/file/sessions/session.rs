@@ -1,16 +1,18 @@
 //! One session's append, in its steps: prepare (pure), the journal entries for its log lines
 //! and now and then its head (written behind the journal, see `journal/behind.rs`), and the
-//! clean-up of an unfinished append a crash left. The caller holds the session's lock, so
-//! nothing else writes these files meanwhile.
+//! clean-up of an unfinished append a crash left; and the store's two steps around them, reading
+//! the state an append builds on and journaling what it makes. The caller holds the session's
+//! lock, so nothing else writes these files meanwhile.
 
 use std::fs::OpenOptions;
 use std::path::Path;
 
 use super::fsio::{io_error, keep_cut};
 use super::journal::Entry;
-use super::layout::SessionPaths;
+use super::layout::{self, SessionPaths};
 use super::line;
 use super::log::{encode_head, Current};
+use super::Inner;
 use crate::key::SessionKey;
 use crate::state::{Event, SessionRecord, SplitDelta};
 use crate::store::{check_continues, StoreError};
@@ -176,4 +178,69 @@ pub(super) fn headed(mut after: Current) -> Current {
     after.head_end = after.log_end;
     after.unheaded = 0;
     after
+}
+
+/// The store's side of an append: reading what it builds on and journaling what it makes.
+impl Inner {
+    /// A session's state for an append that finds nothing remembered: its files, brought up to
+    /// date with the journal, with an unfinished append a crash left cut off (and kept aside).
+    /// `acknowledged` is where the log ended as this process last knew it: a log found shorter
+    /// is `Corrupt`, and remembered so.
+    pub(super) fn read_for_append(
+        &self,
+        key: &SessionKey,
+        acknowledged: Option<u64>,
+    ) -> Result<Current, StoreError> {
+        let paths = SessionPaths::of(&self.root, key);
+        self.journal.settle(&paths.dir)?;
+        layout::refuse_links(&self.root, &[&paths.log, &paths.head])?;
+        let mut current = super::log::read_current(&paths, key)?;
+        if let Some(end) = acknowledged.filter(|end| current.log_len < *end) {
+            let damage = format!(
+                "the log is {} bytes but {end} were acknowledged; acknowledged events are missing",
+                current.log_len
+            );
+            current.damage = Some(damage.clone());
+            self.cache.keep(key, current);
+            return Err(super::log::corrupt(key, &paths.log, damage));
+        }
+        cut_unfinished(&paths, key, current)
+    }
+
+    /// Makes the append durable: its log lines, then — when one is due, or the append has no
+    /// lines — the session's new head, each through the journal, which writes them to the
+    /// files behind. Returns the state to remember. The head's error fails the call only for
+    /// an append without lines, whose head is the append; otherwise the append is durable by
+    /// then, and either head is consistent with the log.
+    pub(super) async fn commit_append(
+        &self,
+        key: &SessionKey,
+        at: u64,
+        lines: Vec<u8>,
+        after: Current,
+    ) -> Result<Current, StoreError> {
+        let paths = SessionPaths::of(&self.root, key);
+        let empty = lines.is_empty();
+        if !empty {
+            let entry = log_entry(&self.root, &paths, key, at, lines)?;
+            self.journal.commit_behind(entry).await?;
+            if !head_due(&after) {
+                return Ok(after);
+            }
+        }
+        let head = head_entry(&self.root, &paths, key, &after);
+        let committed = match head {
+            Ok(Some(entry)) => self.journal.commit_behind(entry).await,
+            Ok(None) => return Ok(after),
+            Err(e) => Err(e),
+        };
+        match committed {
+            Ok(()) => Ok(headed(after)),
+            Err(e) if empty => Err(e),
+            Err(e) => {
+                tracing::warn!(session = %key, error = %e, "could not rewrite the head; the log still holds every append");
+                Ok(after)
+            }
+        }
+    }
 }

@@ -1,14 +1,18 @@
 //! Shared state on disk: a user's `user:` keys in `user.json`, the application's `app:` keys in
 //! `app.json`. Each file is replaced whole, crash-safely, under the caller's lock.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::fsio::{read_optional, write_atomic};
+use super::fsio::{self, read_optional, write_atomic};
+use super::layout::{self, APP_FILE, USER_FILE};
+use super::{stripe, Inner, USER_STATE_LOCKS};
 use crate::key::SessionKey;
-use crate::state::{apply_plain, check_schema, StateDelta, StateMap, FIRST_SCHEMA_VERSION};
+use crate::state::{
+    apply_plain, check_schema, SplitDelta, StateDelta, StateMap, FIRST_SCHEMA_VERSION,
+};
 use crate::store::StoreError;
 
 /// The contents of `user.json` or `app.json`.
@@ -44,17 +48,13 @@ fn read(path: &Path, key: &SessionKey, what: &str) -> Result<SharedFile, StoreEr
 }
 
 /// The state kept in a shared-state file.
-pub(super) fn read_state(
-    path: &Path,
-    key: &SessionKey,
-    what: &str,
-) -> Result<StateMap, StoreError> {
+fn read_state(path: &Path, key: &SessionKey, what: &str) -> Result<StateMap, StoreError> {
     Ok(read(path, key, what)?.state)
 }
 
 /// Applies `delta` to a shared-state file and writes it back crash-safely. The caller holds the
 /// lock for this file.
-pub(super) fn update(
+fn update(
     path: &Path,
     key: &SessionKey,
     what: &str,
@@ -71,4 +71,56 @@ pub(super) fn update(
         detail: format!("cannot serialise: {e}"),
     })?;
     write_atomic(path, &bytes)
+}
+
+/// A session's shared state, as the store reads and writes it under its locks.
+impl Inner {
+    fn user_file(&self, user_id: &str) -> PathBuf {
+        layout::user_dir(&self.root, user_id).join(USER_FILE)
+    }
+
+    pub(super) fn shared_state(
+        &self,
+        key: &SessionKey,
+    ) -> Result<(StateMap, StateMap), StoreError> {
+        let user = if key.is_anonymous() {
+            StateMap::new()
+        } else {
+            let what = format!("user {}", key.user_id());
+            read_state(&self.user_file(key.user_id()), key, &what)?
+        };
+        let app = read_state(&self.root.join(APP_FILE), key, "app state")?;
+        Ok((user, app))
+    }
+
+    pub(super) fn write_shared(
+        &self,
+        key: &SessionKey,
+        delta: &SplitDelta,
+    ) -> Result<(), StoreError> {
+        if !key.is_anonymous() && !delta.user.is_empty() {
+            let user_id = key.user_id();
+            let _guard = self.user_state_locks[stripe(&user_id, USER_STATE_LOCKS)].lock();
+            let what = format!("user {user_id}");
+            let path = self.user_file(user_id);
+            layout::refuse_links(&self.root, &[&path])?;
+            // The user's folder may have been made by a journaled append, not yet durable: the
+            // file must not vanish with it in a crash once the turn is acknowledged.
+            let chain = layout::session_dir_chain(&self.root, key);
+            fsio::create_durable_dirs(&chain[..chain.len() - 2])?;
+            update(&path, key, &what, Some(user_id), &delta.user)?;
+        }
+        if !delta.app.is_empty() {
+            let _guard = self.app_state_lock.lock();
+            layout::refuse_links(&self.root, &[&self.root.join(APP_FILE)])?;
+            update(
+                &self.root.join(APP_FILE),
+                key,
+                "app state",
+                None,
+                &delta.app,
+            )?;
+        }
+        Ok(())
+    }
 }
