@@ -1,5 +1,7 @@
 //! [`ApiError`]: every way a request can fail, mapped to a status and a JSON body.
 
+mod class;
+
 use std::time::Duration;
 
 use axum::http::{header, HeaderValue, StatusCode};
@@ -7,11 +9,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::agent::FailureKind;
-use crate::artifact::ArtifactError;
 use crate::channel::{ChannelError, PairingError};
 use crate::error::Error;
 use crate::key::KeyError;
 use crate::store::{Owner, StoreError};
+
+use self::class::{failure_message, pairing_class, runtime_class, Class, INTERNAL};
 
 /// Why an HTTP request failed. Answered as `{"error": {"code", "message"}}` with the status
 /// [`ApiError::status`] gives; see `docs/http-api.md` for the table.
@@ -157,24 +160,6 @@ fn seconds(after: Duration) -> String {
     }
 }
 
-/// The status and code of an artifact store error.
-fn artifact_class(error: &ArtifactError) -> Class {
-    match error {
-        ArtifactError::InvalidName { .. }
-        | ArtifactError::InvalidMime { .. }
-        | ArtifactError::InvalidScope(_) => (StatusCode::BAD_REQUEST, "invalid_artifact", true),
-        ArtifactError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
-        ArtifactError::TooManyVersions { .. } => (StatusCode::CONFLICT, "too_many_versions", true),
-        ArtifactError::NotConfigured => (StatusCode::NOT_FOUND, "no_artifact_store", true),
-        ArtifactError::Unavailable { .. } | ArtifactError::Io { .. } => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "artifact_store_unavailable",
-            false,
-        ),
-        _ => INTERNAL,
-    }
-}
-
 fn timeout_message(after: Duration, interrupted: bool) -> String {
     if interrupted {
         format!("no answer within {after:?}; the turn was interrupted as the request asked")
@@ -185,11 +170,6 @@ fn timeout_message(after: Duration, interrupted: bool) -> String {
         )
     }
 }
-
-/// Status, code, and whether the message may be shown (false: internal detail, logged only).
-pub(super) type Class = (StatusCode, &'static str, bool);
-
-pub(super) const INTERNAL: Class = (StatusCode::INTERNAL_SERVER_ERROR, "internal", false);
 
 impl ApiError {
     /// The HTTP status this error is answered with.
@@ -367,113 +347,6 @@ impl ApiError {
             .into(),
             _ => "internal error; it was logged on the server".into(),
         }
-    }
-}
-
-fn runtime_class(error: &Error) -> Class {
-    match error {
-        Error::InvalidKey(_) => (StatusCode::BAD_REQUEST, "invalid_key", true),
-        Error::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large", true),
-        Error::Busy { .. } => (StatusCode::CONFLICT, "busy", true),
-        Error::Deleted { .. } => (StatusCode::CONFLICT, "deleted", true),
-        Error::Overloaded { .. } => (StatusCode::TOO_MANY_REQUESTS, "overloaded", true),
-        Error::AtCapacity { .. } => (StatusCode::TOO_MANY_REQUESTS, "at_capacity", true),
-        Error::ConcurrencyLimitExceeded { .. } => (
-            StatusCode::TOO_MANY_REQUESTS,
-            "concurrency_limit_exceeded",
-            true,
-        ),
-        Error::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining", true),
-        Error::Timeout(_) => (StatusCode::GATEWAY_TIMEOUT, "timeout", true),
-        Error::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists", true),
-        Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", true),
-        Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
-        Error::AgentFailed { kind, .. } => agent_class(*kind),
-        Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
-        Error::Artifacts(source) => artifact_class(source),
-        Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
-        Error::Storage(source) => match source.as_ref() {
-            StoreError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
-            other => store_class(other),
-        },
-        _ => INTERNAL,
-    }
-}
-
-/// The status of each kind of failed turn. The message is always the generic one for its code
-/// (`failure_message`): an agent's or a model server's words may hold internal detail.
-fn agent_class(kind: FailureKind) -> Class {
-    let status = match kind {
-        // The upstream asks for patience: the service is there, just not for this client now.
-        FailureKind::ModelRateLimited => StatusCode::SERVICE_UNAVAILABLE,
-        FailureKind::ModelTimeout => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::BAD_GATEWAY,
-    };
-    (status, kind.code(), false)
-}
-
-/// What the caller of a failed turn is told, per kind: what happened and what to do, never the
-/// agent's own words (they are in the session's history and the server log).
-fn failure_message(kind: FailureKind) -> &'static str {
-    match kind {
-        FailureKind::ModelRateLimited => {
-            "the model server is rate limiting this service; the turn failed and is recorded \
-             in the session's history. Send the message again (with a new Idempotency-Key) \
-             after Retry-After"
-        }
-        FailureKind::ModelUnavailable => {
-            "the model server failed or could not be reached; the turn failed and is recorded \
-             in the session's history. Send the message again later, with a new \
-             Idempotency-Key"
-        }
-        FailureKind::ModelTimeout => {
-            "the model server did not answer in time; the turn failed and is recorded in the \
-             session's history. Send the message again later, with a new Idempotency-Key"
-        }
-        FailureKind::ModelRefused => {
-            "the model server refused the request (its key, the model's name or the request \
-             itself): the service's configuration needs fixing, and sending the message again \
-             will not help. The turn failed and is recorded in the session's history"
-        }
-        FailureKind::ModelMalformed => {
-            "the model server sent a reply this service cannot use (not a chat-completions \
-             stream, or past its bounds); the turn failed and is recorded in the session's \
-             history"
-        }
-        _ => {
-            "the agent failed on this turn; the turn is recorded as failed in the session's \
-             history and the session goes on from its last state"
-        }
-    }
-}
-
-fn store_class(error: &StoreError) -> Class {
-    match error {
-        StoreError::Unavailable { .. } | StoreError::Locked { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
-        }
-        StoreError::Io { .. } if error.is_environmental() => {
-            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
-        }
-        StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict", true),
-        // Another process owns the session now; a retry reaches it (through forwarding).
-        StoreError::NotOwner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_owner", true),
-        StoreError::Fenced { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fenced", true),
-        // Stored on the primary, not confirmed by enough replicas in time: the message says
-        // what the caller may assume (`public_message`), without the store's wording.
-        StoreError::NotReplicated { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, "not_replicated", false)
-        }
-        _ => INTERNAL,
-    }
-}
-
-fn pairing_class(error: &PairingError) -> Class {
-    match error {
-        PairingError::Unavailable { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
-        }
-        _ => INTERNAL,
     }
 }
 
