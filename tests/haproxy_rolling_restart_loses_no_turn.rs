@@ -29,12 +29,76 @@ const CLIENTS: usize = 12;
 /// The ports `examples/deploy/haproxy.cfg` names, replaced by free ones here.
 const EXAMPLE_FRONTEND: &str = "127.0.0.1:8080";
 const EXAMPLE_SERVERS: [&str; 3] = ["127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"];
+/// The example's names for those servers, in the same order.
+const SERVERS: [&str; 3] = ["a", "b", "c"];
 
 /// HAProxy running the example's configuration; killed on drop.
 struct Haproxy {
     child: Child,
     base: String,
+    /// HAProxy's stats socket, added to the example's `global` section so that the test can ask
+    /// which servers HAProxy sends requests to.
+    stats: std::path::PathBuf,
     _dir: tempfile::TempDir,
+}
+
+impl Haproxy {
+    /// The status HAProxy's health checks give `server` of the example's backend (`UP`, `DOWN`,
+    /// `DOWN 1/2` while rising, ...), read from `show stat` on its stats socket.
+    async fn status_of(&self, server: &str) -> Result<String, String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut socket = tokio::net::UnixStream::connect(&self.stats)
+            .await
+            .map_err(|e| format!("the stats socket: {e}"))?;
+        socket
+            .write_all(b"show stat\n")
+            .await
+            .map_err(|e| format!("asking for stats: {e}"))?;
+        let mut answer = String::new();
+        socket
+            .read_to_string(&mut answer)
+            .await
+            .map_err(|e| format!("reading stats: {e}"))?;
+        // CSV: proxy name, server name, ..., the 18th field is the status.
+        answer
+            .lines()
+            .map(|line| line.split(',').collect::<Vec<_>>())
+            .find(|fields| fields.len() > 17 && fields[0] == "processes" && fields[1] == server)
+            .map(|fields| fields[17].to_owned())
+            .ok_or_else(|| format!("no row for server {server} in: {answer}"))
+    }
+
+    /// Waits until HAProxy's checks have `server` up, so that it takes requests again.
+    async fn wait_until_up(&self, server: &str) {
+        eventually_ok_within(
+            &format!("haproxy to see server {server} up"),
+            Duration::from_secs(20),
+            Duration::from_millis(50),
+            || async {
+                match self.status_of(server).await? {
+                    status if status == "UP" => Ok(()),
+                    status => Err(format!("status {status}")),
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// Waits until the clients have had `more` turns acknowledged past `from`: the load is flowing.
+async fn wait_for_turns(acknowledged: &AtomicUsize, from: usize, more: usize) {
+    eventually_ok_within(
+        &format!("{more} more acknowledged turns"),
+        Duration::from_secs(30),
+        Duration::from_millis(10),
+        || async {
+            match acknowledged.load(Ordering::Relaxed) - from {
+                done if done >= more => Ok(()),
+                done => Err(format!("{done} so far")),
+            }
+        },
+    )
+    .await;
 }
 
 impl Drop for Haproxy {
@@ -61,6 +125,16 @@ async fn start_haproxy(frontend: u16, servers: &[u16]) -> Haproxy {
         "log stderr format raw local0 warning",
     );
     let dir = tempfile::tempdir().expect("a temporary folder");
+    let stats = dir.path().join("stats.sock");
+    assert!(
+        config.contains("global\n"),
+        "the example has a global section"
+    );
+    config = config.replacen(
+        "global\n",
+        &format!("global\n    stats socket {}\n", stats.display()),
+        1,
+    );
     let path = dir.path().join("haproxy.cfg");
     std::fs::write(&path, config).expect("write the configuration");
     let child = Command::new("haproxy")
@@ -80,6 +154,7 @@ async fn start_haproxy(frontend: u16, servers: &[u16]) -> Haproxy {
     let haproxy = Haproxy {
         child,
         base: format!("http://127.0.0.1:{frontend}"),
+        stats,
         _dir: dir,
     };
     let client = reqwest::Client::new();
@@ -166,7 +241,7 @@ async fn a_rolling_restart_behind_haproxy_shows_clients_no_error_and_loses_nothi
         }));
     }
 
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_for_turns(&acknowledged, 0, 100).await;
     for (i, &port) in ports.iter().enumerate() {
         let before = acknowledged.load(Ordering::Relaxed);
         cluster.members[i].signal("TERM");
@@ -175,14 +250,15 @@ async fn a_rolling_restart_behind_haproxy_shows_clients_no_error_and_loses_nothi
             "process {i} drained and exited 0"
         );
         cluster.members[i] = cluster.spawn_on(port).await;
-        // HAProxy sees it ready after two checks; then the next one goes.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Once HAProxy's checks have it up and turns flow, the next one goes.
+        haproxy.wait_until_up(SERVERS[i]).await;
+        wait_for_turns(&acknowledged, acknowledged.load(Ordering::Relaxed), 50).await;
         println!(
             "process {i} restarted; {} turns acknowledged meanwhile",
             acknowledged.load(Ordering::Relaxed) - before
         );
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_for_turns(&acknowledged, acknowledged.load(Ordering::Relaxed), 100).await;
     stop.store(true, Ordering::Relaxed);
     let mut sessions = Vec::new();
     for task in tasks {
