@@ -307,73 +307,9 @@ impl Actor for SessionActor {
         msg: SessionMsg,
         live: &mut Live,
     ) -> Result<(), ActorProcessingErr> {
-        // The futures that await the store are boxed: ractor keeps this handler's future inline
-        // in every actor's processing loop, so its size is paid by every idle session.
-        match msg {
-            SessionMsg::Turn(request) => {
-                // The common case stays synchronous: no future is made unless the journal must
-                // look at the store first (a write whose outcome is unknown, a reload that failed).
-                let request = if live.is_settled() {
-                    Some(request)
-                } else {
-                    Box::pin(live.settle_for(request)).await
-                };
-                // A message with a request id may be a retry: answered without running.
-                let request = match request {
-                    Some(request) if request.request_id.is_some() => {
-                        Box::pin(live.replay(request)).await
-                    }
-                    other => other,
-                };
-                if let Some(request) = request {
-                    live.admit(request, &myself);
-                }
-            }
-            SessionMsg::Finished(finished) => {
-                Box::pin(live.finish(finished)).await;
-                live.maybe_compact(&myself);
-            }
-            SessionMsg::Compacted {
-                through_seq,
-                summary,
-            } => Box::pin(live.compacted(through_seq, summary)).await,
-            SessionMsg::Read(reply) => {
-                let _ = reply.send(live.view());
-            }
-            SessionMsg::ClearContext(reply) => {
-                let _ = reply.send(Box::pin(live.clear_context()).await);
-            }
-            SessionMsg::Append(append) if append.between_turns && live.is_running() => {
-                live.defer(append);
-            }
-            SessionMsg::Append(append) => {
-                let reply = Box::pin(live.append(append.entries, append.state)).await;
-                let _ = append.reply.send(reply);
-            }
-            SessionMsg::Stop(kind) => live.begin_stop(kind),
-        }
-        // Turns that finish in their first poll are recorded here, and may start the next one.
-        loop {
-            if let Some(done) = live.take_immediate() {
-                Box::pin(live.finish(done)).await;
-                live.maybe_compact(&myself);
-            }
-            // Appends that waited for the turn just written go before the next turn starts.
-            if live.has_deferred() {
-                Box::pin(live.apply_deferred()).await;
-            }
-            if !live.is_settled() {
-                Box::pin(live.settle_before_turns()).await;
-            }
-            if live.advance(&myself) {
-                Box::pin(live.finish_stop()).await;
-                myself.stop(None);
-                return Ok(());
-            }
-            if !live.has_immediate() {
-                return Ok(());
-            }
-        }
+        // Boxed: ractor keeps this handler's future inline in every actor's processing loop, so
+        // its size would be paid by every idle session; one allocation per message instead.
+        Box::pin(handle_message(myself, msg, live)).await
     }
 
     async fn post_stop(
@@ -383,6 +319,81 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         live.release_lease().await;
         Ok(())
+    }
+}
+
+/// What a session does with a message (see [`SessionActor`]).
+async fn handle_message(
+    myself: ActorRef<SessionMsg>,
+    msg: SessionMsg,
+    live: &mut Live,
+) -> Result<(), ActorProcessingErr> {
+    // The futures that await the store are boxed too, so that this one stays small: it is
+    // allocated for every message.
+    match msg {
+        SessionMsg::Turn(request) => {
+            // The common case stays synchronous: no future is made unless the journal must
+            // look at the store first (a write whose outcome is unknown, a reload that failed).
+            let request = if live.is_settled() {
+                Some(request)
+            } else {
+                Box::pin(live.settle_for(request)).await
+            };
+            // A message with a request id may be a retry: answered without running.
+            let request = match request {
+                Some(request) if request.request_id.is_some() => {
+                    Box::pin(live.replay(request)).await
+                }
+                other => other,
+            };
+            if let Some(request) = request {
+                live.admit(request, &myself);
+            }
+        }
+        SessionMsg::Finished(finished) => {
+            Box::pin(live.finish(finished)).await;
+            live.maybe_compact(&myself);
+        }
+        SessionMsg::Compacted {
+            through_seq,
+            summary,
+        } => Box::pin(live.compacted(through_seq, summary)).await,
+        SessionMsg::Read(reply) => {
+            let _ = reply.send(live.view());
+        }
+        SessionMsg::ClearContext(reply) => {
+            let _ = reply.send(Box::pin(live.clear_context()).await);
+        }
+        SessionMsg::Append(append) if append.between_turns && live.is_running() => {
+            live.defer(append);
+        }
+        SessionMsg::Append(append) => {
+            let reply = Box::pin(live.append(append.entries, append.state)).await;
+            let _ = append.reply.send(reply);
+        }
+        SessionMsg::Stop(kind) => live.begin_stop(kind),
+    }
+    // Turns that finish in their first poll are recorded here, and may start the next one.
+    loop {
+        if let Some(done) = live.take_immediate() {
+            Box::pin(live.finish(done)).await;
+            live.maybe_compact(&myself);
+        }
+        // Appends that waited for the turn just written go before the next turn starts.
+        if live.has_deferred() {
+            Box::pin(live.apply_deferred()).await;
+        }
+        if !live.is_settled() {
+            Box::pin(live.settle_before_turns()).await;
+        }
+        if live.advance(&myself) {
+            Box::pin(live.finish_stop()).await;
+            myself.stop(None);
+            return Ok(());
+        }
+        if !live.has_immediate() {
+            return Ok(());
+        }
     }
 }
 

@@ -69,6 +69,10 @@ impl Window {
     /// Appends events, dropping the oldest half once twice the size is held.
     pub(crate) fn extend(&mut self, events: Vec<Event>) {
         let held = Arc::make_mut(&mut self.events);
+        // Exactly: every live session keeps its window while idle, and doubling would leave up
+        // to half of it unused. The window is bounded (`2 × size`), so growing by what a turn
+        // adds costs one copy of at most that many events per turn.
+        held.reserve_exact(events.len());
         held.extend(events.into_iter().map(|mut event| {
             for_the_context(&mut event);
             event
@@ -76,6 +80,7 @@ impl Window {
         let limit = self.size.max(1);
         if held.len() >= 2 * limit {
             held.drain(..held.len() - limit);
+            held.shrink_to_fit();
         }
     }
 

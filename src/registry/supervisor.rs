@@ -31,7 +31,9 @@ pub(crate) async fn run_session(
             // last owner left, and a session owned elsewhere costs no actor here. A store that
             // reads the session with the claim hands it over here, for the actor.
             let sent = tokio::time::Instant::now();
-            match keeper.acquire_within(&key, &registry.deps).await {
+            // Boxed, as every await here but `join`'s: this task is parked on `join` for the
+            // whole life of the session, and a future is as large as its largest await.
+            match Box::pin(keeper.acquire_within(&key, &registry.deps)).await {
                 Ok((granted, read)) => {
                     (lease, loaded) = (Some(granted), read);
                     claimed = Some((sent, sent.elapsed()));
@@ -72,9 +74,9 @@ pub(crate) async fn run_session(
                 let deletes = registry.activation_failed(&key, &error);
                 // Deleting an unloadable session happens under its lease; a re-activation that
                 // took the lease over meanwhile has a new token, which the release leaves alone.
-                delete_unloadable(&registry.deps, &key, deletes).await;
+                Box::pin(delete_unloadable(&registry.deps, &key, deletes)).await;
                 if let (Some(keeper), Some(lease)) = (&registry.deps.keeper, &lease) {
-                    keeper.release_lease(&key, lease).await;
+                    Box::pin(keeper.release_lease(&key, lease)).await;
                 }
                 return;
             }

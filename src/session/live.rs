@@ -47,7 +47,8 @@ pub(crate) struct Live {
     /// Decides what becomes of arriving messages (overlap policies) and what runs next; it
     /// holds the waiting and superseded messages. Its `running` mirrors `running` here.
     queue: TurnQueue<TurnRequest>,
-    running: Option<Running>,
+    /// Boxed: every idle session would otherwise carry a turn's worth of bookkeeping.
+    running: Option<Box<Running>>,
     stopping: Option<StopKind>,
     /// A delete found this session holding something that was never stored — a running or
     /// waiting turn, a write whose outcome is unknown — so it deleted a session even if the store had none.
@@ -316,7 +317,7 @@ impl Live {
             )
             .instrument(span.clone()),
         );
-        self.running = Some(Running {
+        self.running = Some(Box::new(Running {
             id,
             requests,
             inputs,
@@ -324,7 +325,7 @@ impl Live {
             record,
             before,
             span,
-        });
+        }));
         if let Some(result) = task::start(work, myself, id) {
             self.immediate = Some(TurnFinished {
                 turn_id: id,
@@ -348,6 +349,7 @@ impl Live {
         let Some(running) = self.running.take_if(|r| r.id == finished.turn_id) else {
             return;
         };
+        let running = *running;
         *self.shared.current.lock() = None;
         let superseded = self.queue.turn_ended();
         if let Some(StopKind::Delete(_)) = self.stopping {
