@@ -43,41 +43,57 @@ struct Haproxy {
 }
 
 impl Haproxy {
-    /// The status HAProxy's health checks give `server` of the example's backend (`UP`, `DOWN`,
-    /// `DOWN 1/2` while rising, ...), read from `show stat` on its stats socket.
-    async fn status_of(&self, server: &str) -> Result<String, String> {
+    /// What HAProxy says of `server` of the example's backend, from `show stat` on its stats
+    /// socket: the status its health checks give (`UP`, `DOWN`, `DOWN 1/2` while rising, ...)
+    /// and how many requests it has sent the server so far.
+    async fn stat_of(&self, server: &str) -> Result<(String, u64), String> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut socket = tokio::net::UnixStream::connect(&self.stats)
+        let ask = async {
+            let mut socket = tokio::net::UnixStream::connect(&self.stats)
+                .await
+                .map_err(|e| format!("the stats socket: {e}"))?;
+            socket
+                .write_all(b"show stat\n")
+                .await
+                .map_err(|e| format!("asking for stats: {e}"))?;
+            let mut answer = String::new();
+            socket
+                .read_to_string(&mut answer)
+                .await
+                .map_err(|e| format!("reading stats: {e}"))?;
+            Ok::<_, String>(answer)
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(5), ask)
             .await
-            .map_err(|e| format!("the stats socket: {e}"))?;
-        socket
-            .write_all(b"show stat\n")
-            .await
-            .map_err(|e| format!("asking for stats: {e}"))?;
-        let mut answer = String::new();
-        socket
-            .read_to_string(&mut answer)
-            .await
-            .map_err(|e| format!("reading stats: {e}"))?;
-        // CSV: proxy name, server name, ..., the 18th field is the status.
-        answer
+            .map_err(|_| "the stats socket did not answer within 5 s".to_owned())??;
+        // CSV: proxy name, server name, ..., `stot` (requests sent) is the 8th field and the
+        // status the 18th.
+        let fields = answer
             .lines()
             .map(|line| line.split(',').collect::<Vec<_>>())
             .find(|fields| fields.len() > 17 && fields[0] == "processes" && fields[1] == server)
-            .map(|fields| fields[17].to_owned())
-            .ok_or_else(|| format!("no row for server {server} in: {answer}"))
+            .ok_or_else(|| format!("no row for server {server} in: {answer}"))?;
+        let sent = fields[7]
+            .parse()
+            .map_err(|e| format!("stot {:?}: {e}", fields[7]))?;
+        Ok((fields[17].to_owned(), sent))
     }
 
-    /// Waits until HAProxy's checks have `server` up, so that it takes requests again.
-    async fn wait_until_up(&self, server: &str) {
+    /// Waits until HAProxy has `server` up and has sent it `more` requests past the `sent` it
+    /// had when the process behind it had restarted: only then is the new process in the
+    /// rotation (a status read alone may still be the one from before the restart).
+    async fn wait_until_serving(&self, server: &str, sent: u64, more: u64) {
         eventually_ok_within(
-            &format!("haproxy to see server {server} up"),
+            &format!("haproxy to send {more} requests to the restarted server {server}"),
             Duration::from_secs(20),
             Duration::from_millis(50),
             || async {
-                match self.status_of(server).await? {
-                    status if status == "UP" => Ok(()),
-                    status => Err(format!("status {status}")),
+                match self.stat_of(server).await? {
+                    (status, now) if status == "UP" && now >= sent + more => Ok(()),
+                    (status, now) => Err(format!(
+                        "status {status}, {} sent since",
+                        now.saturating_sub(sent)
+                    )),
                 }
             },
         )
@@ -250,9 +266,9 @@ async fn a_rolling_restart_behind_haproxy_shows_clients_no_error_and_loses_nothi
             "process {i} drained and exited 0"
         );
         cluster.members[i] = cluster.spawn_on(port).await;
-        // Once HAProxy's checks have it up and turns flow, the next one goes.
-        haproxy.wait_until_up(SERVERS[i]).await;
-        wait_for_turns(&acknowledged, acknowledged.load(Ordering::Relaxed), 50).await;
+        // Once HAProxy sends the restarted process requests, the next one goes.
+        let (_, sent) = haproxy.stat_of(SERVERS[i]).await.expect("haproxy's stats");
+        haproxy.wait_until_serving(SERVERS[i], sent, 10).await;
         println!(
             "process {i} restarted; {} turns acknowledged meanwhile",
             acknowledged.load(Ordering::Relaxed) - before

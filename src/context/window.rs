@@ -31,8 +31,8 @@ pub struct ContextMessage {
 /// The newest events a live session holds for its agent's context.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Window {
-    /// Between `size` and `2 × size` of the newest events, oldest first: trimmed in halves, so
-    /// that trimming is amortised O(1) per event. Behind an `Arc` so that a turn gets a snapshot
+    /// Between `size` and `2 × size` of the newest events, oldest first: trimmed in halves (and
+    /// the room freed given back), so that trimming is amortised O(1) per event. Behind an `Arc` so that a turn gets a snapshot
     /// without copying; `Arc::make_mut` copies only if a turn still holds it.
     events: Arc<Vec<Event>>,
     /// How many events the agent sees at most (the runtime's `window`).
@@ -69,10 +69,13 @@ impl Window {
     /// Appends events, dropping the oldest half once twice the size is held.
     pub(crate) fn extend(&mut self, events: Vec<Event>) {
         let held = Arc::make_mut(&mut self.events);
-        // Exactly: every live session keeps its window while idle, and doubling would leave up
-        // to half of it unused. The window is bounded (`2 × size`), so growing by what a turn
-        // adds costs one copy of at most that many events per turn.
-        held.reserve_exact(events.len());
+        // Grown by half rather than doubled, and to no more than a turn needs when that is
+        // more: every live session keeps its window while idle, and doubling would leave up to
+        // half of it unused. Still geometric, so appending stays amortised O(1) per event
+        // whatever the window's size.
+        if held.capacity() - held.len() < events.len() {
+            held.reserve_exact(events.len().max(held.len() / 2));
+        }
         held.extend(events.into_iter().map(|mut event| {
             for_the_context(&mut event);
             event
