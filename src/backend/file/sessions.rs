@@ -296,17 +296,21 @@ impl Store for FileStore {
         detached(async move {
             let _guards = guards;
             // Remembered, the common case: no file is read or written before the journal.
-            let current = match inner.cache.take(&key) {
+            let (current, weighed) = match inner.cache.take_weighed(&key) {
                 // Remembered damage is refused below, and stays remembered.
-                Some(current) if current.damage.is_some() || current.log_len <= current.log_end => {
-                    current
+                Some((current, weight))
+                    if current.damage.is_some() || current.log_len <= current.log_end =>
+                {
+                    (current, Some(weight))
                 }
                 // Not remembered, or its log ends in an unfinished append a crash left, which
                 // is cut off first (reading the files again, which hold all of it).
                 known => {
                     let (inner, key) = (inner.clone(), key.clone());
-                    let acknowledged = known.map(|known| known.log_end);
-                    blocking(move || inner.read_for_append(&key, acknowledged)).await?
+                    let acknowledged = known.map(|(known, _)| known.log_end);
+                    let current =
+                        blocking(move || inner.read_for_append(&key, acknowledged)).await?;
+                    (current, None)
                 }
             };
             // Nothing is written (the shared state included) while the journal refuses writes.
@@ -338,12 +342,13 @@ impl Store for FileStore {
                 }
             }
             let version = prepared.version;
+            let appended = prepared.lines.len() as u64;
             match inner
                 .commit_append(&key, current.log_end, prepared.lines, prepared.after)
                 .await
             {
                 Ok(after) => {
-                    inner.cache.keep(&key, after);
+                    inner.cache.keep_appended(&key, after, weighed, appended);
                     Ok(version)
                 }
                 Err(e) => {

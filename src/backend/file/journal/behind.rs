@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
+use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -58,28 +59,56 @@ pub(crate) enum Owed {
 /// What one session folder is owed.
 #[derive(Debug, Default)]
 struct Debt {
-    /// Runs of log bytes, each with its offset; a run continuing the last one extends it.
-    log: Vec<(u64, Vec<u8>)>,
+    /// Runs of log bytes, each with its offset; an append continuing the last run joins it.
+    log: Vec<Run>,
     head: Option<Vec<u8>>,
     /// The number of the oldest write it holds ([`Owing::next`] when it was owed).
     oldest: u64,
+}
+
+/// Log bytes owed from one offset on: the appends' own buffers, in order, written with one
+/// vectored write. Kept as the buffers the journal was given rather than copied into one: a
+/// busy session's run reaches hundreds of kilobytes before it is written, and growing one
+/// buffer that large a piece at a time cost the journal's committer more (reallocations onto
+/// fresh pages) than the rest of its work.
+#[derive(Debug)]
+struct Run {
+    at: u64,
+    len: u64,
+    pieces: Vec<Vec<u8>>,
+}
+
+impl Run {
+    fn end(&self) -> u64 {
+        self.at + self.len
+    }
+
+    /// Its bytes as one buffer (for the rare comparison with what a log holds).
+    fn joined(&self) -> Vec<u8> {
+        self.pieces.concat()
+    }
 }
 
 impl Debt {
     fn add(&mut self, owed: Owed) {
         match owed {
             Owed::Log { at, bytes } => match self.log.last_mut() {
-                Some((start, run)) if *start + run.len() as u64 == at => {
-                    run.extend_from_slice(&bytes);
+                Some(run) if run.end() == at => {
+                    run.len += bytes.len() as u64;
+                    run.pieces.push(bytes);
                 }
-                _ => self.log.push((at, bytes)),
+                _ => self.log.push(Run {
+                    at,
+                    len: bytes.len() as u64,
+                    pieces: vec![bytes],
+                }),
             },
             Owed::Head(bytes) => self.head = Some(bytes),
         }
     }
 
     fn bytes(&self) -> usize {
-        self.log.iter().map(|(_, run)| run.len()).sum::<usize>()
+        self.log.iter().map(|run| run.len as usize).sum::<usize>()
             + self.head.as_ref().map_or(0, Vec::len)
     }
 
@@ -318,7 +347,7 @@ fn write_debt(root: &Path, dir: &Path, debt: &Debt) -> Result<(), StoreError> {
     if !dir.exists() {
         std::fs::create_dir_all(dir).map_err(io_error("create folder", dir))?;
     }
-    if let Some((first, _)) = debt.log.first() {
+    if let Some(first) = debt.log.first().map(|run| &run.at) {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -341,8 +370,8 @@ fn write_debt(root: &Path, dir: &Path, debt: &Debt) -> Result<(), StoreError> {
                 ),
             });
         }
-        for (at, run) in &debt.log {
-            file.write_all_at(run, *at)
+        for run in &debt.log {
+            write_all_vectored_at(&file, &run.pieces, run.at)
                 .map_err(io_error("append to", &log))?;
         }
     }
@@ -354,13 +383,13 @@ fn write_debt(root: &Path, dir: &Path, debt: &Debt) -> Result<(), StoreError> {
 
 /// Whether the log's bytes from `first` to `len` are the start of the runs about to be
 /// written there: left by an earlier try at this debt that failed part-way, not by anyone else.
-fn holds_own_bytes(file: &std::fs::File, first: u64, len: u64, runs: &[(u64, Vec<u8>)]) -> bool {
+fn holds_own_bytes(file: &std::fs::File, first: u64, len: u64, runs: &[Run]) -> bool {
     let mut expected = Vec::new();
-    for (at, run) in runs {
-        if *at != first + expected.len() as u64 {
+    for run in runs {
+        if run.at != first + expected.len() as u64 {
             break;
         }
-        expected.extend_from_slice(run);
+        expected.extend_from_slice(&run.joined());
     }
     let Ok(found_len) = usize::try_from(len - first) else {
         return false;
@@ -370,6 +399,32 @@ fn holds_own_bytes(file: &std::fs::File, first: u64, len: u64, runs: &[(u64, Vec
     }
     let mut found = vec![0; found_len];
     file.read_exact_at(&mut found, first).is_ok() && found == expected[..found_len]
+}
+
+/// Writes `pieces` one after another from offset `at`, as few system calls as the kernel
+/// allows (a vectored write takes at most `IOV_MAX` buffers, and may write less than asked).
+fn write_all_vectored_at(
+    file: &std::fs::File,
+    pieces: &[Vec<u8>],
+    mut at: u64,
+) -> std::io::Result<()> {
+    /// Linux's `IOV_MAX`.
+    const MOST_BUFFERS: usize = 1024;
+    let mut slices: Vec<IoSlice<'_>> = pieces.iter().map(|piece| IoSlice::new(piece)).collect();
+    let mut slices = &mut slices[..];
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        let most = slices.len().min(MOST_BUFFERS);
+        let written = match rustix::io::pwritev(file, &slices[..most], at) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => written,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        at += written as u64;
+        IoSlice::advance_slices(&mut slices, written);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -419,6 +474,34 @@ mod tests {
         std::fs::write(dir.join(HEAD_FILE), b"kept").unwrap();
         behind.settle_all().unwrap();
         assert_eq!(std::fs::read(dir.join(HEAD_FILE)).unwrap(), b"kept");
+    }
+
+    #[test]
+    fn a_run_of_more_appends_than_one_vectored_write_takes_is_written_whole_and_in_order() {
+        let root = tempfile::tempdir().unwrap();
+        let behind = Behind::new(root.path());
+        let session = Path::new("users/u/sessions/s");
+        let log = session.join(LOG_FILE);
+        let mut expected = Vec::new();
+        for n in 0..3_000 {
+            let bytes = format!("{n}\n").into_bytes();
+            let at = expected.len() as u64;
+            expected.extend_from_slice(&bytes);
+            behind.owe(&log, Owed::Log { at, bytes });
+        }
+        // A gap starts a second run, written at its own offset.
+        let gap = expected.len() as u64 + 3;
+        behind.owe(
+            &log,
+            Owed::Log {
+                at: gap,
+                bytes: b"end\n".to_vec(),
+            },
+        );
+        assert_eq!(behind.owing().0, expected.len() + 4);
+        behind.settle_all().unwrap();
+        expected.extend_from_slice(b"\0\0\0end\n");
+        assert_eq!(log_of(&root.path().join(session)), expected);
     }
 
     #[test]

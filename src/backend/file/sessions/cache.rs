@@ -121,8 +121,12 @@ impl HeadCache {
 
     /// The remembered state of a session, taken out of the cache: the caller puts back what it
     /// then writes ([`HeadCache::keep`]), so a failure in between leaves nothing stale behind.
-    pub(super) fn take(&self, key: &SessionKey) -> Option<Current> {
-        self.entries.lock().pop(key)
+    /// Comes with the weight the entry was kept at (for [`HeadCache::keep_appended`]).
+    pub(super) fn take_weighed(&self, key: &SessionKey) -> Option<(Current, usize)> {
+        let mut entries = self.entries.lock();
+        let (current, weight) = entries.map.pop(key)?;
+        entries.bytes -= weight;
+        Some((current, weight))
     }
 
     /// The session as its files hold it, for a read (which the caller has brought up to date
@@ -180,6 +184,32 @@ impl HeadCache {
         };
         // Weighed before taking the lock: serialising a large head takes a while.
         let weight = weight(key, record);
+        self.entries.lock().put(key.clone(), current, weight);
+    }
+
+    /// Remembers `current` after an append of `appended` log bytes to a session that weighed
+    /// `before` when it was taken, without serialising its record on every append: everything
+    /// an append changes in the record comes from its events, so the record grows by less than
+    /// the bytes their lines take, and the weight grows by those. The record is weighed again
+    /// whenever its head was just rewritten (every [`super::session::HEAD_EVERY`] appends at
+    /// most), or when `before` is not known.
+    pub(super) fn keep_appended(
+        &self,
+        key: &SessionKey,
+        current: Current,
+        before: Option<usize>,
+        appended: u64,
+    ) {
+        let Some(record) = &current.record else {
+            return;
+        };
+        let headed = current.has_head && current.head_end == current.log_end;
+        let weight = match before {
+            Some(before) if !headed => {
+                before.saturating_add(usize::try_from(appended).unwrap_or(usize::MAX))
+            }
+            _ => weight(key, record),
+        };
         self.entries.lock().put(key.clone(), current, weight);
     }
 
@@ -282,6 +312,35 @@ mod tests {
         assert!(bytes(&cache) <= 3 * one + one / 2);
         assert_eq!(kept(&cache), [4, 5]);
         assert_eq!(bytes(&cache), one + heavy);
+    }
+
+    #[test]
+    fn an_append_adds_its_bytes_to_the_weight_until_the_head_is_rewritten() {
+        let cache = HeadCache::new();
+        let (one, grown) = (weight_of(1, 1_000), weight_of(1, 5_000));
+        cache.keep(&key(1), current(1, 1_000));
+        // An append whose events grew the record (here by 4,000 bytes of state) without a new
+        // head: counted as the bytes its lines took, at least what the record grew.
+        let (_, before) = cache.take_weighed(&key(1)).unwrap();
+        assert_eq!(before, one);
+        let mut after = current(1, 5_000);
+        after.log_end = 4_200;
+        cache.keep_appended(&key(1), after, Some(before), 4_200);
+        assert_eq!(bytes(&cache), one + 4_200);
+        assert!(bytes(&cache) >= grown, "never below what it weighs");
+        // The next append rewrote the head: weighed again, exactly.
+        let (_, before) = cache.take_weighed(&key(1)).unwrap();
+        assert_eq!(bytes(&cache), 0);
+        let mut headed = current(1, 5_000);
+        (headed.log_end, headed.head_end) = (4_300, 4_300);
+        cache.keep_appended(&key(1), headed, Some(before), 100);
+        assert_eq!(bytes(&cache), grown);
+        // Taken without a known weight (read from the files): weighed.
+        cache.take_weighed(&key(1)).unwrap();
+        let mut unheaded = current(1, 5_000);
+        unheaded.log_end = 4_400;
+        cache.keep_appended(&key(1), unheaded, None, 100);
+        assert_eq!(bytes(&cache), grown);
     }
 
     #[test]
