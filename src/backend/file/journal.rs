@@ -192,29 +192,45 @@ impl Journal {
         .await
     }
 
-    /// Makes a session's append or head durable like [`Journal::commit`], but leaves the file
-    /// to be written behind (see `behind.rs`): nothing is written to it before this call, and
-    /// once it returns, a reader of the file must [`Journal::settle`] its folder first.
-    pub(crate) async fn commit_behind(&self, entry: Entry) -> Result<(), StoreError> {
-        let encoded = encode(&entry)?;
-        let owed = match entry {
-            Entry::Append { path, at, bytes } => (path, Owed::Log { at, bytes }),
-            Entry::Replace { path, bytes } => (path, Owed::Head(bytes)),
-            Entry::Remove { .. } => {
-                return Err(StoreError::InvalidRequest(
-                    "a removal cannot be written behind".to_owned(),
-                ))
+    /// Makes a session's appends or head durable like [`Journal::commit`], but leaves the
+    /// files to be written behind (see `behind.rs`): nothing is written to them before this
+    /// call, and once it returns, a reader of them must [`Journal::settle`] their folder first.
+    /// The entries are queued together (so that one flush usually covers them all) and in
+    /// order: an entry's answer being `Ok` means every entry before it is durable too. Returns
+    /// each entry's answer, in order, up to the first that could not be queued.
+    pub(crate) async fn commit_behind(&self, entries: Vec<Entry>) -> Vec<Result<(), StoreError>> {
+        let mut queued = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let waiting = encode(&entry).and_then(|encoded| {
+                let owed = match entry {
+                    Entry::Append { path, at, bytes } => (path, Owed::Log { at, bytes }),
+                    Entry::Replace { path, bytes } => (path, Owed::Head(bytes)),
+                    Entry::Remove { .. } => {
+                        return Err(StoreError::InvalidRequest(
+                            "a removal cannot be written behind".to_owned(),
+                        ))
+                    }
+                };
+                Ok(Waiting {
+                    encoded,
+                    touched: Some(owed.0.clone()),
+                    replace: None,
+                    owed: Some(owed),
+                    barrier: false,
+                    done: oneshot::channel().0,
+                })
+            });
+            match waiting {
+                Ok(waiting) => queued.push(waiting),
+                // Entries after a refused one are not queued: each depends on those before it.
+                Err(e) => {
+                    let mut answers = self.enqueue_all(queued).await;
+                    answers.push(Err(e));
+                    return answers;
+                }
             }
-        };
-        self.enqueue(Waiting {
-            encoded,
-            touched: Some(owed.0.clone()),
-            replace: None,
-            owed: Some(owed),
-            barrier: false,
-            done: oneshot::channel().0,
-        })
-        .await
+        }
+        self.enqueue_all(queued).await
     }
 
     /// Writes what the session folder `dir` (absolute) is owed, so that its files hold every
@@ -265,23 +281,37 @@ impl Journal {
         self.shared.stopped().map(|reason| stopped(&reason))
     }
 
-    async fn enqueue(&self, mut waiting: Waiting) -> Result<(), StoreError> {
-        let (done, answer) = oneshot::channel();
-        waiting.done = done;
+    async fn enqueue(&self, waiting: Waiting) -> Result<(), StoreError> {
+        let mut answers = self.enqueue_all(vec![waiting]).await;
+        answers.pop().unwrap_or(Ok(()))
+    }
+
+    /// Queues `waiting` together, in order, and returns each one's answer once it has them all.
+    async fn enqueue_all(&self, waiting: Vec<Waiting>) -> Vec<Result<(), StoreError>> {
+        let mut answers = Vec::with_capacity(waiting.len());
         {
             let mut queue = self.shared.queue.lock();
             if let Some(reason) = &queue.stopped {
-                return Err(stopped(reason));
+                return waiting.iter().map(|_| Err(stopped(reason))).collect();
             }
-            queue.waiting.push(waiting);
+            for mut waiting in waiting {
+                let (done, answer) = oneshot::channel();
+                waiting.done = done;
+                queue.waiting.push(waiting);
+                answers.push(answer);
+            }
         }
         self.shared.ready.notify_one();
-        answer.await.unwrap_or_else(|_| {
-            Err(StoreError::Unavailable {
-                backend: "file",
-                detail: "the journal stopped before it flushed this write".to_owned(),
-            })
-        })
+        let mut results = Vec::with_capacity(answers.len());
+        for answer in answers {
+            results.push(answer.await.unwrap_or_else(|_| {
+                Err(StoreError::Unavailable {
+                    backend: "file",
+                    detail: "the journal stopped before it flushed this write".to_owned(),
+                })
+            }));
+        }
+        results
     }
 }
 

@@ -314,14 +314,18 @@ async fn writes_behind_reach_their_files_before_any_reader_or_checkpoint_needs_t
                 for r in 0..rounds {
                     let bytes = line(s, r);
                     let entry = append(&format!("users/u/sessions/s{s}/log.jsonl"), end, &bytes);
-                    journal.commit_behind(entry).await.unwrap();
+                    for answer in journal.commit_behind(vec![entry]).await {
+                        answer.unwrap();
+                    }
                     end += bytes.len() as u64;
                     if r % 4 == 0 {
                         let head = Entry::Replace {
                             path: format!("users/u/sessions/s{s}/head.json").into(),
                             bytes: format!("{end}").into_bytes(),
                         };
-                        journal.commit_behind(head).await.unwrap();
+                        for answer in journal.commit_behind(vec![head]).await {
+                            answer.unwrap();
+                        }
                     }
                     if r % 3 == 2 {
                         // A reader: what was acknowledged is in the file once it settled.

@@ -176,14 +176,16 @@ impl HeadCache {
         read_current(paths, key)
     }
 
-    /// Remembers `current` as the session's state on disk (sessions with no head are not kept),
-    /// evicting the least recently used sessions while the cache weighs more than its budget.
+    /// Remembers `current` as the session's state on disk, evicting the least recently used
+    /// sessions while the cache weighs more than its budget. A session with no record is kept
+    /// too (its key and overhead weighed): a load that found none is usually followed by the
+    /// session's first append, which then need not look at its files again.
     pub(super) fn keep(&self, key: &SessionKey, current: Current) {
-        let Some(record) = &current.record else {
-            return;
-        };
         // Weighed before taking the lock: serialising a large head takes a while.
-        let weight = weight(key, record);
+        let weight = match &current.record {
+            Some(record) => weight(key, record),
+            None => key.to_string().len() + ENTRY_OVERHEAD,
+        };
         self.entries.lock().put(key.clone(), current, weight);
     }
 
@@ -200,17 +202,14 @@ impl HeadCache {
         before: Option<usize>,
         appended: u64,
     ) {
-        let Some(record) = &current.record else {
-            return;
-        };
         let headed = current.has_head && current.head_end == current.log_end;
-        let weight = match before {
-            Some(before) if !headed => {
-                before.saturating_add(usize::try_from(appended).unwrap_or(usize::MAX))
+        match before {
+            Some(before) if !headed && current.record.is_some() => {
+                let weight = before.saturating_add(usize::try_from(appended).unwrap_or(usize::MAX));
+                self.entries.lock().put(key.clone(), current, weight);
             }
-            _ => weight(key, record),
-        };
-        self.entries.lock().put(key.clone(), current, weight);
+            _ => self.keep(key, current),
+        }
     }
 
     /// Forgets a session, after it was removed or its files' state became uncertain.

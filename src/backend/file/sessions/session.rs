@@ -208,7 +208,7 @@ impl Inner {
     }
 
     /// Makes the append durable: its log lines, then — when one is due, or the append has no
-    /// lines — the session's new head, each through the journal, which writes them to the
+    /// lines — the session's new head, queued together in the journal, which writes them to the
     /// files behind. Returns the state to remember. The head's error fails the call only for
     /// an append without lines, whose head is the append; otherwise the append is durable by
     /// then, and either head is consistent with the log.
@@ -221,20 +221,43 @@ impl Inner {
     ) -> Result<Current, StoreError> {
         let paths = SessionPaths::of(&self.root, key);
         let empty = lines.is_empty();
+        let mut entries = Vec::with_capacity(2);
         if !empty {
-            let entry = log_entry(&self.root, &paths, key, at, lines)?;
-            self.journal.commit_behind(entry).await?;
-            if !head_due(&after) {
-                return Ok(after);
-            }
+            entries.push(log_entry(&self.root, &paths, key, at, lines)?);
         }
-        let head = head_entry(&self.root, &paths, key, &after);
-        let committed = match head {
-            Ok(Some(entry)) => self.journal.commit_behind(entry).await,
-            Ok(None) => return Ok(after),
-            Err(e) => Err(e),
+        let head = if empty || head_due(&after) {
+            match head_entry(&self.root, &paths, key, &after) {
+                Ok(head) => head,
+                Err(e) if empty => return Err(e),
+                Err(e) => {
+                    tracing::warn!(session = %key, error = %e, "could not encode the head; the log still holds every append");
+                    None
+                }
+            }
+        } else {
+            None
         };
-        match committed {
+        let with_head = head.is_some();
+        entries.extend(head);
+        if entries.is_empty() {
+            return Ok(after);
+        }
+        let mut answers = self.journal.commit_behind(entries).await.into_iter();
+        let mut next_answer = || {
+            answers.next().unwrap_or_else(|| {
+                Err(StoreError::Unavailable {
+                    backend: "file",
+                    detail: "the journal did not take this write".to_owned(),
+                })
+            })
+        };
+        if !empty {
+            next_answer()?;
+        }
+        if !with_head {
+            return Ok(after);
+        }
+        match next_answer() {
             Ok(()) => Ok(headed(after)),
             Err(e) if empty => Err(e),
             Err(e) => {
@@ -242,5 +265,41 @@ impl Inner {
                 Ok(after)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::file::FileStore;
+    use crate::key::SessionKey;
+    use crate::store::conformance::turn_events;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn a_new_sessions_first_append_reads_no_file_and_waits_for_one_flush() {
+        let root = tempfile::tempdir().unwrap();
+        let store = FileStore::open(root.path()).unwrap();
+        let key = SessionKey::new("u", "s").unwrap();
+        let loaded = store.load(&key, 20).await.unwrap();
+        assert!(loaded.record.is_none());
+        // The load remembered that the session has no files, so the append needs no read.
+        let (absent, _) = store.inner.cache.take_weighed(&key).unwrap();
+        assert!(absent.record.is_none() && absent.log_len == 0 && !absent.has_head);
+        store.inner.cache.keep(&key, absent);
+        let flushes = store.inner.journal.flushes();
+        let version = store
+            .append(&key, 0, &turn_events(1, "hi", None))
+            .await
+            .unwrap();
+        assert_eq!(version, 1);
+        // Its log lines and its first head are queued together: one flush covers both.
+        assert_eq!(store.inner.journal.flushes(), flushes + 1);
+        let (after, _) = store.inner.cache.take_weighed(&key).unwrap();
+        assert!(after.has_head && after.head_end == after.log_end && after.log_end > 0);
+        drop(store);
+        let store = FileStore::open(root.path()).unwrap();
+        let reloaded = store.load(&key, 20).await.unwrap();
+        assert_eq!(reloaded.record.unwrap().version, 1);
+        assert_eq!(reloaded.events.len(), 2);
     }
 }
