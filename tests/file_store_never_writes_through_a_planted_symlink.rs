@@ -130,3 +130,50 @@ async fn writes_through_planted_links_are_refused_and_nothing_lands_outside() {
     refused_for_a_link(result);
     assert_eq!(std::fs::read(&app_target).unwrap(), b"{}");
 }
+
+/// A new session whose path runs through a planted link (here its user's folder) is refused at
+/// its first append, before anything is journaled, even when a load just found it absent (and
+/// the store would otherwise remember that and not look at its files again); the store keeps
+/// taking other sessions' writes.
+#[tokio::test]
+async fn a_new_session_under_a_planted_link_is_refused_before_anything_is_journaled() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let moved = dir.path().join("moved");
+    let store = FileStore::open(&root).unwrap();
+    let chat = SessionKey::new("mia", "chat").unwrap();
+    store
+        .append(&chat, 0, &turn_events(1, "hi", None))
+        .await
+        .unwrap();
+    store.settle_files().await.unwrap();
+    // mia's folder moved outside the store, a link left in its place.
+    let sessions = find(&root, chat.session_id()).parent().unwrap().to_owned();
+    let user_dir = sessions.parent().unwrap().to_owned();
+    std::fs::rename(&user_dir, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &user_dir).unwrap();
+
+    let new = SessionKey::new("mia", "new").unwrap();
+    let loaded = store.load(&new, 10).await.unwrap();
+    assert!(loaded.record.is_none());
+    refused_for_a_link(store.append(&new, 0, &turn_events(1, "hi", None)).await);
+    let outside: Vec<_> = std::fs::read_dir(moved.join(sessions.file_name().unwrap()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        outside.len(),
+        1,
+        "only the old session is there: {outside:?}"
+    );
+    // Nothing was journaled for it, so the store did not stop.
+    let ana = SessionKey::new("ana", "chat").unwrap();
+    store
+        .append(&ana, 0, &turn_events(1, "hi", None))
+        .await
+        .expect("other sessions' writes go on");
+    store
+        .settle_files()
+        .await
+        .expect("nothing owed through the link");
+}

@@ -283,7 +283,12 @@ impl Journal {
 
     async fn enqueue(&self, waiting: Waiting) -> Result<(), StoreError> {
         let mut answers = self.enqueue_all(vec![waiting]).await;
-        answers.pop().unwrap_or(Ok(()))
+        answers.pop().unwrap_or_else(|| {
+            Err(StoreError::Unavailable {
+                backend: "file",
+                detail: "the journal did not answer this write".to_owned(),
+            })
+        })
     }
 
     /// Queues `waiting` together, in order, and returns each one's answer once it has them all.

@@ -272,7 +272,16 @@ impl Store for FileStore {
                 Some(record) => {
                     log::read_tail(&paths, &key, current.log_end, record.next_seq, window)?
                 }
-                None => Vec::new(),
+                None => {
+                    // Its first append will not look at the files again, so what it would
+                    // have checked before writing them is checked here.
+                    if current.log_len == 0
+                        && layout::refuse_links(&inner.root, &[&paths.log, &paths.head]).is_ok()
+                    {
+                        inner.cache.remember_absent(&key, current.clone());
+                    }
+                    Vec::new()
+                }
             };
             let (user_state, app_state) = inner.shared_state(&key)?;
             Ok(LoadedSession {
@@ -342,13 +351,13 @@ impl Store for FileStore {
                 }
             }
             let version = prepared.version;
-            let appended = prepared.lines.len() as u64;
+            let grew = prepared.grew;
             match inner
                 .commit_append(&key, current.log_end, prepared.lines, prepared.after)
                 .await
             {
                 Ok(after) => {
-                    inner.cache.keep_appended(&key, after, weighed, appended);
+                    inner.cache.keep_appended(&key, after, weighed, grew);
                     Ok(version)
                 }
                 Err(e) => {

@@ -239,6 +239,43 @@ async fn an_entry_naming_a_path_outside_the_root_is_refused() {
 }
 
 #[tokio::test]
+async fn entries_queued_together_are_answered_in_order_up_to_the_first_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    let (dir, log) = ("users/u/sessions/s", "users/u/sessions/s/log.jsonl");
+    let removal = || Entry::Remove { path: dir.into() };
+    let answers = journal
+        .commit_behind(vec![
+            append(log, 0, b"a\n"),
+            removal(),
+            append(log, 2, b"b\n"),
+        ])
+        .await;
+    assert_eq!(
+        answers.len(),
+        2,
+        "nothing after the refused entry is answered"
+    );
+    assert!(answers[0].is_ok());
+    let refused = answers[1].as_ref().unwrap_err().to_string();
+    assert!(refused.contains("cannot be written behind"), "{refused}");
+    journal.settle(&root.path().join(dir)).unwrap();
+    assert_eq!(
+        fs::read(root.path().join(log)).unwrap(),
+        b"a\n",
+        "nor queued"
+    );
+    // Refused first: nothing is queued at all.
+    let answers = journal
+        .commit_behind(vec![removal(), append(log, 2, b"b\n")])
+        .await;
+    assert_eq!(answers.len(), 1);
+    assert!(answers[0].is_err());
+    journal.settle(&root.path().join(dir)).unwrap();
+    assert_eq!(fs::read(root.path().join(log)).unwrap(), b"a\n");
+}
+
+#[tokio::test]
 async fn a_replacement_is_written_to_its_file_once_it_is_durable() {
     let root = tempfile::tempdir().unwrap();
     let journal = Journal::open(root.path()).unwrap();

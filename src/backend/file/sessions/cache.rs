@@ -176,36 +176,47 @@ impl HeadCache {
         read_current(paths, key)
     }
 
-    /// Remembers `current` as the session's state on disk, evicting the least recently used
-    /// sessions while the cache weighs more than its budget. A session with no record is kept
-    /// too (its key and overhead weighed): a load that found none is usually followed by the
-    /// session's first append, which then need not look at its files again.
+    /// Remembers `current` as the session's state on disk (sessions with no head are not kept:
+    /// see [`HeadCache::remember_absent`]), evicting the least recently used sessions while the
+    /// cache weighs more than its budget.
     pub(super) fn keep(&self, key: &SessionKey, current: Current) {
-        // Weighed before taking the lock: serialising a large head takes a while.
-        let weight = match &current.record {
-            Some(record) => weight(key, record),
-            None => key.to_string().len() + ENTRY_OVERHEAD,
+        let Some(record) = &current.record else {
+            return;
         };
+        // Weighed before taking the lock: serialising a large head takes a while.
+        let weight = weight(key, record);
         self.entries.lock().put(key.clone(), current, weight);
     }
 
-    /// Remembers `current` after an append of `appended` log bytes to a session that weighed
-    /// `before` when it was taken, without serialising its record on every append: everything
-    /// an append changes in the record comes from its events, so the record grows by less than
-    /// the bytes their lines take, and the weight grows by those. The record is weighed again
-    /// whenever its head was just rewritten (every [`super::session::HEAD_EVERY`] appends at
-    /// most), or when `before` is not known.
+    /// Remembers that a load found no session `key` (`current` has no record), weighed as its
+    /// key and overhead: a load that finds none is usually followed by the session's first
+    /// append, which then need not look at its files again. Only a load calls this, after
+    /// checking the session's paths for links, so that lookups of sessions that do not exist
+    /// (a read of made-up ids) do not push live heads out.
+    pub(super) fn remember_absent(&self, key: &SessionKey, current: Current) {
+        if current.record.is_some() {
+            return self.keep(key, current);
+        }
+        let weight = key.to_string().len() + ENTRY_OVERHEAD;
+        self.entries.lock().put(key.clone(), current, weight);
+    }
+
+    /// Remembers `current` after an append to a session that weighed `before` when it was
+    /// taken, without serialising its record on every append: `grew` is what the append's
+    /// events could add to the record (see [`super::session::record_growth`]), or `None` when
+    /// they may have changed it in larger ways (state, a summary), and then, or when `before`
+    /// is not known, or its head was just rewritten, the record is weighed again.
     pub(super) fn keep_appended(
         &self,
         key: &SessionKey,
         current: Current,
         before: Option<usize>,
-        appended: u64,
+        grew: Option<usize>,
     ) {
         let headed = current.has_head && current.head_end == current.log_end;
-        match before {
-            Some(before) if !headed && current.record.is_some() => {
-                let weight = before.saturating_add(usize::try_from(appended).unwrap_or(usize::MAX));
+        match (before, grew) {
+            (Some(before), Some(grew)) if !headed && current.record.is_some() => {
+                let weight = before.saturating_add(grew);
                 self.entries.lock().put(key.clone(), current, weight);
             }
             _ => self.keep(key, current),
@@ -314,32 +325,50 @@ mod tests {
     }
 
     #[test]
-    fn an_append_adds_its_bytes_to_the_weight_until_the_head_is_rewritten() {
+    fn an_append_adds_what_it_could_grow_the_record_by_until_the_head_is_rewritten() {
         let cache = HeadCache::new();
         let (one, grown) = (weight_of(1, 1_000), weight_of(1, 5_000));
         cache.keep(&key(1), current(1, 1_000));
-        // An append whose events grew the record (here by 4,000 bytes of state) without a new
-        // head: counted as the bytes its lines took, at least what the record grew.
+        // An append that cannot grow the record much (no state, no summary): its allowance.
         let (_, before) = cache.take_weighed(&key(1)).unwrap();
         assert_eq!(before, one);
-        let mut after = current(1, 5_000);
+        let mut after = current(1, 1_000);
         after.log_end = 4_200;
-        cache.keep_appended(&key(1), after, Some(before), 4_200);
-        assert_eq!(bytes(&cache), one + 4_200);
-        assert!(bytes(&cache) >= grown, "never below what it weighs");
-        // The next append rewrote the head: weighed again, exactly.
+        cache.keep_appended(&key(1), after, Some(before), Some(64));
+        assert_eq!(bytes(&cache), one + 64);
+        // One that changed the state (here by 4,000 bytes): weighed again, exactly.
+        let (_, before) = cache.take_weighed(&key(1)).unwrap();
+        let mut changed = current(1, 5_000);
+        changed.log_end = 8_400;
+        cache.keep_appended(&key(1), changed, Some(before), None);
+        assert_eq!(bytes(&cache), grown);
+        // The head was just rewritten: weighed again, whatever the append's allowance.
         let (_, before) = cache.take_weighed(&key(1)).unwrap();
         assert_eq!(bytes(&cache), 0);
         let mut headed = current(1, 5_000);
-        (headed.log_end, headed.head_end) = (4_300, 4_300);
-        cache.keep_appended(&key(1), headed, Some(before), 100);
+        (headed.log_end, headed.head_end) = (8_500, 8_500);
+        cache.keep_appended(&key(1), headed, Some(before + 1_000), Some(64));
         assert_eq!(bytes(&cache), grown);
         // Taken without a known weight (read from the files): weighed.
         cache.take_weighed(&key(1)).unwrap();
         let mut unheaded = current(1, 5_000);
-        unheaded.log_end = 4_400;
-        cache.keep_appended(&key(1), unheaded, None, 100);
+        unheaded.log_end = 8_600;
+        cache.keep_appended(&key(1), unheaded, None, Some(64));
         assert_eq!(bytes(&cache), grown);
+    }
+
+    #[test]
+    fn only_a_load_remembers_a_session_that_is_not_there() {
+        let cache = HeadCache::new();
+        let mut absent = current(1, 0);
+        absent.record = None;
+        absent.has_head = false;
+        cache.keep(&key(1), absent.clone());
+        assert!(cache.take_weighed(&key(1)).is_none(), "a read does not");
+        cache.remember_absent(&key(1), absent);
+        let (found, weight) = cache.take_weighed(&key(1)).unwrap();
+        assert!(found.record.is_none());
+        assert_eq!(weight, "u/s1".len() + ENTRY_OVERHEAD);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::line;
 use super::log::{encode_head, Current};
 use super::Inner;
 use crate::key::SessionKey;
-use crate::state::{Event, SessionRecord, SplitDelta};
+use crate::state::{Event, EventKind, SessionRecord, SplitDelta};
 use crate::store::{check_continues, StoreError};
 
 /// `head.json` is rewritten once this many appends lie past it in the log.
@@ -40,6 +40,26 @@ pub(super) struct Prepared {
     pub lines: Vec<u8>,
     /// The `user:` and `app:` changes the events made, for the shared-state files.
     pub shared: SplitDelta,
+    /// What the events could add to the record's size (see [`record_growth`]).
+    pub grew: Option<usize>,
+}
+
+/// Bytes an append may add to a record besides state and summaries: its counters and
+/// timestamps gaining digits, a counter appearing for the first time.
+const COUNTER_GROWTH: usize = 64;
+
+/// What `events` could add to a session record's size as JSON, for the head cache's weight:
+/// a small allowance when they only move its counters, or `None` when one of them changes its
+/// state, its summary or its context (which can add any amount), so that it is weighed again.
+pub(super) fn record_growth(events: &[Event]) -> Option<usize> {
+    let small = events.iter().all(|event| {
+        event.state_delta.is_none()
+            && !matches!(
+                event.kind,
+                EventKind::Summary { .. } | EventKind::ContextCleared {}
+            )
+    });
+    small.then_some(COUNTER_GROWTH)
 }
 
 /// Checks the version and the sequence, folds `events` onto the head and encodes their lines.
@@ -71,9 +91,14 @@ pub(super) fn prepare(
         }
     }
     record.version += 1;
-    let lines = line::encode_append(events, record.version).map_err(|e| {
+    let mut lines = line::encode_append(events, record.version).map_err(|e| {
         StoreError::InvalidRequest(format!("session {key}: events cannot be serialised: {e}"))
     })?;
+    // The lines are owed to the log until written behind, and what is owed is bounded by its
+    // length: their buffer gives back the room its estimate reserved.
+    if lines.capacity() > lines.len() + lines.len() / 4 {
+        lines.shrink_to_fit();
+    }
     let log_end = current.log_end + lines.len() as u64;
     // An append with no events writes no line: the log, unfinished tail included, stays as is.
     let log_len = if lines.is_empty() {
@@ -94,6 +119,7 @@ pub(super) fn prepare(
         },
         lines,
         shared,
+        grew: record_growth(events),
     })
 }
 
@@ -285,7 +311,7 @@ mod tests {
         // The load remembered that the session has no files, so the append needs no read.
         let (absent, _) = store.inner.cache.take_weighed(&key).unwrap();
         assert!(absent.record.is_none() && absent.log_len == 0 && !absent.has_head);
-        store.inner.cache.keep(&key, absent);
+        store.inner.cache.remember_absent(&key, absent);
         let flushes = store.inner.journal.flushes();
         let version = store
             .append(&key, 0, &turn_events(1, "hi", None))
