@@ -304,68 +304,7 @@ impl Store for FileStore {
         let (inner, key, events) = (self.inner.clone(), key.clone(), events.to_vec());
         detached(async move {
             let _guards = guards;
-            // Remembered, the common case: no file is read or written before the journal.
-            let (current, weighed) = match inner.cache.take_weighed(&key) {
-                // Remembered damage is refused below, and stays remembered.
-                Some((current, weight))
-                    if current.damage.is_some() || current.log_len <= current.log_end =>
-                {
-                    (current, Some(weight))
-                }
-                // Not remembered, or its log ends in an unfinished append a crash left, which
-                // is cut off first (reading the files again, which hold all of it).
-                known => {
-                    let (inner, key) = (inner.clone(), key.clone());
-                    let acknowledged = known.map(|(known, _)| known.log_end);
-                    let current =
-                        blocking(move || inner.read_for_append(&key, acknowledged)).await?;
-                    (current, None)
-                }
-            };
-            // Nothing is written (the shared state included) while the journal refuses writes.
-            let prepared = match (inner.journal.refusal(), &current.damage) {
-                (Some(refusal), _) => Err(refusal),
-                (None, Some(damage)) => Err(log::corrupt(
-                    &key,
-                    &SessionPaths::of(&inner.root, &key).log,
-                    damage,
-                )),
-                (None, None) => session::prepare(&key, &current, base_version, &events),
-            };
-            let prepared = match prepared {
-                Ok(prepared) => prepared,
-                Err(e) => {
-                    // Nothing was written: what is known still holds.
-                    inner.cache.keep(&key, current);
-                    return Err(e);
-                }
-            };
-            if !prepared.shared.is_empty() {
-                // Shared state is written (and flushed) before the append is acknowledged, so
-                // that an acknowledged turn's shared changes are always on disk (see
-                // docs/stores.md for the crash window this leaves).
-                let (inner2, key2, shared) = (inner.clone(), key.clone(), prepared.shared.clone());
-                if let Err(e) = blocking(move || inner2.write_shared(&key2, &shared)).await {
-                    inner.cache.keep(&key, current);
-                    return Err(e);
-                }
-            }
-            let version = prepared.version;
-            let grew = prepared.grew;
-            match inner
-                .commit_append(&key, current.log_end, prepared.lines, prepared.after)
-                .await
-            {
-                Ok(after) => {
-                    inner.cache.keep_appended(&key, after, weighed, grew);
-                    Ok(version)
-                }
-                Err(e) => {
-                    // Not acknowledged; the files, brought up to date, say what is known.
-                    inner.cache.forget(&key);
-                    Err(e)
-                }
-            }
+            inner.append(key, base_version, events).await
         })
         .await
     }

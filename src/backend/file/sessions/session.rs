@@ -1,18 +1,19 @@
 //! One session's append, in its steps: prepare (pure), the journal entries for its log lines
 //! and now and then its head (written behind the journal, see `journal/behind.rs`), and the
-//! clean-up of an unfinished append a crash left; and the store's two steps around them, reading
-//! the state an append builds on and journaling what it makes. The caller holds the session's
+//! clean-up of an unfinished append a crash left; and the store's side of it: the whole append,
+//! reading the state it builds on and journaling what it makes. The caller holds the session's
 //! lock, so nothing else writes these files meanwhile.
 
 use std::fs::OpenOptions;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::fsio::{io_error, keep_cut};
 use super::journal::Entry;
 use super::layout::{self, SessionPaths};
 use super::line;
-use super::log::{encode_head, Current};
-use super::Inner;
+use super::log::{corrupt, encode_head, Current};
+use super::{blocking, Inner};
 use crate::key::SessionKey;
 use crate::state::{Event, EventKind, SessionRecord, SplitDelta};
 use crate::store::{check_continues, StoreError};
@@ -206,7 +207,8 @@ pub(super) fn headed(mut after: Current) -> Current {
     after
 }
 
-/// The store's side of an append: reading what it builds on and journaling what it makes.
+/// The store's side of an append: the whole of it, reading what it builds on and journaling
+/// what it makes.
 impl Inner {
     /// A session's state for an append that finds nothing remembered: its files, brought up to
     /// date with the journal, with an unfinished append a crash left cut off (and kept aside).
@@ -231,6 +233,78 @@ impl Inner {
             return Err(super::log::corrupt(key, &paths.log, damage));
         }
         cut_unfinished(&paths, key, current)
+    }
+
+    /// One append, under the session's lock (which the caller holds until this returns): what
+    /// it builds on (remembered, or read from the files), checked and encoded, the shared state
+    /// written, then journaled; the state it leaves is remembered.
+    pub(super) async fn append(
+        self: Arc<Self>,
+        key: SessionKey,
+        base_version: u64,
+        events: Vec<Event>,
+    ) -> Result<u64, StoreError> {
+        // Remembered, the common case: no file is read or written before the journal.
+        let (current, weighed) = match self.cache.take_weighed(&key) {
+            // Remembered damage is refused below, and stays remembered.
+            Some((current, weight))
+                if current.damage.is_some() || current.log_len <= current.log_end =>
+            {
+                (current, Some(weight))
+            }
+            // Not remembered, or its log ends in an unfinished append a crash left, which
+            // is cut off first (reading the files again, which hold all of it).
+            known => {
+                let (inner, key) = (self.clone(), key.clone());
+                let acknowledged = known.map(|(known, _)| known.log_end);
+                let current = blocking(move || inner.read_for_append(&key, acknowledged)).await?;
+                (current, None)
+            }
+        };
+        // Nothing is written (the shared state included) while the journal refuses writes.
+        let prepared = match (self.journal.refusal(), &current.damage) {
+            (Some(refusal), _) => Err(refusal),
+            (None, Some(damage)) => Err(corrupt(
+                &key,
+                &SessionPaths::of(&self.root, &key).log,
+                damage,
+            )),
+            (None, None) => prepare(&key, &current, base_version, &events),
+        };
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => {
+                // Nothing was written: what is known still holds.
+                self.cache.keep(&key, current);
+                return Err(e);
+            }
+        };
+        if !prepared.shared.is_empty() {
+            // Shared state is written (and flushed) before the append is acknowledged, so
+            // that an acknowledged turn's shared changes are always on disk (see
+            // docs/stores.md for the crash window this leaves).
+            let (inner2, key2, shared) = (self.clone(), key.clone(), prepared.shared.clone());
+            if let Err(e) = blocking(move || inner2.write_shared(&key2, &shared)).await {
+                self.cache.keep(&key, current);
+                return Err(e);
+            }
+        }
+        let version = prepared.version;
+        let grew = prepared.grew;
+        match self
+            .commit_append(&key, current.log_end, prepared.lines, prepared.after)
+            .await
+        {
+            Ok(after) => {
+                self.cache.keep_appended(&key, after, weighed, grew);
+                Ok(version)
+            }
+            Err(e) => {
+                // Not acknowledged; the files, brought up to date, say what is known.
+                self.cache.forget(&key);
+                Err(e)
+            }
+        }
     }
 
     /// Makes the append durable: its log lines, then — when one is due, or the append has no
