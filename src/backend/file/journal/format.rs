@@ -1,7 +1,7 @@
 //! How a journal segment is laid out, and reading it back: pure, no I/O.
 //!
 //! ```text
-//! segment := "turnstile-journal 1\n" batch*
+//! segment := "turnstile-journal 2\n" batch* zero*
 //! batch   := "TJB1" len:u32le crc32:u32le payload[len]
 //! payload := entry+
 //! entry   := header-json "\n" bytes[header.len]      (op "append": the bytes written at "at";
@@ -13,17 +13,23 @@
 //! only once the flush of this one returned. So a damaged batch with an intact batch after it is
 //! damage to acknowledged data (`Corrupt`), while a damaged or short batch at the very end is
 //! the unfinished batch of a crash: none of its entries was acknowledged, and it is cut off.
+//!
+//! The writer grows a segment ahead of its batches with zeros (see `threads.rs`), so zeros after
+//! the last intact batch are room not yet used, in any segment. Format 1, written by earlier
+//! builds, had no such room: it is still read, with zeros there taken as a damaged batch.
 
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The first line of every segment.
-pub(super) const SEGMENT_HEADER: &[u8] = b"turnstile-journal 1\n";
+/// The first line of every segment this build writes.
+pub(super) const SEGMENT_HEADER: &[u8] = b"turnstile-journal 2\n";
+/// The first line of a segment of format 1 (no zeroed room after its batches).
+const SEGMENT_HEADER_V1: &[u8] = b"turnstile-journal 1\n";
 /// What a segment's first line starts with, whatever its version.
 const SEGMENT_HEADER_PREFIX: &[u8] = b"turnstile-journal ";
-/// The segment format this build writes and reads.
-pub(super) const SEGMENT_VERSION: u32 = 1;
+/// The segment format this build writes, and the newest it reads.
+pub(super) const SEGMENT_VERSION: u32 = 2;
 /// What every batch starts with.
 const BATCH_MAGIC: &[u8; 4] = b"TJB1";
 /// The batch's frame before its payload: magic, length, CRC-32.
@@ -131,8 +137,10 @@ pub(super) fn frame_batch(payload: &[u8], out: &mut Vec<u8>) {
 pub(super) struct Read {
     /// The entries of every intact batch, in order.
     pub entries: Vec<Entry>,
-    /// Where the intact batches end: anything after is an unfinished batch to cut.
+    /// Where the intact batches end.
     pub valid_len: u64,
+    /// Whether an unfinished batch follows them (cut off), rather than nothing or zeroed room.
+    pub unfinished: bool,
 }
 
 /// Why a segment cannot be replayed.
@@ -148,22 +156,33 @@ pub(super) enum ReadError {
 /// `last` segment can end in an unfinished batch: an earlier one was closed after the flush of
 /// its last batch returned, so a damaged end there is damage.
 pub(super) fn read_segment(bytes: &[u8], last: bool) -> Result<Read, ReadError> {
-    if bytes.len() < SEGMENT_HEADER.len() && SEGMENT_HEADER.starts_with(bytes) {
+    let nothing = Read {
+        entries: Vec::new(),
+        valid_len: 0,
+        unfinished: false,
+    };
+    let header_len = SEGMENT_HEADER.len();
+    if bytes.len() < header_len
+        && (SEGMENT_HEADER.starts_with(bytes) || SEGMENT_HEADER_V1.starts_with(bytes))
+    {
         // A crash right after the segment was made, before its first line was flushed: there
         // is nothing in it.
-        return Ok(Read {
-            entries: Vec::new(),
-            valid_len: 0,
-        });
+        return Ok(nothing);
     }
-    if !bytes.starts_with(SEGMENT_HEADER) {
+    let zeroed_room = if bytes.starts_with(SEGMENT_HEADER) {
+        true
+    } else if bytes.starts_with(SEGMENT_HEADER_V1) {
+        false
+    } else {
         return Err(header_error(bytes));
-    }
+    };
     let mut entries = Vec::new();
-    let mut at = SEGMENT_HEADER.len();
+    let mut at = header_len;
+    let mut unfinished = false;
     while at < bytes.len() {
         let payload = match batch_at(bytes, at) {
             Some(payload) => payload,
+            None if zeroed_room && bytes[at..].iter().all(|b| *b == 0) => break,
             None => {
                 // Damaged or short: acknowledged only if an intact batch follows it.
                 if let Some(next) = next_batch_after(bytes, at) {
@@ -176,6 +195,7 @@ pub(super) fn read_segment(bytes: &[u8], last: bool) -> Result<Read, ReadError> 
                         "the batch at byte {at} is damaged, and a newer segment follows"
                     )));
                 }
+                unfinished = true;
                 break;
             }
         };
@@ -186,6 +206,7 @@ pub(super) fn read_segment(bytes: &[u8], last: bool) -> Result<Read, ReadError> 
     Ok(Read {
         entries,
         valid_len: at as u64,
+        unfinished,
     })
 }
 
@@ -360,6 +381,54 @@ mod tests {
         match read_segment(&bytes, true) {
             Err(ReadError::Damaged(detail)) => assert!(detail.contains("intact batch follows")),
             other => panic!("expected damage, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn zeroed_room_after_the_batches_is_no_damage_in_any_segment() {
+        let batches: [&[Entry]; 2] = [&[append("a", 0, b"one\n")], &[append("a", 4, b"two\n")]];
+        let whole = segment(&batches);
+        let mut roomy = whole.clone();
+        roomy.resize(whole.len() + 4096, 0);
+        for last in [true, false] {
+            let read = read_segment(&roomy, last).unwrap();
+            assert_eq!(read.entries, batches.concat(), "last: {last}");
+            assert_eq!(read.valid_len, whole.len() as u64);
+            assert!(!read.unfinished);
+        }
+        // An unfinished batch written over the room is still cut from the last segment only.
+        let first_len = segment(&batches[..1]).len();
+        let mut torn = roomy.clone();
+        torn[whole.len()..].fill(0);
+        torn[first_len + BATCH_FRAME..whole.len()].fill(0);
+        let read = read_segment(&torn, true).unwrap();
+        assert_eq!(read.entries, batches[0]);
+        assert!(read.unfinished);
+        assert!(matches!(
+            read_segment(&torn, false),
+            Err(ReadError::Damaged(_))
+        ));
+    }
+
+    #[test]
+    fn a_format_1_segment_still_reads_but_has_no_room_after_its_batches() {
+        let batch = [append("a", 0, b"one\n")];
+        let mut old = SEGMENT_HEADER_V1.to_vec();
+        let mut payload = Vec::new();
+        batch[0].encode(&mut payload).unwrap();
+        frame_batch(&payload, &mut old);
+        let read = read_segment(&old, false).unwrap();
+        assert_eq!(read.entries, batch);
+        assert!(!read.unfinished);
+        // Its writer never left zeros there: they are a damaged batch, as they always were.
+        old.resize(old.len() + 64, 0);
+        assert!(matches!(
+            read_segment(&old, false),
+            Err(ReadError::Damaged(_))
+        ));
+        assert!(read_segment(&old, true).unwrap().unfinished);
+        for partial in [&b"turnstile-journal 1"[..], b"turnstile-journal 2"] {
+            assert_eq!(read_segment(partial, false).unwrap().entries, []);
         }
     }
 

@@ -54,11 +54,10 @@ pub(super) fn replay(root: &Path, segments: &[(u64, PathBuf)]) -> Result<(), Sto
                 detail: format!("{}: {detail}", path.display()),
             },
         })?;
-        if read.valid_len < bytes.len() as u64 {
+        if read.unfinished {
             tracing::warn!(
                 segment = %path.display(),
                 at = read.valid_len,
-                bytes = bytes.len() as u64 - read.valid_len,
                 "ignoring the unfinished batch a crash left at the journal's end (none of it was acknowledged)"
             );
         }

@@ -4,7 +4,8 @@ use std::path::Path;
 use std::fs::OpenOptions;
 use std::io::Write;
 
-use super::format::{frame_batch, SEGMENT_HEADER};
+use super::format::{frame_batch, read_segment, SEGMENT_HEADER};
+use super::threads::ROOM_BYTES;
 use super::*;
 
 fn append(path: &str, at: u64, bytes: &[u8]) -> Entry {
@@ -32,6 +33,11 @@ fn write(root: &Path, path: &str, bytes: &[u8]) -> Entry {
 
 /// Leaves a segment as a crash would: `batches` written and flushed, no checkpoint.
 fn leave_segment(root: &Path, number: u64, batches: &[&[Entry]]) {
+    leave_segment_with_room(root, number, batches, 0);
+}
+
+/// [`leave_segment`] with `room` zeros after the batches, as the committer leaves them.
+fn leave_segment_with_room(root: &Path, number: u64, batches: &[&[Entry]], room: usize) {
     let dir = root.join(JOURNAL_DIR);
     fs::create_dir_all(&dir).unwrap();
     let mut bytes = SEGMENT_HEADER.to_vec();
@@ -42,6 +48,7 @@ fn leave_segment(root: &Path, number: u64, batches: &[&[Entry]]) {
         }
         frame_batch(&payload, &mut bytes);
     }
+    bytes.resize(bytes.len() + room, 0);
     fs::write(dir.join(format!("{number:016}.wal")), bytes).unwrap();
 }
 
@@ -121,6 +128,42 @@ fn a_crash_before_the_files_were_flushed_is_repaired_from_the_journal() {
 }
 
 #[test]
+fn a_crash_left_segments_with_zeroed_room_and_every_one_replays_in_full() {
+    let root = tempfile::tempdir().unwrap();
+    leave_segment_with_room(root.path(), 1, &[&[append("a/log", 0, b"one\n")]], 100_000);
+    leave_segment_with_room(root.path(), 2, &[&[append("a/log", 4, b"two\n")]], 5);
+    leave_segment_with_room(root.path(), 3, &[&[append("a/log", 8, b"three\n")]], 0);
+    drop(Journal::open(root.path()).unwrap());
+    assert_eq!(
+        fs::read(root.path().join("a/log")).unwrap(),
+        b"one\ntwo\nthree\n"
+    );
+    assert_eq!(segment_count(root.path()), 0);
+}
+
+#[tokio::test]
+async fn the_committer_writes_its_batches_over_zeroed_room_that_reads_as_no_damage() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    let mut expected = Vec::new();
+    for i in 0..3 {
+        let entry = write(root.path(), "a/log", format!("append {i}\n").as_bytes());
+        expected.push(entry.clone());
+        journal.commit(entry).await.unwrap();
+    }
+    let segment = root.path().join(JOURNAL_DIR).join("0000000000000001.wal");
+    let bytes = fs::read(&segment).unwrap();
+    assert_eq!(bytes.len() as u64 % ROOM_BYTES, 0, "{} bytes", bytes.len());
+    let read = read_segment(&bytes, false).unwrap();
+    assert_eq!(read.entries, expected);
+    assert!(!read.unfinished);
+    assert!(
+        read.valid_len < bytes.len() as u64,
+        "room after the batches"
+    );
+}
+
+#[test]
 fn replay_cuts_what_the_journal_never_acknowledged_and_rewrites_a_torn_tail() {
     let root = tempfile::tempdir().unwrap();
     fs::create_dir_all(root.path().join("a")).unwrap();
@@ -189,16 +232,16 @@ fn a_newer_journal_is_refused_and_left_alone() {
     fs::create_dir_all(&dir).unwrap();
     fs::write(
         dir.join("0000000000000001.wal"),
-        b"turnstile-journal 2\n...",
+        b"turnstile-journal 3\n...",
     )
     .unwrap();
     match Journal::open(root.path()) {
-        Err(StoreError::NewerLayout { found: 2, .. }) => {}
+        Err(StoreError::NewerLayout { found: 3, .. }) => {}
         other => panic!("expected NewerLayout, got {other:?}"),
     }
     assert_eq!(
         fs::read(dir.join("0000000000000001.wal")).unwrap(),
-        b"turnstile-journal 2\n..."
+        b"turnstile-journal 3\n..."
     );
 }
 
