@@ -119,6 +119,20 @@ pub(super) fn len_or_zero(path: &Path) -> Result<u64, StoreError> {
     }
 }
 
+/// Opens `path` to be read and written in place (created empty if missing, never truncated),
+/// with its length: for writing bytes again at an offset the file may already hold.
+pub(super) fn open_in_place(path: &Path) -> Result<(fs::File, u64), StoreError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io_error("open", path))?;
+    let len = file.metadata().map_err(io_error("stat", path))?.len();
+    Ok((file, len))
+}
+
 /// The bytes of `path` from `from` to its end (none if it does not exist).
 pub(super) fn read_tail_from(path: &Path, from: u64) -> Result<Vec<u8>, StoreError> {
     let mut file = match fs::File::open(path) {

@@ -283,12 +283,7 @@ impl Journal {
 
     async fn enqueue(&self, waiting: Waiting) -> Result<(), StoreError> {
         let mut answers = self.enqueue_all(vec![waiting]).await;
-        answers.pop().unwrap_or_else(|| {
-            Err(StoreError::Unavailable {
-                backend: "file",
-                detail: "the journal did not answer this write".to_owned(),
-            })
-        })
+        answers.pop().unwrap_or_else(|| Err(unanswered()))
     }
 
     /// Queues `waiting` together, in order, and returns each one's answer once it has them all.
@@ -355,6 +350,15 @@ fn encode(entry: &Entry) -> Result<Vec<u8>, StoreError> {
         )));
     }
     Ok(encoded)
+}
+
+/// The error for a write the journal gave no answer for (one of [`Journal::commit_behind`]'s
+/// entries after the first it refused).
+pub(crate) fn unanswered() -> StoreError {
+    StoreError::Unavailable {
+        backend: "file",
+        detail: "the journal did not take this write".to_owned(),
+    }
 }
 
 /// The error for a write refused by a stopped journal.

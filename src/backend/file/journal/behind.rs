@@ -15,7 +15,6 @@
 //! journal stops: the files would otherwise fall behind what was acknowledged for good.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::OpenOptions;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::backend::file::fsio::{io_error, keep_cut, replace_unflushed};
+use crate::backend::file::fsio::{io_error, keep_cut, open_in_place, replace_unflushed};
 use crate::backend::file::layout::{refuse_links, HEAD_FILE, LOG_FILE};
 use crate::store::StoreError;
 
@@ -348,14 +347,7 @@ fn write_debt(root: &Path, dir: &Path, debt: &Debt) -> Result<(), StoreError> {
         std::fs::create_dir_all(dir).map_err(io_error("create folder", dir))?;
     }
     if let Some(first) = debt.log.first().map(|run| &run.at) {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&log)
-            .map_err(io_error("open", &log))?;
-        let len = file.metadata().map_err(io_error("stat", &log))?.len();
+        let (file, len) = open_in_place(&log)?;
         if len > *first && !holds_own_bytes(&file, *first, len, &debt.log) {
             keep_cut(&log, *first, &dir.display())?;
             file.set_len(*first)

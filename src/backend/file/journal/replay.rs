@@ -2,12 +2,12 @@
 //! files and their folders (for replays and checkpoints alike).
 
 use std::collections::{BTreeSet, HashSet};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::format::{read_segment, Entry, ReadError, SEGMENT_VERSION};
-use crate::backend::file::fsio::{io_error, remove_dir, sync_dir, write_atomic};
+use crate::backend::file::fsio::{io_error, open_in_place, remove_dir, sync_dir, write_atomic};
 use crate::backend::file::layout::{refuse_links, TRASH_DIR};
 use crate::store::StoreError;
 
@@ -123,14 +123,7 @@ fn write_again(root: &Path, path: &Path, at: u64, bytes: &[u8]) -> Result<(), St
     if let Some(parent) = full.parent() {
         fs::create_dir_all(parent).map_err(io_error("create folder", parent))?;
     }
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&full)
-        .map_err(io_error("open", &full))?;
-    let len = file.metadata().map_err(io_error("stat", &full))?.len();
+    let (mut file, len) = open_in_place(&full)?;
     if len < at {
         return Err(StoreError::Corrupt {
             key: "journal".to_owned(),

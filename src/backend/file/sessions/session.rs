@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::fsio::{io_error, keep_cut};
-use super::journal::Entry;
+use super::journal::{self, Entry};
 use super::layout::{self, SessionPaths};
 use super::line;
 use super::log::{corrupt, encode_head, Current};
@@ -343,14 +343,7 @@ impl Inner {
             return Ok(after);
         }
         let mut answers = self.journal.commit_behind(entries).await.into_iter();
-        let mut next_answer = || {
-            answers.next().unwrap_or_else(|| {
-                Err(StoreError::Unavailable {
-                    backend: "file",
-                    detail: "the journal did not take this write".to_owned(),
-                })
-            })
-        };
+        let mut next_answer = || answers.next().unwrap_or_else(|| Err(journal::unanswered()));
         if !empty {
             next_answer()?;
         }
