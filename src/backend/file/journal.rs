@@ -352,8 +352,9 @@ fn encode(entry: &Entry) -> Result<Vec<u8>, StoreError> {
     Ok(encoded)
 }
 
-/// The error for a write the journal gave no answer for (one of [`Journal::commit_behind`]'s
-/// entries after the first it refused).
+/// The error for a write the journal gave no answer for: one of [`Journal::commit_behind`]'s
+/// entries after the first it refused (and, should it ever happen, a write
+/// [`Journal::enqueue`] got no answer for at all).
 pub(crate) fn unanswered() -> StoreError {
     StoreError::Unavailable {
         backend: "file",

@@ -396,11 +396,11 @@ mod tests {
             assert_eq!(read.valid_len, whole.len() as u64);
             assert!(!read.unfinished);
         }
-        // An unfinished batch written over the room is still cut from the last segment only.
+        // An unfinished batch written over the room (its payload reached the disk, its frame
+        // did not) is still cut from the last segment only.
         let first_len = segment(&batches[..1]).len();
         let mut torn = roomy.clone();
-        torn[whole.len()..].fill(0);
-        torn[first_len + BATCH_FRAME..whole.len()].fill(0);
+        torn[first_len..first_len + BATCH_FRAME].fill(0);
         let read = read_segment(&torn, true).unwrap();
         assert_eq!(read.entries, batches[0]);
         assert!(read.unfinished);
@@ -408,6 +408,34 @@ mod tests {
             read_segment(&torn, false),
             Err(ReadError::Damaged(_))
         ));
+    }
+
+    #[test]
+    fn a_batch_cut_short_anywhere_over_the_room_is_cut_and_the_batches_before_it_kept() {
+        // A crash part-way through writing the second batch over zeroed room: whatever prefix
+        // of it reached the file, the zeros after it are still there.
+        let batches: [&[Entry]; 2] = [
+            &[append("a", 0, b"one\n")],
+            &[append("a", 4, b"two\n"), append("b", 0, b"three\n")],
+        ];
+        let whole = segment(&batches);
+        let first_len = segment(&batches[..1]).len();
+        let room = whole.len() + 512;
+        for cut in first_len..whole.len() {
+            let mut left = whole[..cut].to_vec();
+            left.resize(room, 0);
+            let read = read_segment(&left, true).unwrap();
+            assert_eq!(read.entries, batches[0], "cut at {cut}");
+            assert_eq!(read.valid_len, first_len as u64, "cut at {cut}");
+            // Nothing of the second batch written reads as room, not as an unfinished batch.
+            assert_eq!(read.unfinished, cut > first_len, "cut at {cut}");
+        }
+        let mut complete = whole.clone();
+        complete.resize(room, 0);
+        assert_eq!(
+            read_segment(&complete, true).unwrap().entries,
+            batches.concat()
+        );
     }
 
     #[test]
