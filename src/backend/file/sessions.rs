@@ -43,9 +43,13 @@ use crate::store::{
 /// Stripes of the per-user gate: held shared by every session operation, exclusively by
 /// `delete_user`. Fixed, so memory stays bounded whatever the number of users.
 const USER_GATES: usize = 64;
-/// Stripes of the per-session write lock. Two sessions share a stripe by hash only; with 256
-/// stripes and one turn at a time per session, such waits are rare.
-const SESSION_LOCKS: usize = 256;
+/// Stripes of the per-session write lock. Two sessions share a stripe by hash only, and an
+/// append holds its stripe until the journal flush that covers it returned, so a session whose
+/// stripe-mate is appending waits one more flush. With `n` sessions appending at once about
+/// `n²/2` ÷ stripes pairs share one: 50 busy sessions gave about 5 pairs at 256 stripes (the
+/// same pairs for the whole run, and 1.41× fewer turns/s than now, docs/BENCHMARKS.md) and give
+/// about 0.3 at 4,096, for some 250 KiB per store.
+const SESSION_LOCKS: usize = 4096;
 /// Stripes of the lock around one user's `user.json` read-modify-write.
 const USER_STATE_LOCKS: usize = 64;
 
