@@ -298,5 +298,30 @@ fn checked_path(text: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// An append entry, for tests.
+#[cfg(test)]
+pub(super) fn append(path: &str, at: u64, bytes: &[u8]) -> Entry {
+    Entry::Append {
+        path: path.into(),
+        at,
+        bytes: bytes.to_vec(),
+    }
+}
+
+/// A segment of this build's format holding `batches`, each framed as the committer frames
+/// one, with no room after them: for tests.
+#[cfg(test)]
+pub(super) fn segment(batches: &[&[Entry]]) -> Vec<u8> {
+    let mut out = SEGMENT_HEADER.to_vec();
+    for batch in batches {
+        let mut payload = Vec::new();
+        for entry in *batch {
+            entry.encode(&mut payload).unwrap();
+        }
+        frame_batch(&payload, &mut out);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -4,16 +4,8 @@ use std::path::Path;
 use std::fs::OpenOptions;
 use std::io::Write;
 
-use super::format::{frame_batch, SEGMENT_HEADER};
+use super::format::{append, segment, SEGMENT_HEADER};
 use super::*;
-
-fn append(path: &str, at: u64, bytes: &[u8]) -> Entry {
-    Entry::Append {
-        path: path.into(),
-        at,
-        bytes: bytes.to_vec(),
-    }
-}
 
 /// Writes `bytes` at the end of `root/path` as a store would before committing, and returns the
 /// entry that describes it.
@@ -39,14 +31,7 @@ fn leave_segment(root: &Path, number: u64, batches: &[&[Entry]]) {
 fn leave_segment_with_room(root: &Path, number: u64, batches: &[&[Entry]], room: usize) {
     let dir = root.join(JOURNAL_DIR);
     fs::create_dir_all(&dir).unwrap();
-    let mut bytes = SEGMENT_HEADER.to_vec();
-    for batch in batches {
-        let mut payload = Vec::new();
-        for entry in *batch {
-            entry.encode(&mut payload).unwrap();
-        }
-        frame_batch(&payload, &mut bytes);
-    }
+    let mut bytes = segment(batches);
     bytes.resize(bytes.len() + room, 0);
     fs::write(dir.join(format!("{number:016}.wal")), bytes).unwrap();
 }

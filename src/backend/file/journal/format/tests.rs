@@ -1,25 +1,5 @@
 use super::*;
 
-fn append(path: &str, at: u64, bytes: &[u8]) -> Entry {
-    Entry::Append {
-        path: path.into(),
-        at,
-        bytes: bytes.to_vec(),
-    }
-}
-
-fn segment(batches: &[&[Entry]]) -> Vec<u8> {
-    let mut out = SEGMENT_HEADER.to_vec();
-    for batch in batches {
-        let mut payload = Vec::new();
-        for entry in *batch {
-            entry.encode(&mut payload).unwrap();
-        }
-        frame_batch(&payload, &mut out);
-    }
-    out
-}
-
 #[test]
 fn entries_read_back_as_written_in_order() {
     let first = [
