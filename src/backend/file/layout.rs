@@ -182,27 +182,43 @@ impl SessionPaths {
 /// Refuses to write through a symbolic link anywhere below `root` on the way to any of `paths`
 /// (`root` itself may be a link an operator made on purpose): a link planted inside the store
 /// would send its writes elsewhere. Parts that do not exist yet are fine; they are made as real
-/// folders and files. A folder shared by several paths is looked at once.
+/// folders and files. Each path is looked at from the root down, and only as far as its first
+/// part that cannot be looked at (missing, usually: nothing below it exists to be a link); a
+/// folder shared by several paths is looked at once.
 pub fn refuse_links(root: &Path, paths: &[&Path]) -> Result<(), StoreError> {
-    let mut checked: Vec<&Path> = Vec::with_capacity(6);
+    // Parts seen to be real folders or files, and parts found missing.
+    let mut real: Vec<PathBuf> = Vec::with_capacity(6);
+    let mut missing: Vec<PathBuf> = Vec::new();
     for &path in paths {
-        let mut at = Some(path);
-        while let Some(part) =
-            at.filter(|part| *part != root && part.starts_with(root) && !checked.contains(part))
-        {
-            let is_link = std::fs::symlink_metadata(part).is_ok_and(|m| m.file_type().is_symlink());
-            if is_link {
-                return Err(StoreError::Corrupt {
-                    key: path.display().to_string(),
-                    detail: format!(
-                        "{} is a symbolic link; the store never follows links inside its root \
-                         (nothing was written, the link was left in place)",
-                        part.display()
-                    ),
-                });
+        let Ok(below) = path.strip_prefix(root) else {
+            continue;
+        };
+        let mut part = root.to_path_buf();
+        for component in below.components() {
+            part.push(component);
+            if missing.contains(&part) {
+                break;
             }
-            checked.push(part);
-            at = part.parent();
+            if real.contains(&part) {
+                continue;
+            }
+            match std::fs::symlink_metadata(&part) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(StoreError::Corrupt {
+                        key: path.display().to_string(),
+                        detail: format!(
+                            "{} is a symbolic link; the store never follows links inside its \
+                             root (nothing was written, the link was left in place)",
+                            part.display()
+                        ),
+                    });
+                }
+                Ok(_) => real.push(part.clone()),
+                Err(_) => {
+                    missing.push(part);
+                    break;
+                }
+            }
         }
     }
     Ok(())
@@ -333,5 +349,72 @@ mod tests {
             Some(PathBuf::from("/h/.local/share/turnstile"))
         );
         assert_eq!(default_root(env(&[])), None);
+    }
+
+    /// The part a refusal names as the link.
+    fn refused_at(result: Result<(), StoreError>) -> String {
+        match result {
+            Err(StoreError::Corrupt { detail, .. }) => detail,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_link_at_any_depth_below_the_root_is_refused_and_missing_parts_are_fine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        // The root itself may be a link.
+        let real_root = tmp.path().join("real-root");
+        std::fs::create_dir(&real_root).unwrap();
+        let root = tmp.path().join("root");
+        std::os::unix::fs::symlink(&real_root, &root).unwrap();
+        let parts = ["users", "users/u", "users/u/sessions", "users/u/sessions/s"];
+        let log = root.join("users/u/sessions/s/log.jsonl");
+        let head = root.join("users/u/sessions/s/head.json");
+        // Nothing below the root exists yet, then each folder in turn.
+        assert!(refuse_links(&root, &[&log, &head]).is_ok());
+        for part in parts {
+            std::fs::create_dir(root.join(part)).unwrap();
+            assert!(refuse_links(&root, &[&log, &head]).is_ok(), "{part}");
+        }
+        // A link in place of each part in turn, a dangling one included, is refused by name.
+        for part in parts
+            .iter()
+            .copied()
+            .chain(["users/u/sessions/s/head.json"])
+        {
+            let path = root.join(part);
+            let aside = tmp.path().join("aside");
+            std::fs::rename(&path, &aside)
+                .or_else(|_| std::fs::write(&aside, b""))
+                .unwrap();
+            std::os::unix::fs::symlink(tmp.path().join("nowhere"), &path).unwrap();
+            let detail = refused_at(refuse_links(&root, &[&log, &head]));
+            assert!(detail.starts_with(&format!("{} is a symbolic link", path.display())));
+            std::fs::remove_file(&path).unwrap();
+            if aside.is_dir() {
+                std::fs::rename(&aside, &path).unwrap();
+            } else {
+                std::fs::remove_file(&aside).unwrap();
+            }
+        }
+        // A path outside the root is not this check's business.
+        std::os::unix::fs::symlink(&elsewhere, tmp.path().join("outside")).unwrap();
+        assert!(refuse_links(&root, &[&tmp.path().join("outside/x")]).is_ok());
+    }
+
+    #[test]
+    fn a_part_missing_on_one_path_does_not_hide_a_link_on_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("users/a")).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), root.join("users/b")).unwrap();
+        let missing = root.join("users/a/missing/x");
+        let linked = root.join("users/b/x");
+        for paths in [[&missing, &linked], [&linked, &missing]] {
+            let detail = refused_at(refuse_links(&root, &paths.map(PathBuf::as_path)));
+            assert!(detail.contains("users/b is a symbolic link"), "{detail}");
+        }
     }
 }
