@@ -1,6 +1,7 @@
 //! Where the file store puts things: folder names for ids, and the paths of every file.
 //!
-//! Pure: nothing here touches the disk.
+//! Computing a path touches nothing; two functions look at the disk: [`all_user_dirs`] lists
+//! the user folders and [`refuse_links`] checks a path for planted links.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -184,9 +185,10 @@ impl SessionPaths {
 /// would send its writes elsewhere. Parts that do not exist yet are fine; they are made as real
 /// folders and files. Each path is looked at from the root down, and only as far as its first
 /// part that cannot be looked at (missing, usually: nothing below it exists to be a link); a
-/// folder shared by several paths is looked at once.
+/// folder shared by several paths is looked at once. A path not under `root`, spelled as given
+/// (`root.join(…)`), is not looked at at all.
 pub fn refuse_links(root: &Path, paths: &[&Path]) -> Result<(), StoreError> {
-    // Parts seen to be real folders or files, and parts found missing.
+    // Parts seen to be real folders or files, and parts that could not be looked at.
     let mut real: Vec<PathBuf> = Vec::with_capacity(6);
     let mut missing: Vec<PathBuf> = Vec::new();
     for &path in paths {
@@ -351,7 +353,7 @@ mod tests {
         assert_eq!(default_root(env(&[])), None);
     }
 
-    /// The part a refusal names as the link.
+    /// What a refusal says (it names the link first).
     fn refused_at(result: Result<(), StoreError>) -> String {
         match result {
             Err(StoreError::Corrupt { detail, .. }) => detail,
@@ -369,34 +371,31 @@ mod tests {
         std::fs::create_dir(&real_root).unwrap();
         let root = tmp.path().join("root");
         std::os::unix::fs::symlink(&real_root, &root).unwrap();
-        let parts = ["users", "users/u", "users/u/sessions", "users/u/sessions/s"];
+        let folders = ["users", "users/u", "users/u/sessions", "users/u/sessions/s"];
         let log = root.join("users/u/sessions/s/log.jsonl");
         let head = root.join("users/u/sessions/s/head.json");
         // Nothing below the root exists yet, then each folder in turn.
         assert!(refuse_links(&root, &[&log, &head]).is_ok());
-        for part in parts {
-            std::fs::create_dir(root.join(part)).unwrap();
-            assert!(refuse_links(&root, &[&log, &head]).is_ok(), "{part}");
+        for folder in folders {
+            std::fs::create_dir(root.join(folder)).unwrap();
+            assert!(refuse_links(&root, &[&log, &head]).is_ok(), "{folder}");
         }
-        // A link in place of each part in turn, a dangling one included, is refused by name.
-        for part in parts
-            .iter()
-            .copied()
-            .chain(["users/u/sessions/s/head.json"])
-        {
+        // A link in place of each folder in turn, then of the last file, is refused by name.
+        // Each points nowhere (a dangling link); the next test's points to a real folder.
+        let aside = tmp.path().join("aside");
+        let last_file = "users/u/sessions/s/head.json";
+        for part in folders.iter().copied().chain([last_file]) {
             let path = root.join(part);
-            let aside = tmp.path().join("aside");
-            std::fs::rename(&path, &aside)
-                .or_else(|_| std::fs::write(&aside, b""))
-                .unwrap();
+            let folder = path.is_dir();
+            if folder {
+                std::fs::rename(&path, &aside).unwrap();
+            }
             std::os::unix::fs::symlink(tmp.path().join("nowhere"), &path).unwrap();
             let detail = refused_at(refuse_links(&root, &[&log, &head]));
             assert!(detail.starts_with(&format!("{} is a symbolic link", path.display())));
             std::fs::remove_file(&path).unwrap();
-            if aside.is_dir() {
+            if folder {
                 std::fs::rename(&aside, &path).unwrap();
-            } else {
-                std::fs::remove_file(&aside).unwrap();
             }
         }
         // A path outside the root is not this check's business.
