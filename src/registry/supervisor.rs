@@ -100,8 +100,9 @@ fn log_refused(key: &SessionKey, error: &crate::error::Error) {
     }
 }
 
-/// Renews the leases of every live session in one batch, every third of the lease TTL, and
-/// stops the sessions whose lease is lost (see `session::ownership`).
+/// Renews the leases of every live session in one batch, every third of the lease TTL (sooner
+/// after a round that left some unanswered: [`LeaseKeeper::retry_after`]), and stops the
+/// sessions whose lease is lost (see `session::ownership`).
 pub(crate) async fn renewer(
     registry: Arc<Registry>,
     keeper: Arc<LeaseKeeper>,
@@ -112,7 +113,11 @@ pub(crate) async fn renewer(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = ticks.tick() => keeper.renew_all().await,
+            _ = ticks.tick() => {
+                if keeper.renew_all().await {
+                    ticks.reset_after(keeper.retry_after());
+                }
+            }
             () = keeper.lost_reported() => {}
         }
         for key in keeper.take_lost() {

@@ -104,6 +104,15 @@ impl LeaseKeeper {
         self.config.lease_ttl / 3
     }
 
+    /// How soon the renewer tries again after a round that left some lease unanswered: a tenth
+    /// of the TTL, so that a failure that passes in a moment (a timed-out batch, a store
+    /// connection replaced meanwhile) costs no lease, where waiting a whole third would let two
+    /// such failures in a row run past the local deadline. A node that stays down is asked at
+    /// most ten times a TTL, until its sessions' leases lapse.
+    pub(crate) fn retry_after(&self) -> Duration {
+        self.config.lease_ttl / 10
+    }
+
     /// The local deadline of a lease granted or renewed by a request sent at `sent`.
     fn deadline(&self, sent: Instant) -> Instant {
         let ttl = self.config.lease_ttl;
@@ -268,13 +277,17 @@ impl LeaseKeeper {
     /// ([`LeaseKeeper::take_lost`]); an unanswered one (its store node down, say) keeps the
     /// deadline it had. Leases past their local deadline — because their renewals went
     /// unanswered — are reported lost too: their sessions must stop without writing.
-    pub(crate) async fn renew_all(&self) {
+    ///
+    /// Returns whether a lease left unanswered is still held (the renewer then tries again
+    /// sooner: [`LeaseKeeper::retry_after`]).
+    pub(crate) async fn renew_all(&self) -> bool {
         let batch: Vec<(SessionKey, Lease)> = self
             .held
             .lock()
             .iter()
             .map(|(key, held)| (key.clone(), held.lease.clone()))
             .collect();
+        let mut unanswered = Vec::new();
         if !batch.is_empty() {
             let sent = Instant::now();
             let answers = match self.leases.renew(&batch, self.config.lease_ttl).await {
@@ -293,10 +306,18 @@ impl LeaseKeeper {
                     vec![Renewal::Unanswered; batch.len()]
                 }
             };
+            unanswered = batch
+                .iter()
+                .zip(&answers)
+                .filter(|(_, answer)| **answer == Renewal::Unanswered)
+                .map(|((key, _), _)| key.clone())
+                .collect();
             self.record_renewals(batch, &answers, sent);
         }
         self.expire(Instant::now());
-        metrics::gauge!("turnstile_leases_held").set(self.held() as f64);
+        let held = self.held.lock();
+        metrics::gauge!("turnstile_leases_held").set(held.len() as f64);
+        unanswered.iter().any(|key| held.contains_key(key))
     }
 
     /// Applies a batch's answers (in the batch's order) to the leases still held as they were.
