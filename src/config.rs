@@ -117,8 +117,9 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 pub struct Ownership {
     /// This process as the others know it: its advertised address and a random instance id.
     pub claimant: crate::store::Claimant,
-    /// How long a lease lasts without renewal. The renewer extends leases every third of it; a
-    /// lease not renewed for four fifths of it stops its session here without another write.
+    /// How long a lease lasts without renewal. The renewer extends leases every third of it (a
+    /// tenth of it after a batch left one unanswered); a lease not renewed for four fifths of it
+    /// stops its session here without another write.
     pub lease_ttl: Duration,
 }
 

@@ -31,7 +31,7 @@ use turnstile::config::Ownership;
 use turnstile::state::EventKind;
 use turnstile::{EchoAgent, Runtime, SessionKey, Store};
 
-/// The default TTL, long enough for the cluster client's own repair after a node is lost: while
+/// The default TTL ([`turnstile::config::DEFAULT_LEASE_TTL`]), long enough for the cluster client's own repair after a node is lost: while
 /// it asks the cluster for its layout again, every command of the process waits, and a lease
 /// whose local deadline (four fifths of the TTL) fell inside that wait would lapse whatever its
 /// node. The repair can take more than one replacement of the client (a fresh one can stop
@@ -39,7 +39,7 @@ use turnstile::{EchoAgent, Runtime, SessionKey, Store};
 /// every renewal failed for up to 2.5 s after the kill, and a 5 s TTL (4 s local deadline, the
 /// last renewal up to a third of it before the kill) then lost healthy leases in about one run
 /// in ten.
-const LEASE_TTL: Duration = Duration::from_secs(10);
+const LEASE_TTL: Duration = turnstile::config::DEFAULT_LEASE_TTL;
 const SESSIONS: usize = 30;
 /// The pause between two turns of one session: 600 turns a second in all.
 const PACE: Duration = Duration::from_millis(50);
@@ -122,7 +122,19 @@ async fn renewals_unanswered_by_a_dead_master_stop_only_its_sessions() {
     // Past the lease TTL, the dead master's sessions have lapsed and stopped (their callers'
     // turns meet a store that does not answer, and activate nothing).
     for key in &lost {
-        support::harness::eventually(&format!("{key} to stop"), || !rt.is_live(key)).await;
+        eventually_ok_within(
+            &format!("{key} to stop"),
+            LEASE_TTL * 2,
+            Duration::from_millis(50),
+            || async {
+                if rt.is_live(key) {
+                    Err("live")
+                } else {
+                    Ok(())
+                }
+            },
+        )
+        .await;
     }
     println!(
         "the dead master's sessions stopped {:?} after the kill",

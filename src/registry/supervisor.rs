@@ -113,9 +113,12 @@ pub(crate) async fn renewer(
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = ticks.tick() => {
+            at = ticks.tick() => {
                 if keeper.renew_all().await {
-                    ticks.reset_after(keeper.retry_after());
+                    // Never later than the next third would have been: a batch that waited
+                    // long for its answers is followed at once, as before.
+                    let retry = tokio::time::Instant::now() + keeper.retry_after();
+                    ticks.reset_at(retry.min(at + keeper.renew_every()));
                 }
             }
             () = keeper.lost_reported() => {}

@@ -104,11 +104,12 @@ impl LeaseKeeper {
         self.config.lease_ttl / 3
     }
 
-    /// How soon the renewer tries again after a round that left some lease unanswered: a tenth
-    /// of the TTL, so that a failure that passes in a moment (a timed-out batch, a store
-    /// connection replaced meanwhile) costs no lease, where waiting a whole third would let two
-    /// such failures in a row run past the local deadline. A node that stays down is asked at
-    /// most ten times a TTL, until its sessions' leases lapse.
+    /// How soon after a round that left a held lease unanswered the renewer tries again (never
+    /// later than the next third would be): a tenth of the TTL, so that a failure that passes in
+    /// a moment (a timed-out batch, a store connection replaced meanwhile) costs no lease, where
+    /// waiting a whole third would let two such failures in a row run past the local deadline.
+    /// While a node stays down the whole batch goes out up to ten times a TTL, until that node's
+    /// sessions' leases lapse.
     pub(crate) fn retry_after(&self) -> Duration {
         self.config.lease_ttl / 10
     }
@@ -315,9 +316,13 @@ impl LeaseKeeper {
             self.record_renewals(batch, &answers, sent);
         }
         self.expire(Instant::now());
-        let held = self.held.lock();
-        metrics::gauge!("turnstile_leases_held").set(held.len() as f64);
-        unanswered.iter().any(|key| held.contains_key(key))
+        let (held, retry) = {
+            let held = self.held.lock();
+            let retry = unanswered.iter().any(|key| held.contains_key(key));
+            (held.len(), retry)
+        };
+        metrics::gauge!("turnstile_leases_held").set(held as f64);
+        retry
     }
 
     /// Applies a batch's answers (in the batch's order) to the leases still held as they were.

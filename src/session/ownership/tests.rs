@@ -261,9 +261,10 @@ async fn first_refusal(
 async fn a_round_left_unanswered_is_tried_again_soon_so_two_short_failures_cost_no_lease() {
     // Two moments without answers, each hitting one of the thirds-of-the-TTL rounds (at 3.3 s
     // and 6.7 s with a TTL of 10 s): on that cadence alone the lease's last renewal is the grant
-    // itself, and writes are refused from 8 s. Tried again a tenth of the TTL later, each round
-    // is answered, and the lease never stops fencing.
-    let windows = vec![(3.0, 4.0), (6.5, 7.0)];
+    // itself, and writes are refused from 8 s. Tried again a tenth of the TTL later (the first
+    // moment fails two rounds in a row, at 3.3 s and 4.3 s; 5.3 s is answered), the lease never
+    // stops fencing.
+    let windows = vec![(3.0, 4.5), (6.5, 7.0)];
     let run = |retry: bool| {
         let windows = windows.clone();
         async move {
