@@ -198,92 +198,6 @@ async fn a_stale_report_never_stops_a_session_that_holds_its_lease() {
     assert_eq!(keeper.take_lost(), std::slice::from_ref(&k));
 }
 
-/// Leases whose renewal batches go unanswered while the time since `start` is inside one of
-/// `windows` (in seconds), as when the store's connection stops answering for a moment.
-struct UnansweredAt {
-    inner: Arc<dyn Leases>,
-    start: Instant,
-    windows: Vec<(f64, f64)>,
-}
-
-#[async_trait::async_trait]
-impl crate::store::ForwardingLeases for UnansweredAt {
-    fn forward_to(&self) -> &dyn Leases {
-        self.inner.as_ref()
-    }
-
-    async fn renew(
-        &self,
-        leases: &[(SessionKey, Lease)],
-        ttl: Duration,
-    ) -> Result<Vec<Renewal>, StoreError> {
-        let at = self.start.elapsed().as_secs_f64();
-        if self.windows.iter().any(|&(from, to)| at >= from && at < to) {
-            return Err(StoreError::Unavailable {
-                backend: "test",
-                detail: "not answering for a moment".into(),
-            });
-        }
-        self.inner.renew(leases, ttl).await
-    }
-}
-
-/// Runs the renewer's schedule for `span` in steps of 10 ms of paused time (a round every
-/// third of the TTL; after a round that left a lease unanswered, the next one `retry` later)
-/// and returns the first moment a write of `k` would have been refused.
-async fn first_refusal(
-    keeper: &LeaseKeeper,
-    k: &SessionKey,
-    span: Duration,
-    retry: Option<Duration>,
-) -> Option<Duration> {
-    let step = Duration::from_millis(10);
-    let start = Instant::now();
-    let mut next_round = start + keeper.renew_every();
-    while start.elapsed() < span {
-        tokio::time::advance(step).await;
-        if Instant::now() >= next_round {
-            let unanswered = keeper.renew_all().await;
-            next_round = Instant::now()
-                + match retry {
-                    Some(retry) if unanswered => retry,
-                    _ => keeper.renew_every(),
-                };
-        }
-        if keeper.fence(k).is_err() {
-            return Some(start.elapsed());
-        }
-    }
-    None
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_round_left_unanswered_is_tried_again_soon_so_two_short_failures_cost_no_lease() {
-    // Two moments without answers, each hitting one of the thirds-of-the-TTL rounds (at 3.3 s
-    // and 6.7 s with a TTL of 10 s): on that cadence alone the lease's last renewal is the grant
-    // itself, and writes are refused from 8 s. Tried again a tenth of the TTL later (the first
-    // moment fails two rounds in a row, at 3.3 s and 4.3 s; 5.3 s is answered), the lease never
-    // stops fencing.
-    let windows = vec![(3.0, 4.5), (6.5, 7.0)];
-    let run = |retry: bool| {
-        let windows = windows.clone();
-        async move {
-            let store = InMemoryStore::new();
-            let keeper = keeper_over_windows(&store, windows);
-            let k = key("s");
-            keeper.acquire(&k).await.expect("granted");
-            let retry = retry.then(|| keeper.retry_after());
-            first_refusal(&keeper, &k, TTL * 2, retry).await
-        }
-    };
-    let without = run(false).await;
-    assert!(
-        without.is_some_and(|at| at >= TTL * 4 / 5 && at < TTL),
-        "the thirds alone lose the lease at its local deadline: {without:?}"
-    );
-    assert_eq!(run(true).await, None, "tried again soon, it holds");
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_round_says_whether_a_lease_still_held_went_unanswered() {
     let store = InMemoryStore::new();
@@ -311,14 +225,6 @@ async fn a_round_says_whether_a_lease_still_held_went_unanswered() {
         !idle.renew_all().await,
         "no lease held, nothing to try again"
     );
-}
-
-fn keeper_over_windows(store: &InMemoryStore, windows: Vec<(f64, f64)>) -> LeaseKeeper {
-    keeper_over_leases(Arc::new(UnansweredAt {
-        inner: store.leases().expect("memory leases"),
-        start: Instant::now(),
-        windows,
-    }))
 }
 
 fn keeper_over_leases(leases: Arc<dyn Leases>) -> LeaseKeeper {
