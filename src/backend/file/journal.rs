@@ -159,6 +159,7 @@ impl Journal {
             dirty: HashSet::new(),
             checkpoints: Some(checkpoints),
             checkpointer: Some(checkpointer),
+            framed: Vec::new(),
         };
         let committer = std::thread::Builder::new()
             .name("turnstile-journal".into())

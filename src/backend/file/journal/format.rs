@@ -123,13 +123,23 @@ fn relative_text(path: &Path) -> Result<String, String> {
     }
 }
 
-/// Frames `payload` as one batch.
-pub(super) fn frame_batch(payload: &[u8], out: &mut Vec<u8>) {
-    let len = u32::try_from(payload.len()).expect("a batch is smaller than MAX_PAYLOAD");
+/// Appends one batch to `out`: its frame, then `pieces`, which together are its payload (the
+/// committer passes each waiting entry's encoding, so the payload is never copied on its own).
+pub(super) fn frame_batch<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
+    let start = out.len();
     out.extend_from_slice(BATCH_MAGIC);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out.extend_from_slice(payload);
+    // Length and checksum, filled in once the payload is there.
+    out.extend_from_slice(&[0; 8]);
+    let mut crc = crc32fast::Hasher::new();
+    for piece in pieces {
+        crc.update(piece);
+        out.extend_from_slice(piece);
+    }
+    let len = u32::try_from(out.len() - start - BATCH_FRAME)
+        .expect("a batch is smaller than MAX_PAYLOAD");
+    let fields = start + BATCH_MAGIC.len();
+    out[fields..fields + 4].copy_from_slice(&len.to_le_bytes());
+    out[fields + 4..fields + 8].copy_from_slice(&crc.finalize().to_le_bytes());
 }
 
 /// What reading a segment found.
@@ -318,7 +328,7 @@ pub(super) fn segment(batches: &[&[Entry]]) -> Vec<u8> {
         for entry in *batch {
             entry.encode(&mut payload).unwrap();
         }
-        frame_batch(&payload, &mut out);
+        frame_batch([payload.as_slice()], &mut out);
     }
     out
 }

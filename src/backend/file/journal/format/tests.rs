@@ -122,7 +122,7 @@ fn a_format_1_segment_still_reads_but_has_no_room_after_its_batches() {
     let mut old = SEGMENT_HEADER_V1.to_vec();
     let mut payload = Vec::new();
     batch[0].encode(&mut payload).unwrap();
-    frame_batch(&payload, &mut old);
+    frame_batch([payload.as_slice()], &mut old);
     let read = read_segment(&old, false).unwrap();
     assert_eq!(read.entries, batch);
     assert!(!read.unfinished);
@@ -167,7 +167,7 @@ fn paths_outside_the_root_are_never_written_or_read() {
     let mut payload = br#"{"op":"remove","path":"../../etc"}"#.to_vec();
     payload.push(b'\n');
     let mut bytes = SEGMENT_HEADER.to_vec();
-    frame_batch(&payload, &mut bytes);
+    frame_batch([payload.as_slice()], &mut bytes);
     match read_segment(&bytes, true) {
         Err(ReadError::Damaged(detail)) => assert!(detail.contains("not a plain path")),
         other => panic!("expected damage, got {other:?}"),
@@ -179,7 +179,7 @@ fn an_append_whose_length_runs_past_its_batch_is_damage() {
     let mut payload = br#"{"op":"append","path":"a","at":0,"len":99}"#.to_vec();
     payload.extend_from_slice(b"\nshort");
     let mut bytes = SEGMENT_HEADER.to_vec();
-    frame_batch(&payload, &mut bytes);
+    frame_batch([payload.as_slice()], &mut bytes);
     assert!(matches!(
         read_segment(&bytes, true),
         Err(ReadError::Damaged(_))
