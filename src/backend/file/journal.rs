@@ -90,11 +90,16 @@ struct Queue {
     stopped: Option<String>,
 }
 
-/// An entry waiting for its flush, or a barrier.
+/// An entry waiting for its flush, or a barrier. Its encoding in the journal is its header,
+/// then [`Waiting::bytes`]: the bytes are never copied out of the buffer they came in.
 #[derive(Debug)]
 struct Waiting {
-    /// The entry's encoding; empty for a barrier.
-    encoded: Vec<u8>,
+    /// The entry's header line; empty for a barrier.
+    header: Vec<u8>,
+    /// The bytes of an append not written behind (those of the others are in `replace` or
+    /// `owed`).
+    appended: Vec<u8>,
+    /// The file it touched, unless it is written behind (`owed` names that one).
     touched: Option<PathBuf>,
     /// A replacement the committer writes to its file once the flush covers it.
     replace: Option<(PathBuf, Vec<u8>)>,
@@ -176,14 +181,16 @@ impl Journal {
     /// written to its file by the journal itself, after the flush and before this returns, so
     /// that no checkpoint can flush the file before its new content is there.
     pub(crate) async fn commit(&self, entry: Entry) -> Result<(), StoreError> {
-        let encoded = encode(&entry)?;
+        let header = encode_header(&entry)?;
         let touched = entry.touched().map(Path::to_owned);
-        let replace = match entry {
-            Entry::Replace { path, bytes } => Some((path, bytes)),
-            Entry::Append { .. } | Entry::Remove { .. } => None,
+        let (appended, replace) = match entry {
+            Entry::Append { bytes, .. } => (bytes, None),
+            Entry::Replace { path, bytes } => (Vec::new(), Some((path, bytes))),
+            Entry::Remove { .. } => (Vec::new(), None),
         };
         self.enqueue(Waiting {
-            encoded,
+            header,
+            appended,
             touched,
             replace,
             owed: None,
@@ -202,7 +209,7 @@ impl Journal {
     pub(crate) async fn commit_behind(&self, entries: Vec<Entry>) -> Vec<Result<(), StoreError>> {
         let mut queued = Vec::with_capacity(entries.len());
         for entry in entries {
-            let waiting = encode(&entry).and_then(|encoded| {
+            let waiting = encode_header(&entry).and_then(|header| {
                 let owed = match entry {
                     Entry::Append { path, at, bytes } => (path, Owed::Log { at, bytes }),
                     Entry::Replace { path, bytes } => (path, Owed::Head(bytes)),
@@ -213,8 +220,9 @@ impl Journal {
                     }
                 };
                 Ok(Waiting {
-                    encoded,
-                    touched: Some(owed.0.clone()),
+                    header,
+                    appended: Vec::new(),
+                    touched: None,
                     replace: None,
                     owed: Some(owed),
                     barrier: false,
@@ -261,7 +269,8 @@ impl Journal {
     /// when files it removed are written again without the journal (a user's `user.json`).
     pub(crate) async fn checkpoint(&self) -> Result<(), StoreError> {
         self.enqueue(Waiting {
-            encoded: Vec::new(),
+            header: Vec::new(),
+            appended: Vec::new(),
             touched: None,
             replace: None,
             owed: None,
@@ -338,19 +347,35 @@ impl Drop for Journal {
     }
 }
 
-/// An entry's encoding, refused when the journal could not take it.
-fn encode(entry: &Entry) -> Result<Vec<u8>, StoreError> {
-    let mut encoded = Vec::new();
-    entry.encode(&mut encoded).map_err(|detail| {
+/// An entry's header line, refused when the journal could not take the entry.
+fn encode_header(entry: &Entry) -> Result<Vec<u8>, StoreError> {
+    let mut header = Vec::new();
+    entry.encode_header(&mut header).map_err(|detail| {
         StoreError::InvalidRequest(format!("cannot journal this write: {detail}"))
     })?;
-    if encoded.len() > MAX_PAYLOAD as usize {
+    let encoded = header.len() + entry.bytes().len();
+    if encoded > MAX_PAYLOAD as usize {
         return Err(StoreError::InvalidRequest(format!(
-            "a write of {} bytes is larger than the file store's journal takes ({MAX_PAYLOAD} bytes)",
-            encoded.len()
+            "a write of {encoded} bytes is larger than the file store's journal takes ({MAX_PAYLOAD} bytes)"
         )));
     }
-    Ok(encoded)
+    Ok(header)
+}
+
+impl Waiting {
+    /// The bytes its encoding ends with, after its header.
+    fn bytes(&self) -> &[u8] {
+        match (&self.replace, &self.owed) {
+            (Some((_, bytes)), _) => bytes,
+            (None, Some((_, owed))) => owed.bytes(),
+            (None, None) => &self.appended,
+        }
+    }
+
+    /// How long its encoding is.
+    fn encoded_len(&self) -> usize {
+        self.header.len() + self.bytes().len()
+    }
 }
 
 /// The error for a write the journal gave no answer for: one of [`Journal::commit_behind`]'s

@@ -55,6 +55,15 @@ pub(crate) enum Owed {
     Head(Vec<u8>),
 }
 
+impl Owed {
+    /// The bytes it writes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Owed::Log { bytes, .. } | Owed::Head(bytes) => bytes,
+        }
+    }
+}
+
 /// What one session folder is owed.
 #[derive(Debug, Default)]
 struct Debt {

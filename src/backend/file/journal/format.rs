@@ -84,9 +84,19 @@ impl Entry {
         }
     }
 
-    /// Appends the entry's encoding to `out`. A path that is not plain UTF-8 relative names is
-    /// refused: the store's layout never makes one.
+    /// Appends the entry's encoding to `out`: its header line, then its bytes, as the committer
+    /// writes them (for tests).
+    #[cfg(test)]
     pub(super) fn encode(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        self.encode_header(out)?;
+        out.extend_from_slice(self.bytes());
+        Ok(())
+    }
+
+    /// Appends the entry's header line to `out`: its encoding without its bytes, which follow
+    /// it in the journal (the committer writes them from where they already are). A path that
+    /// is not plain UTF-8 relative names is refused: the store's layout never makes one.
+    pub(super) fn encode_header(&self, out: &mut Vec<u8>) -> Result<(), String> {
         let header = match self {
             Entry::Append { path, at, bytes } => Header::Append {
                 path: relative_text(path)?,
@@ -103,10 +113,15 @@ impl Entry {
         };
         serde_json::to_writer(&mut *out, &header).map_err(|e| e.to_string())?;
         out.push(b'\n');
-        if let Entry::Append { bytes, .. } | Entry::Replace { bytes, .. } = self {
-            out.extend_from_slice(bytes);
-        }
         Ok(())
+    }
+
+    /// The bytes the entry writes (none for a removal).
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            Entry::Append { bytes, .. } | Entry::Replace { bytes, .. } => bytes,
+            Entry::Remove { .. } => &[],
+        }
     }
 }
 

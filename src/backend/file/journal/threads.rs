@@ -130,7 +130,7 @@ impl Committer {
             .iter()
             .take_while(|w| {
                 let first = bytes == 0;
-                bytes += w.encoded.len();
+                bytes += w.encoded_len();
                 first || bytes <= BATCH_BYTES
             })
             .count();
@@ -169,7 +169,10 @@ impl Committer {
     fn flush(&mut self, batch: Vec<Waiting>) -> bool {
         let mut framed = std::mem::take(&mut self.framed);
         framed.clear();
-        frame_batch(batch.iter().map(|w| w.encoded.as_slice()), &mut framed);
+        frame_batch(
+            batch.iter().flat_map(|w| [w.header.as_slice(), w.bytes()]),
+            &mut framed,
+        );
         let (at, end) = (self.segment.len, self.segment.len + framed.len() as u64);
         // The batch outgrows the zeroed room: the next step of it is written with the batch.
         let room = if end > self.segment.room_end {
@@ -206,11 +209,11 @@ impl Committer {
         let mut healthy = true;
         let mut owing = 0;
         for waiting in batch {
-            if let Some(path) = waiting.touched {
-                self.dirty.insert(path);
-            }
             if let Some((path, owed)) = waiting.owed {
                 owing = self.shared.behind.owe(&path, owed);
+                self.dirty.insert(path);
+            } else if let Some(path) = waiting.touched {
+                self.dirty.insert(path);
             }
             let answer = match &waiting.replace {
                 Some((path, bytes)) => self.replace(path, bytes),
