@@ -90,25 +90,27 @@ struct Queue {
     stopped: Option<String>,
 }
 
-/// An entry waiting for its flush, or a barrier. Its encoding in the journal is its header,
-/// then [`Waiting::bytes`]: the bytes are never copied out of the buffer they came in.
+/// An entry waiting for its flush, or a barrier.
 #[derive(Debug)]
 struct Waiting {
-    /// The entry's header line; empty for a barrier.
+    /// The entry's header line; empty for a barrier. In the journal it is followed by the
+    /// entry's bytes, taken from where they already are ([`Waiting::bytes`]): the committer's
+    /// batch is the only copy made of them.
     header: Vec<u8>,
-    /// The bytes of an append not written behind (those of the others are in `replace` or
-    /// `owed`).
-    appended: Vec<u8>,
-    /// The file it touched, unless it is written behind (`owed` names that one).
-    touched: Option<PathBuf>,
-    /// A replacement the committer writes to its file once the flush covers it.
-    replace: Option<(PathBuf, Vec<u8>)>,
-    /// A session write the committer hands to be written behind once the flush covers it.
-    owed: Option<(PathBuf, Owed)>,
-    /// A barrier: answered once every entry before it is checkpointed (in the files, flushed,
-    /// and out of the journal).
-    barrier: bool,
+    job: Job,
     done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// What a waiting entry is, and what the committer does with it once the flush covers it.
+#[derive(Debug)]
+enum Job {
+    /// An entry given to [`Journal::commit`]: a replacement is written to its file.
+    Entry(Entry),
+    /// A session write, handed to be written behind (`behind.rs`).
+    Behind(PathBuf, Owed),
+    /// Answered once every entry before it is checkpointed (in the files, flushed, and out of
+    /// the journal).
+    Barrier,
 }
 
 impl Journal {
@@ -181,20 +183,9 @@ impl Journal {
     /// written to its file by the journal itself, after the flush and before this returns, so
     /// that no checkpoint can flush the file before its new content is there.
     pub(crate) async fn commit(&self, entry: Entry) -> Result<(), StoreError> {
-        let header = encode_header(&entry)?;
-        let touched = entry.touched().map(Path::to_owned);
-        let (appended, replace) = match entry {
-            Entry::Append { bytes, .. } => (bytes, None),
-            Entry::Replace { path, bytes } => (Vec::new(), Some((path, bytes))),
-            Entry::Remove { .. } => (Vec::new(), None),
-        };
         self.enqueue(Waiting {
-            header,
-            appended,
-            touched,
-            replace,
-            owed: None,
-            barrier: false,
+            header: encode_header(&entry)?,
+            job: Job::Entry(entry),
             done: oneshot::channel().0,
         })
         .await
@@ -210,9 +201,9 @@ impl Journal {
         let mut queued = Vec::with_capacity(entries.len());
         for entry in entries {
             let waiting = encode_header(&entry).and_then(|header| {
-                let owed = match entry {
-                    Entry::Append { path, at, bytes } => (path, Owed::Log { at, bytes }),
-                    Entry::Replace { path, bytes } => (path, Owed::Head(bytes)),
+                let job = match entry {
+                    Entry::Append { path, at, bytes } => Job::Behind(path, Owed::Log { at, bytes }),
+                    Entry::Replace { path, bytes } => Job::Behind(path, Owed::Head(bytes)),
                     Entry::Remove { .. } => {
                         return Err(StoreError::InvalidRequest(
                             "a removal cannot be written behind".to_owned(),
@@ -221,11 +212,7 @@ impl Journal {
                 };
                 Ok(Waiting {
                     header,
-                    appended: Vec::new(),
-                    touched: None,
-                    replace: None,
-                    owed: Some(owed),
-                    barrier: false,
+                    job,
                     done: oneshot::channel().0,
                 })
             });
@@ -270,11 +257,7 @@ impl Journal {
     pub(crate) async fn checkpoint(&self) -> Result<(), StoreError> {
         self.enqueue(Waiting {
             header: Vec::new(),
-            appended: Vec::new(),
-            touched: None,
-            replace: None,
-            owed: None,
-            barrier: true,
+            job: Job::Barrier,
             done: oneshot::channel().0,
         })
         .await
@@ -365,16 +348,20 @@ fn encode_header(entry: &Entry) -> Result<Vec<u8>, StoreError> {
 impl Waiting {
     /// The bytes its encoding ends with, after its header.
     fn bytes(&self) -> &[u8] {
-        match (&self.replace, &self.owed) {
-            (Some((_, bytes)), _) => bytes,
-            (None, Some((_, owed))) => owed.bytes(),
-            (None, None) => &self.appended,
+        match &self.job {
+            Job::Entry(entry) => entry.bytes(),
+            Job::Behind(_, owed) => owed.bytes(),
+            Job::Barrier => &[],
         }
     }
 
     /// How long its encoding is.
     fn encoded_len(&self) -> usize {
         self.header.len() + self.bytes().len()
+    }
+
+    fn is_barrier(&self) -> bool {
+        matches!(self.job, Job::Barrier)
     }
 }
 

@@ -75,15 +75,6 @@ enum Header {
 }
 
 impl Entry {
-    /// The file an append touched (for the next checkpoint's flush); `None` for a removal, which
-    /// is durable by itself.
-    pub(super) fn touched(&self) -> Option<&Path> {
-        match self {
-            Entry::Append { path, .. } | Entry::Replace { path, .. } => Some(path),
-            Entry::Remove { .. } => None,
-        }
-    }
-
     /// Appends the entry's encoding to `out`: its header line, then its bytes, as the committer
     /// writes them (for tests).
     #[cfg(test)]
@@ -139,12 +130,13 @@ fn relative_text(path: &Path) -> Result<String, String> {
 }
 
 /// Appends one batch to `out`: its frame, then `pieces`, which together are its payload (the
-/// committer passes each waiting entry's encoding, so the payload is never copied on its own).
+/// committer passes each entry's header line and bytes, so that neither is copied into an
+/// encoding of its own first).
 pub(super) fn frame_batch<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(BATCH_MAGIC);
     // Length and checksum, filled in once the payload is there.
-    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&[0; BATCH_FRAME - BATCH_MAGIC.len()]);
     let mut crc = crc32fast::Hasher::new();
     for piece in pieces {
         crc.update(piece);

@@ -16,13 +16,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::behind::{OWED_BYTES, OWED_BYTES_MAX, WRITE_AFTER};
-use super::format::{frame_batch, SEGMENT_HEADER};
-use super::{replay, stopped, Shared, Waiting, BATCH_BYTES};
+use super::format::{frame_batch, Entry, BATCH_FRAME, SEGMENT_HEADER};
+use super::{replay, stopped, Job, Shared, Waiting, BATCH_BYTES};
 use crate::backend::file::fsio::{io_error, replace_unflushed, sync_dir};
 use crate::store::StoreError;
 
-/// A segment grows in steps of this many bytes, zero-filled, written with the batch that first
-/// needs them: a batch written over zeros the file already holds changes neither its size nor
+/// A segment grows in steps of this many bytes, zero-filled, written right after the batch
+/// that first needs them and flushed with it: a batch written over zeros the file already holds changes neither its size nor
 /// its blocks, so its `fdatasync` writes the data alone, where one that extended the file would
 /// also write the file's size and block map. On this project's ext4 test machine that is
 /// 1.4-1.7 times the flushes per second (docs/BENCHMARKS.md); a segment ends up at most this
@@ -146,11 +146,12 @@ impl Committer {
             }
             return;
         }
-        let (barriers, batch): (Vec<Waiting>, Vec<Waiting>) = if batch.iter().any(|w| w.barrier) {
-            batch.into_iter().partition(|w| w.barrier)
-        } else {
-            (Vec::new(), batch)
-        };
+        let (barriers, batch): (Vec<Waiting>, Vec<Waiting>) =
+            if batch.iter().any(Waiting::is_barrier) {
+                batch.into_iter().partition(Waiting::is_barrier)
+            } else {
+                (Vec::new(), batch)
+            };
         if !batch.is_empty() && !self.flush(batch) {
             for barrier in barriers {
                 let _ = barrier
@@ -169,12 +170,14 @@ impl Committer {
     fn flush(&mut self, batch: Vec<Waiting>) -> bool {
         let mut framed = std::mem::take(&mut self.framed);
         framed.clear();
+        framed.reserve(BATCH_FRAME + batch.iter().map(Waiting::encoded_len).sum::<usize>());
         frame_batch(
             batch.iter().flat_map(|w| [w.header.as_slice(), w.bytes()]),
             &mut framed,
         );
         let (at, end) = (self.segment.len, self.segment.len + framed.len() as u64);
-        // The batch outgrows the zeroed room: the next step of it is written with the batch.
+        // The batch outgrows the zeroed room: the next step of it is written right after the
+        // batch, before the same flush.
         let room = if end > self.segment.room_end {
             &ROOM_ZEROS[..(end.next_multiple_of(ROOM_BYTES) - end) as usize]
         } else {
@@ -209,15 +212,22 @@ impl Committer {
         let mut healthy = true;
         let mut owing = 0;
         for waiting in batch {
-            if let Some((path, owed)) = waiting.owed {
-                owing = self.shared.behind.owe(&path, owed);
-                self.dirty.insert(path);
-            } else if let Some(path) = waiting.touched {
-                self.dirty.insert(path);
-            }
-            let answer = match &waiting.replace {
-                Some((path, bytes)) => self.replace(path, bytes),
-                None => Ok(()),
+            let answer = match waiting.job {
+                Job::Behind(path, owed) => {
+                    owing = self.shared.behind.owe(&path, owed);
+                    self.dirty.insert(path);
+                    Ok(())
+                }
+                Job::Entry(Entry::Replace { path, bytes }) => {
+                    let replaced = self.replace(&path, &bytes);
+                    self.dirty.insert(path);
+                    replaced
+                }
+                Job::Entry(Entry::Append { path, .. }) => {
+                    self.dirty.insert(path);
+                    Ok(())
+                }
+                Job::Entry(Entry::Remove { .. }) | Job::Barrier => Ok(()),
             };
             if let Err(e) = &answer {
                 // Durable in the journal, not in its file: a reopen's replay writes it. Until

@@ -23,6 +23,20 @@ fn entries_read_back_as_written_in_order() {
 }
 
 #[test]
+fn a_batch_framed_from_pieces_is_its_magic_length_checksum_then_the_pieces_in_order() {
+    let pieces: [&[u8]; 4] = [b"1234", b"", b"5678", b"9"];
+    let mut framed = b"kept".to_vec();
+    frame_batch(pieces, &mut framed);
+    assert_eq!(&framed[..4], b"kept", "what the buffer held stays in front");
+    let batch = &framed[4..];
+    assert_eq!(&batch[..4], BATCH_MAGIC);
+    assert_eq!(batch[4..8], 9u32.to_le_bytes());
+    // CRC-32 (IEEE) of "123456789" is the algorithm's published check value.
+    assert_eq!(batch[8..12], 0xCBF4_3926u32.to_le_bytes());
+    assert_eq!(&batch[BATCH_FRAME..], b"123456789");
+}
+
+#[test]
 fn an_unfinished_last_batch_is_cut_and_nothing_of_it_is_read() {
     let first = [append("a", 0, b"one\n")];
     let second = [append("a", 4, b"two\n")];

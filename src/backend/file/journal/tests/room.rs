@@ -42,6 +42,40 @@ async fn the_committer_writes_its_batches_over_zeroed_room_that_reads_as_no_dama
 }
 
 #[tokio::test]
+async fn every_kind_of_entry_is_written_as_its_header_line_then_its_bytes() {
+    let root = tempfile::tempdir().unwrap();
+    let journal = Journal::open(root.path()).unwrap();
+    // Written behind (the session's log lines and head), as every append of a session is.
+    let behind = vec![
+        append("users/u/sessions/s/log.jsonl", 0, b"{\"n\":1}\n"),
+        Entry::Replace {
+            path: "users/u/sessions/s/head.json".into(),
+            bytes: b"{\"head\":1}".to_vec(),
+        },
+    ];
+    let answers = journal.commit_behind(behind.clone()).await;
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    // Committed with their files: a replacement the journal writes, a removal already made.
+    let replaced = Entry::Replace {
+        path: "app.json".into(),
+        bytes: b"{\"app\":1}".to_vec(),
+    };
+    journal.commit(replaced.clone()).await.unwrap();
+    let removed = Entry::Remove {
+        path: "users/gone".into(),
+    };
+    journal.commit(removed.clone()).await.unwrap();
+    let appended = write(root.path(), "a/log", b"plain\n");
+    journal.commit(appended.clone()).await.unwrap();
+    let segment = root.path().join(JOURNAL_DIR).join("0000000000000001.wal");
+    let read = read_segment(&fs::read(&segment).unwrap(), false).unwrap();
+    let mut expected = behind;
+    expected.extend([replaced, removed, appended]);
+    assert_eq!(read.entries, expected);
+    assert!(!read.unfinished);
+}
+
+#[tokio::test]
 async fn batches_larger_than_the_room_grow_it_as_far_as_they_need() {
     let root = tempfile::tempdir().unwrap();
     let journal = Journal::open(root.path()).unwrap();
