@@ -16,6 +16,8 @@ const FIGURES: &[&str] = &[
     "turns_merged",
     "turns_per_sec",
     "elapsed_sec",
+    "cpu_sec",
+    "cpu_us_per_turn",
     "latency_us",
     "latency_budget_us",
     "ttfc_us",
@@ -106,6 +108,13 @@ fn check_figures(name: &str, figures: &Value) {
     assert!(
         figures["peak_rss_bytes"].as_u64().unwrap_or(0) > 0,
         "{name}"
+    );
+    let cpu = figures["cpu_sec"].as_f64().unwrap_or(0.0);
+    assert!(cpu > 0.0, "{name}: cpu_sec {cpu}");
+    let per_turn = figures["cpu_us_per_turn"].as_f64().unwrap_or(0.0);
+    assert!(
+        (per_turn - cpu * 1e6 / 120.0).abs() <= per_turn * 1e-6 + 1e-9,
+        "{name}: cpu_us_per_turn {per_turn} for {cpu} s over 120 turns"
     );
     assert!(
         figures["peak_live_sessions"].as_u64().unwrap_or(0) > 0,

@@ -354,7 +354,8 @@ async fn measure<T: Target, H: History + ?Sized>(
     let progress = progress_bar(args.progress, (plan.sessions * plan.turns) as u64, label);
     let rss_before = rss_bytes();
     let steps = schedule(args);
-    let (elapsed, sample, open) = drive(shared.clone(), plan, progress, steps.as_deref()).await?;
+    let (elapsed, cpu, sample, open) =
+        drive(shared.clone(), plan, progress, steps.as_deref()).await?;
     let counters = shared.target.counters();
     shared.target.finish().await;
     let verdict = verify(history, &shared.keys, &shared.ledger).await?;
@@ -362,6 +363,7 @@ async fn measure<T: Target, H: History + ?Sized>(
         ledger: &shared.ledger,
         latencies: &shared.latencies(),
         elapsed,
+        cpu,
         counters,
         verdict,
         sample,

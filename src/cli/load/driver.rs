@@ -16,7 +16,7 @@ use turnstile::SessionKey;
 use super::ack_log::AckLog;
 use super::ledger::{input_text, Ledger};
 use super::open_loop::{drive_open, OpenLoop, Step};
-use super::rss::rss_bytes;
+use super::rss::{cpu_time, rss_bytes};
 use super::target::{Ack, Failure, Target};
 
 /// Latency histograms, shared by callers in stripes: one per caller would cost ~160 KB each
@@ -237,8 +237,9 @@ impl Sample {
     }
 }
 
-/// Runs the workload to the end; returns its duration and what the sampler saw (including a
-/// last sample after the callers finished, while every session is still live).
+/// Runs the workload to the end; returns its duration, the CPU time the process used meanwhile,
+/// and what the sampler saw (including a last sample after the callers finished, while every
+/// session is still live).
 ///
 /// With `schedule`, turns arrive open-loop on it (see `open_loop`) instead of from closed-loop
 /// callers, and its figures come back too.
@@ -247,10 +248,11 @@ pub async fn drive<T: Target>(
     plan: Plan,
     progress: ProgressBar,
     schedule: Option<&[Step]>,
-) -> Result<(Duration, Sample, Option<OpenLoop>), String> {
+) -> Result<(Duration, Duration, Sample, Option<OpenLoop>), String> {
     let stop = CancellationToken::new();
     let sampler = tokio::spawn(sample(shared.clone(), progress.clone(), stop.clone()));
     let started = Instant::now();
+    let cpu_before = cpu_time();
     let until = plan.duration.map(|d| started + d);
     let open = match schedule {
         Some(steps) => Some(drive_open(shared.clone(), plan, steps, until).await?),
@@ -267,12 +269,13 @@ pub async fn drive<T: Target>(
         }
     };
     let elapsed = started.elapsed();
+    let cpu = cpu_time().saturating_sub(cpu_before);
     stop.cancel();
     let mut seen = sampler.await.unwrap_or_default();
     seen.observe(shared.target.live_sessions(), rss_bytes());
     progress.set_position(shared.ledger.done());
     progress.finish_and_clear();
-    Ok((elapsed, seen, open))
+    Ok((elapsed, cpu, seen, open))
 }
 
 /// One closed-loop caller. Caller `c` owns sessions `c, c + callers, …`, so no two callers ever

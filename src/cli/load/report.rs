@@ -59,6 +59,11 @@ pub struct Figures {
     pub turns_per_sec: f64,
     /// Duration of the workload, without the verification pass.
     pub elapsed_sec: f64,
+    /// CPU time the whole process used over `elapsed_sec`: every thread (the runtime's, the
+    /// store's, the load's own callers), user and system.
+    pub cpu_sec: f64,
+    /// `cpu_sec` per acknowledged turn, in microseconds (0 when none was acknowledged).
+    pub cpu_us_per_turn: f64,
     /// Latency of acknowledged turns, as seen by the caller (open-loop: from the time the
     /// schedule meant to send them).
     pub latency_us: LatencyReport,
@@ -126,6 +131,8 @@ pub struct Measured<'a> {
     pub latencies: &'a Histogram<u64>,
     /// The workload's duration.
     pub elapsed: Duration,
+    /// The CPU time the process used over it.
+    pub cpu: Duration,
     /// The design's own counters, read before it was finished.
     pub counters: TargetCounters,
     /// The verification pass's counts.
@@ -160,6 +167,12 @@ impl Figures {
             turns_merged: m.ledger.merged(),
             turns_per_sec: ok as f64 / m.elapsed.as_secs_f64().max(1e-9),
             elapsed_sec: m.elapsed.as_secs_f64(),
+            cpu_sec: m.cpu.as_secs_f64(),
+            cpu_us_per_turn: if ok == 0 {
+                0.0
+            } else {
+                m.cpu.as_secs_f64() * 1e6 / ok as f64
+            },
             latency_us: LatencyReport::of(h),
             ttfc_us: m.ttfc.as_ref().map(LatencyReport::of),
             latency_budget_us: budget_us,
@@ -419,6 +432,10 @@ impl Report {
             "  {:.2}% of turns over the {} µs budget (agent latency + 2 ms)",
             f.share_over_budget * 100.0,
             f.latency_budget_us
+        );
+        println!(
+            "  CPU {:.2} s over {:.2} s, {:.1} µs per acknowledged turn (every thread of the process)",
+            f.cpu_sec, f.elapsed_sec, f.cpu_us_per_turn
         );
         for (name, baseline) in &self.baseline {
             match (&baseline.error, baseline.turnstile_throughput_ratio) {

@@ -1,5 +1,5 @@
-//! The process's resident memory, read from `/proc/self/status`: sampled by the driver while a
-//! run goes on and reported with its figures.
+//! What the process uses: its resident memory, read from `/proc/self/status` (sampled by the
+//! driver while a run goes on), and its CPU time; both are reported with the run's figures.
 
 /// A `kB` field of `/proc/self/status`, in bytes (0 where unavailable: the figures that use it
 /// then read 0 rather than failing the run).
@@ -23,6 +23,15 @@ pub fn rss_bytes() -> u64 {
 /// The process's peak resident set size.
 pub fn peak_rss_bytes() -> u64 {
     status_field("VmHWM:")
+}
+
+/// The CPU time the whole process has used so far: every thread, those that ended included.
+pub fn cpu_time() -> std::time::Duration {
+    let used = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    std::time::Duration::new(
+        u64::try_from(used.tv_sec).unwrap_or(0),
+        u32::try_from(used.tv_nsec).unwrap_or(0),
+    )
 }
 
 #[cfg(test)]
@@ -51,5 +60,27 @@ mod tests {
         );
         assert!(peak + SLACK >= during, "peak {peak} below the RSS {during}");
         drop(block);
+    }
+
+    /// The CPU time counts every thread, one that has ended included: a figure read from the
+    /// calling thread's clock alone, or missing ended threads, fails here.
+    #[test]
+    fn cpu_time_counts_a_thread_that_has_ended() {
+        const WORK: std::time::Duration = std::time::Duration::from_millis(30);
+        let before = cpu_time();
+        std::thread::spawn(|| {
+            let mut x = 0u64;
+            let own = || {
+                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+                std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+            };
+            while own() < WORK {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        })
+        .join()
+        .unwrap();
+        let used = cpu_time() - before;
+        assert!(used >= WORK, "{used:?} counted for {WORK:?} of work");
     }
 }
