@@ -26,12 +26,15 @@ pub fn peak_rss_bytes() -> u64 {
 }
 
 /// The CPU time the whole process has used so far: every thread, those that ended included.
+/// (Zero if the clock cannot be read: the figures that use it then read 0 rather than failing
+/// the run.)
 pub fn cpu_time() -> std::time::Duration {
-    let used = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    std::time::Duration::new(
-        u64::try_from(used.tv_sec).unwrap_or(0),
-        u32::try_from(used.tv_nsec).unwrap_or(0),
-    )
+    clock(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// What `clock` reads now, as a duration (zero if it cannot be read).
+fn clock(clock: nix::time::ClockId) -> std::time::Duration {
+    nix::time::clock_gettime(clock).map_or(std::time::Duration::ZERO, std::time::Duration::from)
 }
 
 #[cfg(test)]
@@ -70,10 +73,7 @@ mod tests {
         let before = cpu_time();
         std::thread::spawn(|| {
             let mut x = 0u64;
-            let own = || {
-                let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-                std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-            };
+            let own = || clock(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID);
             while own() < WORK {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
             }
