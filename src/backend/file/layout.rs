@@ -153,6 +153,34 @@ pub(super) fn all_user_dirs(root: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
+/// A session's folder relative to the root, as the journal names it: the same folder as
+/// [`sessions_dir`] joined with the session's encoded id, built as one string (an append names
+/// its log and head this way without joining and stripping the root).
+pub(super) fn session_dir_relative(key: &SessionKey) -> PathBuf {
+    let session = encode_name(key.session_id());
+    let user = (!key.user_id().is_empty()).then(|| encode_name(key.user_id()));
+    let mut dir = String::with_capacity(
+        USERS_DIR.len()
+            + user.as_ref().map_or(0, String::len)
+            + SESSIONS_DIR.len()
+            + session.len()
+            + 3,
+    );
+    match &user {
+        Some(user) => {
+            dir.push_str(USERS_DIR);
+            dir.push('/');
+            dir.push_str(user);
+        }
+        None => dir.push_str(ANONYMOUS_DIR),
+    }
+    dir.push('/');
+    dir.push_str(SESSIONS_DIR);
+    dir.push('/');
+    dir.push_str(&session);
+    PathBuf::from(dir)
+}
+
 /// The files of one session.
 #[derive(Debug, Clone)]
 pub(super) struct SessionPaths {
@@ -167,7 +195,7 @@ pub(super) struct SessionPaths {
 impl SessionPaths {
     /// The paths of `key` under `root`.
     pub(super) fn of(root: &Path, key: &SessionKey) -> Self {
-        Self::in_dir(sessions_dir(root, key.user_id()).join(encode_name(key.session_id())))
+        Self::in_dir(root.join(session_dir_relative(key)))
     }
 
     /// The paths of the session whose folder is `dir`.
@@ -322,6 +350,31 @@ mod tests {
             session_dir_chain(root, &named).last(),
             Some(&PathBuf::from("/r/users/anonymous/sessions/s"))
         );
+    }
+
+    #[test]
+    fn a_sessions_relative_folder_is_the_folder_the_listing_finds() {
+        let long = "Ü".repeat(100);
+        let root = Path::new("/r/store");
+        for key in [
+            SessionKey::new("u", "s").unwrap(),
+            SessionKey::new("User.Name", "a/b c").unwrap(),
+            SessionKey::new(&long, &long).unwrap(),
+            SessionKey::anonymous("s:1").unwrap(),
+        ] {
+            let relative = session_dir_relative(&key);
+            let listed = sessions_dir(root, key.user_id()).join(encode_name(key.session_id()));
+            assert_eq!(root.join(&relative), listed, "{key}");
+            assert_eq!(SessionPaths::of(root, &key).dir, listed, "{key}");
+            // Names only, as the journal requires of its paths.
+            assert!(relative
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_))));
+            assert_eq!(
+                relative.components().count(),
+                4 - usize::from(key.user_id().is_empty())
+            );
+        }
     }
 
     #[test]

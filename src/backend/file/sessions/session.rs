@@ -146,24 +146,14 @@ pub(super) fn cut_unfinished(
     Ok(current)
 }
 
-/// The journal entry that appends `lines` to the session's log at `at`, its end.
-pub(super) fn log_entry(
-    root: &Path,
-    paths: &SessionPaths,
-    key: &SessionKey,
-    at: u64,
-    lines: Vec<u8>,
-) -> Result<Entry, StoreError> {
-    let relative = paths.log.strip_prefix(root).map_err(|_| {
-        StoreError::InvalidRequest(format!(
-            "session {key}: its log is outside the store's root"
-        ))
-    })?;
-    Ok(Entry::Append {
-        path: relative.to_owned(),
+/// The journal entry that appends `lines` to the session's log at `at`, its end; `dir` is the
+/// session's folder relative to the root ([`layout::session_dir_relative`]).
+pub(super) fn log_entry(dir: &Path, at: u64, lines: Vec<u8>) -> Entry {
+    Entry::Append {
+        path: dir.join(layout::LOG_FILE),
         at,
         bytes: lines,
-    })
+    }
 }
 
 /// Whether an append leaving the session at `after` rewrites `head.json`: the session has none
@@ -178,23 +168,13 @@ pub(super) fn head_due(after: &Current) -> bool {
 /// The new `head.json` for `after` — its record, covering its log up to `after.log_end` — as a
 /// journal entry. The journal writes it to the file once the entry is durable, so that a crash
 /// leaves the old head, or a new one the journal's replay writes again. The head is written
-/// behind the journal, after the log bytes it covers.
-pub(super) fn head_entry(
-    root: &Path,
-    paths: &SessionPaths,
-    key: &SessionKey,
-    after: &Current,
-) -> Result<Option<Entry>, StoreError> {
+/// behind the journal, after the log bytes it covers. `dir` is as for [`log_entry`].
+pub(super) fn head_entry(dir: &Path, after: &Current) -> Result<Option<Entry>, StoreError> {
     let Some(record) = after.record.as_ref() else {
         return Ok(None);
     };
-    let relative = paths.head.strip_prefix(root).map_err(|_| {
-        StoreError::InvalidRequest(format!(
-            "session {key}: its head is outside the store's root"
-        ))
-    })?;
     Ok(Some(Entry::Replace {
-        path: relative.to_owned(),
+        path: dir.join(layout::HEAD_FILE),
         bytes: encode_head(record, after.log_end)?,
     }))
 }
@@ -319,14 +299,14 @@ impl Inner {
         lines: Vec<u8>,
         after: Current,
     ) -> Result<Current, StoreError> {
-        let paths = SessionPaths::of(&self.root, key);
+        let dir = layout::session_dir_relative(key);
         let empty = lines.is_empty();
         let mut entries = Vec::with_capacity(2);
         if !empty {
-            entries.push(log_entry(&self.root, &paths, key, at, lines)?);
+            entries.push(log_entry(&dir, at, lines));
         }
         let head = if empty || head_due(&after) {
-            match head_entry(&self.root, &paths, key, &after) {
+            match head_entry(&dir, &after) {
                 Ok(head) => head,
                 Err(e) if empty => return Err(e),
                 Err(e) => {
