@@ -330,9 +330,15 @@ impl Drop for Journal {
     }
 }
 
+/// What a header line holds besides its path, at most: `{"op":"append","path":"","at":N,"len":N}`
+/// and its newline, with both numbers at their longest (79 bytes).
+const HEADER_ROOM: usize = 96;
+
 /// An entry's header line, refused when the journal could not take the entry.
 fn encode_header(entry: &Entry) -> Result<Vec<u8>, StoreError> {
-    let mut header = Vec::new();
+    // Room for the line's fixed text and numbers besides the path, so that it is encoded
+    // without growing the buffer.
+    let mut header = Vec::with_capacity(HEADER_ROOM + entry.path().as_os_str().len());
     entry.encode_header(&mut header).map_err(|detail| {
         StoreError::InvalidRequest(format!("cannot journal this write: {detail}"))
     })?;

@@ -18,6 +18,7 @@
 //! the last intact batch are room not yet used, in any segment. Format 1, written by earlier
 //! builds, had no such room: it is still read, with zeros there taken as a damaged batch.
 
+use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -65,13 +66,23 @@ pub(crate) enum Entry {
     },
 }
 
-/// An entry's header line.
+/// An entry's header line. Its path is borrowed from the entry when it is written (an append
+/// encodes one for every entry) and owned when it is read.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-enum Header {
-    Append { path: String, at: u64, len: u64 },
-    Replace { path: String, len: u64 },
-    Remove { path: String },
+enum Header<'a> {
+    Append {
+        path: Cow<'a, str>,
+        at: u64,
+        len: u64,
+    },
+    Replace {
+        path: Cow<'a, str>,
+        len: u64,
+    },
+    Remove {
+        path: Cow<'a, str>,
+    },
 }
 
 impl Entry {
@@ -107,6 +118,15 @@ impl Entry {
         Ok(())
     }
 
+    /// The file or folder it changes, relative to the root.
+    pub(super) fn path(&self) -> &Path {
+        match self {
+            Entry::Append { path, .. } | Entry::Replace { path, .. } | Entry::Remove { path } => {
+                path
+            }
+        }
+    }
+
     /// The bytes the entry writes (none for a removal).
     pub(super) fn bytes(&self) -> &[u8] {
         match self {
@@ -117,11 +137,11 @@ impl Entry {
 }
 
 /// `path` as text, if it is a plain relative path (names only: no root, `.`, `..` or prefix).
-fn relative_text(path: &Path) -> Result<String, String> {
+fn relative_text(path: &Path) -> Result<Cow<'_, str>, String> {
     let plain = path.components().all(|c| matches!(c, Component::Normal(_)))
         && path.components().next().is_some();
     match (plain, path.to_str()) {
-        (true, Some(text)) => Ok(text.to_owned()),
+        (true, Some(text)) => Ok(Cow::Borrowed(text)),
         _ => Err(format!(
             "{} is not a plain path inside the root",
             path.display()

@@ -407,3 +407,13 @@ async fn writes_behind_reach_their_files_before_any_reader_or_checkpoint_needs_t
 }
 
 mod room;
+
+#[test]
+fn a_header_line_fits_in_the_room_reserved_for_it_besides_its_path() {
+    let path = "users/u/sessions/s/log.jsonl";
+    let header = encode_header(&append(path, u64::MAX, b"")).unwrap();
+    // Its length is one digit here and at most twenty.
+    let longest = header.len() - path.len() + 19;
+    assert!(longest <= HEADER_ROOM, "{longest} bytes besides the path");
+    assert!(header.ends_with(b"\n") && header.len() >= path.len() + 40);
+}
