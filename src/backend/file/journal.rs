@@ -330,8 +330,10 @@ impl Drop for Journal {
     }
 }
 
-/// What a header line holds besides its path, at most: `{"op":"append","path":"","at":N,"len":N}`
-/// and its newline, with both numbers at their longest (79 bytes).
+/// The room reserved for a header line besides its path: the longest such line,
+/// `{"op":"append","path":"","at":N,"len":N}` and its newline with both numbers at twenty digits,
+/// is 79 bytes; the rest covers a path whose characters JSON would escape (the layout makes
+/// none, so this is slack, not a limit: a longer line only grows its buffer).
 const HEADER_ROOM: usize = 96;
 
 /// An entry's header line, refused when the journal could not take the entry.

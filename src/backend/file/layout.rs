@@ -158,14 +158,16 @@ pub(super) fn all_user_dirs(root: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// its log and head this way without joining and stripping the root).
 pub(super) fn session_dir_relative(key: &SessionKey) -> PathBuf {
     let session = encode_name(key.session_id());
-    let user = (!key.user_id().is_empty()).then(|| encode_name(key.user_id()));
-    let mut dir = String::with_capacity(
-        USERS_DIR.len()
-            + user.as_ref().map_or(0, String::len)
-            + SESSIONS_DIR.len()
-            + session.len()
-            + 3,
-    );
+    let user = (!key.is_anonymous()).then(|| encode_name(key.user_id()));
+    // `users/<user>/sessions/<session>` or `anonymous/sessions/<session>`.
+    let len = match &user {
+        Some(user) => USERS_DIR.len() + 1 + user.len(),
+        None => ANONYMOUS_DIR.len(),
+    } + 1
+        + SESSIONS_DIR.len()
+        + 1
+        + session.len();
+    let mut dir = String::with_capacity(len);
     match &user {
         Some(user) => {
             dir.push_str(USERS_DIR);
@@ -178,6 +180,7 @@ pub(super) fn session_dir_relative(key: &SessionKey) -> PathBuf {
     dir.push_str(SESSIONS_DIR);
     dir.push('/');
     dir.push_str(&session);
+    debug_assert_eq!(dir.len(), len);
     PathBuf::from(dir)
 }
 

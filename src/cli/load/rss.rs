@@ -32,9 +32,9 @@ pub fn cpu_time() -> std::time::Duration {
     clock(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID)
 }
 
-/// What `clock` reads now, as a duration (zero if it cannot be read).
-fn clock(clock: nix::time::ClockId) -> std::time::Duration {
-    nix::time::clock_gettime(clock).map_or(std::time::Duration::ZERO, std::time::Duration::from)
+/// What clock `id` reads now, as a duration (zero if it cannot be read).
+fn clock(id: nix::time::ClockId) -> std::time::Duration {
+    nix::time::clock_gettime(id).map_or(std::time::Duration::ZERO, std::time::Duration::from)
 }
 
 #[cfg(test)]
@@ -73,7 +73,14 @@ mod tests {
         let before = cpu_time();
         std::thread::spawn(|| {
             let mut x = 0u64;
-            let own = || clock(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID);
+            // Read directly, so that a clock that cannot be read fails here instead of
+            // reading zero for ever.
+            let own = || {
+                std::time::Duration::from(
+                    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+                        .expect("the thread's CPU clock"),
+                )
+            };
             while own() < WORK {
                 x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
             }

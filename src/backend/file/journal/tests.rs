@@ -406,14 +406,24 @@ async fn writes_behind_reach_their_files_before_any_reader_or_checkpoint_needs_t
     );
 }
 
-mod room;
-
 #[test]
-fn a_header_line_fits_in_the_room_reserved_for_it_besides_its_path() {
+fn a_header_line_is_its_fields_in_order_in_the_room_reserved_for_it() {
     let path = "users/u/sessions/s/log.jsonl";
-    let header = encode_header(&append(path, u64::MAX, b"")).unwrap();
-    // Its length is one digit here and at most twenty.
-    let longest = header.len() - path.len() + 19;
-    assert!(longest <= HEADER_ROOM, "{longest} bytes besides the path");
-    assert!(header.ends_with(b"\n") && header.len() >= path.len() + 40);
+    let header = encode_header(&append(path, 7, b"abc")).unwrap();
+    assert_eq!(
+        header,
+        b"{\"op\":\"append\",\"path\":\"users/u/sessions/s/log.jsonl\",\"at\":7,\"len\":3}\n"
+    );
+    // Encoded without growing its buffer.
+    assert_eq!(header.capacity(), HEADER_ROOM + path.len());
+    // The longest one besides its path: both numbers at twenty digits (the length is one
+    // digit here).
+    let longest = encode_header(&append(path, u64::MAX, b"")).unwrap();
+    let besides_path = longest.len() - path.len() + 19;
+    assert!(
+        besides_path <= HEADER_ROOM,
+        "{besides_path} bytes besides the path"
+    );
 }
+
+mod room;
