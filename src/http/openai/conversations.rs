@@ -127,17 +127,19 @@ pub(crate) async fn create_conversation(
         let error = ApiError::BadRequest(format!("at most {MAX_ITEMS} items at a time"));
         return Ok(about("items", error));
     }
+    // Checked before a retry is looked up: a request the route refuses is refused whatever
+    // an earlier one with the same key created.
+    let mut entries = vec![Entry::Note(CREATED_NOTE.into())];
+    match entries_of(items) {
+        Ok(more) => entries.extend(more),
+        Err(error) => return Ok(about("items", error)),
+    }
     let runtime = gateway.runtime();
     // A retry of a creation that was stored answers what was stored.
     if seed.is_some() {
         if let Ok(existing) = read(runtime, &key).await {
             return Ok(Json(existing).into_response());
         }
-    }
-    let mut entries = vec![Entry::Note(CREATED_NOTE.into())];
-    match entries_of(items) {
-        Ok(more) => entries.extend(more),
-        Err(error) => return Ok(about("items", error)),
     }
     let state = StateDelta::from([(METADATA_KEY.to_owned(), json!(metadata))]);
     runtime.append(&key, entries, state).await?;
