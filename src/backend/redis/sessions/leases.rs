@@ -17,9 +17,10 @@ use crate::store::{Claim, Claimant, Lease, Leases, LoadedSession, Owner, Renewal
 
 /// A renewal is waited for at most two fifths of the TTL. A lease's local deadline is four
 /// fifths of the TTL after the request that last renewed it, and renewals run every third of
-/// it (sooner after an unanswered batch, never later), so when a batch starts every held lease has at least 4/5 − 1/3 ≈ 0.47 of the TTL left:
-/// an unanswered node holding the batch for 2/5 never makes another node's renewed lease
-/// lapse, while a large batch (a hundred thousand leases pipelined) has time to be answered.
+/// it (sooner after an unanswered batch, never later), so when a batch starts every held lease
+/// has at least 4/5 − 1/3 ≈ 0.47 of the TTL left: an unanswered node holding the batch for 2/5
+/// never makes another node's renewed lease lapse, while a large batch (a hundred thousand
+/// leases pipelined) has time to be answered.
 const RENEWAL_WAIT: (u32, u32) = (2, 5);
 
 /// A TTL in whole milliseconds, at least 1 (Redis refuses `PEXPIRE 0` as "expire now").
