@@ -15,7 +15,6 @@ Prints each pair's turns/s, p99 and the CPU the run used (user + system, the who
 ratios AFTER / BEFORE, then the medians. A ratio of turns/s above 1 or of CPU below 1 favours
 AFTER. Exits 1 if any run lost, duplicated, reordered or misanswered a turn, 2 on bad usage.
 """
-import json
 import os
 import resource
 import shutil
@@ -23,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from load_report import faults, report_of
 
 
 def usage(message):
@@ -51,21 +52,12 @@ def run(binary, options, base):
     cpu = children_cpu() - before
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
-    try:
-        report = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        report = None
-    # `turnstile load` exits 1 when a turn went wrong, with its report still on stdout: keep it,
-    # so that the faults are counted and reported rather than lost behind the exit status.
-    if done.returncode != 0 and not (done.returncode == 1 and report is not None and faults(report)):
+    report = report_of(done)
+    if report is None:
         print(done.stderr, file=sys.stderr)
         sys.exit(f"compare-builds: {binary} load exited with {done.returncode}")
     report["cpu_sec"] = cpu
     return report
-
-
-def faults(report):
-    return sum(report.get(field) or 0 for field in ("lost", "duplicated", "reordered", "misanswered"))
 
 
 def main():

@@ -33,7 +33,6 @@ options is refused (the script picks the stores).
 Exits 1 if any run lost, duplicated, reordered or misanswered a turn (the counts are printed) or
 failed otherwise, 2 on bad usage (the script's, or a load option `turnstile load` refused).
 """
-import json
 import os
 import shutil
 import statistics
@@ -41,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-FAULTS = ("lost", "duplicated", "reordered", "misanswered")
+from load_report import FAULTS, report_of
 
 # Indexes into the stores (memory, tmpfs, disk): see the module docs.
 CYCLE_OF_THREE = [(0, 1, 2), (0, 2, 1), (2, 1, 0), (1, 0, 2), (1, 2, 0), (2, 0, 1)]
@@ -51,10 +50,6 @@ def usage(message):
     print(f"compare-stores: {message}", file=sys.stderr)
     print("usage: scripts/compare-stores.py [--rounds N] BINARY [LOAD OPTIONS...]", file=sys.stderr)
     sys.exit(2)
-
-
-def faults(report):
-    return sum(report.get(field) or 0 for field in FAULTS)
 
 
 def run(binary, options, base):
@@ -73,13 +68,8 @@ def run(binary, options, base):
     finally:
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
-    try:
-        report = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        report = None
-    # `turnstile load` exits 1 when a turn went wrong, with its report still on stdout: keep it,
-    # so that the faults are counted and printed rather than lost behind the exit status.
-    if done.returncode == 0 or (done.returncode == 1 and report is not None and faults(report)):
+    report = report_of(done)
+    if report is not None:
         return report
     print(done.stderr, file=sys.stderr, end="")
     print(
