@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::parse::ParseError;
-use crate::state::{InterruptReason, Seq};
+use crate::state::{InterruptReason, Seq, Usage};
 
 /// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.
 pub type Attributes = Arc<HashMap<String, Value>>;
@@ -173,6 +173,9 @@ pub struct Outcome {
     /// Sequence number of the event that answers the message: the turn's output event, or for a
     /// superseded message its own input event.
     pub seq: Seq,
+    /// The turn's token usage, when its agent reported it (as its output event keeps it);
+    /// `None` for a superseded message.
+    pub usage: Option<Usage>,
 }
 
 /// An entry added to a session's log without running a turn ([`crate::Runtime::append`]).

@@ -41,6 +41,12 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// without bound. Twice the largest input: an answer may quote the question.
 pub const DEFAULT_MAX_REPLY_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
 
+/// Most entries one message may bring with it (`CallOptions::preceding`): an OpenAI client that
+/// resends its conversation brings its earlier messages and tool calls this way. Twenty is
+/// OpenAI's own bound on the items one request adds; this leaves room for the tool calls and
+/// results among them, and bounds what one message makes a turn write.
+pub const MAX_PRECEDING_ENTRIES: usize = 64;
+
 /// Longest reason a `turn_failed` event keeps, in bytes: a sentence or a short paragraph says
 /// what went wrong; an agent's error of megabytes (a server's HTML page, a dump) is cut rather
 /// than stored in every copy of the session's log.

@@ -95,7 +95,10 @@ pub use key::{KeyError, SessionKey};
 pub use memory::{Ingest, MemoryError, MemoryHit, MemoryOptions};
 pub use parse::ParseError;
 pub use registry::{LivePage, LiveQuery, LiveSession, LiveState};
-pub use runtime::{BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder};
+pub use runtime::{
+    BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder, MAX_EVENTS_PAGE,
+    MAX_REQUEST_SCAN, MAX_TURN_EVENTS,
+};
 pub use session::SessionView;
 pub use stats::{RuntimeStats, TurnTimes};
 #[allow(deprecated)]

@@ -20,12 +20,14 @@ use crate::stream::TurnStream;
 
 mod artifacts;
 mod builder;
+mod history;
 mod memory;
 mod ownership;
 mod readiness;
 mod whole_sessions;
 
 pub use builder::{BuildError, RuntimeBuilder};
+pub use history::{MAX_EVENTS_PAGE, MAX_REQUEST_SCAN, MAX_TURN_EVENTS};
 pub use ownership::Placement;
 pub use readiness::Readiness;
 

@@ -5,8 +5,8 @@ mod event;
 mod record;
 mod scope;
 mod timing;
+mod turn;
 
-pub(crate) use event::in_failed_turns;
 pub use event::{
     Author, Event, EventKind, Extra, InputDisposition, InterruptReason, OutputStatus, Seq,
     ToolStatus, Usage,
@@ -20,3 +20,7 @@ pub use scope::{
     TEMP_PREFIX, USER_PREFIX,
 };
 pub use timing::TurnTiming;
+pub use turn::{
+    answer_to, ends_turn, find_request, in_failed_turns, turn_ending_at, Answer, Ending, Fate,
+    NotATurn, RequestRead, ToolCallRead, ToolResultRead, Turn,
+};

@@ -348,6 +348,7 @@ mod tests {
             kind: OutcomeKind::Interrupted(InterruptReason::Requested),
             output: "par".into(),
             seq: 4,
+            usage: None,
         };
         let value = serde_json::to_value(OutcomeBody::of(outcome, None, false)).unwrap();
         assert_eq!(

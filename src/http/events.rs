@@ -13,10 +13,9 @@ use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
 use super::gateway::Gateway;
 use super::schema::{Refusals, SessionPath};
-use crate::error::Error;
 use crate::key::SessionKey;
-use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq, ToolStatus, TurnTiming};
-use crate::store::MAX_PAGE;
+use crate::state::{Ending, Event, Seq, ToolStatus, Turn, TurnTiming};
+use crate::MAX_EVENTS_PAGE as MAX_PAGE;
 
 /// The largest seq a query may name.
 const MAX_SEQ: u64 = i64::MAX as u64;
@@ -77,12 +76,7 @@ async fn read(
     from: Seq,
     limit: usize,
 ) -> Result<Vec<Event>, ApiError> {
-    let events = gateway
-        .runtime()
-        .store()
-        .read_events(key, from, limit)
-        .await;
-    Ok(events.map_err(|err| Error::store(key, err))?)
+    Ok(gateway.runtime().events(key, from, limit).await?)
 }
 
 /// One turn: the event that ends it, the messages it answered, its tool calls, and where its
@@ -128,13 +122,6 @@ pub(crate) struct ToolTiming {
     duration_ms: Option<u64>,
 }
 
-/// Events read back from a turn's end to find its start at first: most turns are a few events.
-const TURN_FIRST_LOOK: usize = 32;
-
-/// Events read back at most: a turn with more events than this (hundreds of tool calls) is
-/// shown with the tool calls among its last ones.
-const TURN_LOOKBACK: usize = MAX_PAGE;
-
 /// One turn of the session, named by the seq of the event that ends it (the `seq` a turn's
 /// callers are answered with), with where its time went.
 #[utoipa::path(get, path = "/v1/sessions/{user}/{session}/turns/{seq}", tag = "sessions",
@@ -152,218 +139,50 @@ pub(crate) async fn get_turn(
             "seq must be between 1 and {MAX_SEQ}"
         )));
     }
-    // A short read finds most turns whole; a longer one only when it did not reach the start.
-    for look in [TURN_FIRST_LOOK, TURN_LOOKBACK] {
-        let from = seq.saturating_sub(look as u64 - 1).max(1);
-        let mut events = read(&gateway, &key, from, look).await?;
-        events.retain(|event| event.seq <= seq);
-        let whole = from == 1 || look == TURN_LOOKBACK;
-        let turn = turn_ending_at(events, seq).map_err(|why| {
-            ApiError::NotFound(format!(
-                "session {key} has no turn ending at event {seq}: {why}"
-            ))
-        })?;
-        if whole || !turn.inputs.is_empty() {
-            return Ok(Json(turn));
-        }
-    }
-    unreachable!("the last look is always taken")
+    let turn = gateway.runtime().turn(&key, seq).await?.map_err(|why| {
+        ApiError::NotFound(format!(
+            "session {key} has no turn ending at event {seq}: {why}"
+        ))
+    })?;
+    Ok(Json(body_of(turn)))
 }
 
-/// The turn whose last event is `seq`, from the events up to it (oldest first); or why there is
-/// none.
-fn turn_ending_at(mut events: Vec<Event>, seq: Seq) -> Result<TurnBody, String> {
-    let end = match events.pop() {
-        Some(end) if end.seq == seq => end,
-        _ => return Err("no such event".to_owned()),
-    };
-    let (status, reason, duration_ms) = match &end.kind {
-        EventKind::AgentOutput {
-            status: OutputStatus::Final,
-            duration_ms,
-            ..
-        } => ("final", None, *duration_ms),
-        EventKind::AgentOutput {
-            status: OutputStatus::Interrupted(why),
-            duration_ms,
-            ..
-        } => {
+/// The turn's body, from the turn as the log tells it.
+fn body_of(turn: Turn) -> TurnBody {
+    let (status, reason) = match &turn.ending {
+        Ending::Final => ("final", None),
+        Ending::Interrupted(why) => {
             let why = serde_json::to_value(why).ok();
-            let why = why.as_ref().and_then(|v| v.as_str()).map(str::to_owned);
-            ("interrupted", why, *duration_ms)
-        }
-        EventKind::TurnFailed {
-            code, duration_ms, ..
-        } => ("failed", Some(code.clone()), *duration_ms),
-        _ => {
-            return Err(
-                "that event does not end a turn (an agent_output or turn_failed event does)"
-                    .to_owned(),
+            (
+                "interrupted",
+                why.as_ref().and_then(|v| v.as_str()).map(str::to_owned),
             )
         }
+        Ending::Failed { code, .. } => ("failed", Some(code.clone())),
     };
-    // Back from the end: the tool events, then the messages (one answered, or several merged).
-    let mut inputs = Vec::new();
-    let mut calls = Vec::new();
-    let mut results = Vec::new();
-    for event in events.into_iter().rev() {
-        match event.kind {
-            // One answered message, or the merged ones: an answered message before merged
-            // ones belongs to something else (a turn before, or an append).
-            EventKind::UserInput {
-                disposition: InputDisposition::Answered,
-                ..
-            } if inputs.is_empty() => {
-                inputs.push(event.seq);
-                break;
-            }
-            EventKind::UserInput {
-                disposition: InputDisposition::Merged,
-                ..
-            } => inputs.push(event.seq),
-            _ if !inputs.is_empty() => break,
-            EventKind::ToolCall {
-                call_id,
-                name,
-                server,
-                ..
-            } => calls.push((call_id, name, server)),
-            EventKind::ToolResult {
-                call_id,
-                status,
-                duration_ms,
-                ..
-            } => results.push((call_id, status, duration_ms)),
-            EventKind::ArtifactSaved { .. } => {}
-            _ => break,
-        }
-    }
-    inputs.reverse();
-    calls.reverse();
-    let timing = end.timing.map(|timing| *timing);
-    // Starts are recorded for every call of the turn; when the walk stopped short of its
-    // start, the calls found are its last ones.
-    let starts = timing.as_ref().map(|t| {
-        let skipped = t.tool_start_ms.len().saturating_sub(calls.len());
-        &t.tool_start_ms[skipped..]
-    });
-    let tools: Vec<ToolTiming> = calls
-        .into_iter()
-        .enumerate()
-        .map(|(i, (call_id, name, server))| {
-            let result = results.iter().find(|(id, ..)| *id == call_id);
-            ToolTiming {
-                status: result.map(|(_, status, _)| *status),
-                duration_ms: result.and_then(|(.., ms)| *ms),
-                start_ms: starts.and_then(|starts| starts.get(i).copied()),
-                call_id,
-                name,
-                server: server.map(String::from),
-            }
+    let model_ms = turn.model_ms();
+    let tools = turn
+        .calls
+        .iter()
+        .zip(turn.call_starts())
+        .map(|(call, start_ms)| ToolTiming {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            server: call.server.clone(),
+            status: call.result.as_ref().map(|r| r.status),
+            start_ms,
+            duration_ms: call.result.as_ref().and_then(|r| r.duration_ms),
         })
         .collect();
-    let model_ms = timing.as_ref().map(|timing| {
-        let spans: Vec<(u32, u32)> = tools
-            .iter()
-            .filter_map(|tool| {
-                let length = u32::try_from(tool.duration_ms?).unwrap_or(u32::MAX);
-                Some((tool.start_ms?, length))
-            })
-            .collect();
-        timing.own_agent_ms(&spans)
-    });
-    Ok(TurnBody {
-        seq,
+    TurnBody {
+        seq: turn.seq,
         status,
         reason,
-        inputs,
-        at_ms: end.at_ms,
-        duration_ms,
-        timing,
+        inputs: turn.inputs,
+        at_ms: turn.at_ms,
+        duration_ms: turn.duration_ms,
+        timing: turn.timing,
         model_ms,
         tools,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::state::{Author, OutputStatus};
-
-    fn event(seq: Seq, kind: EventKind) -> Event {
-        Event::new(seq, Author::User, 0, kind)
-    }
-
-    fn input(seq: Seq, disposition: InputDisposition) -> Event {
-        let text = format!("m{seq}");
-        event(seq, EventKind::UserInput { text, disposition })
-    }
-
-    fn call(seq: Seq, id: &str) -> Event {
-        let (call_id, name) = (id.to_owned(), "t".to_owned());
-        let (arguments, server) = (Box::new(json!({})), None);
-        event(
-            seq,
-            EventKind::ToolCall {
-                call_id,
-                name,
-                arguments,
-                server,
-            },
-        )
-    }
-
-    fn output(seq: Seq, starts: Vec<u32>) -> Event {
-        let (text, status, duration_ms, usage) = (String::new(), OutputStatus::Final, 9, None);
-        let mut end = event(
-            seq,
-            EventKind::AgentOutput {
-                text,
-                status,
-                duration_ms,
-                usage,
-            },
-        );
-        end.timing = Some(Box::new(TurnTiming {
-            agent_ms: 9,
-            tool_start_ms: starts,
-            ..TurnTiming::default()
-        }));
-        end
-    }
-
-    #[test]
-    fn merged_messages_are_the_turns_and_an_answered_one_before_them_is_not() {
-        let events = vec![
-            input(1, InputDisposition::Answered),
-            input(2, InputDisposition::Merged),
-            input(3, InputDisposition::Merged),
-            output(4, Vec::new()),
-        ];
-        let turn = turn_ending_at(events, 4).unwrap();
-        assert_eq!(turn.inputs, vec![2, 3]);
-    }
-
-    #[test]
-    fn a_turn_read_without_its_start_gives_its_last_calls_their_own_starts() {
-        // Three calls were made; only the last two are within what was read.
-        let events = vec![call(10, "b"), call(11, "c"), output(12, vec![1, 2, 3])];
-        let turn = turn_ending_at(events, 12).unwrap();
-        assert!(turn.inputs.is_empty());
-        let starts: Vec<Option<u32>> = turn.tools.iter().map(|t| t.start_ms).collect();
-        assert_eq!(starts, vec![Some(2), Some(3)]);
-    }
-
-    #[test]
-    fn an_event_that_ends_no_turn_is_named() {
-        let events = vec![input(1, InputDisposition::Answered)];
-        let why = turn_ending_at(events, 1).err().unwrap();
-        assert!(why.contains("does not end a turn"), "{why}");
-        assert_eq!(
-            turn_ending_at(Vec::new(), 1).err().unwrap(),
-            "no such event"
-        );
     }
 }

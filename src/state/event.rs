@@ -377,31 +377,6 @@ pub struct Usage {
     pub output_tokens: u64,
 }
 
-/// Which of `history`'s events belong to failed turns: each `turn_failed` event and the inputs
-/// right before it (its turn's, answered or merged; superseded ones stand apart). The model's
-/// context leaves them out by default: a question that was never answered, followed by the
-/// same question sent again, reads to a model as a question asked twice.
-pub(crate) fn in_failed_turns(history: &[Event]) -> Vec<bool> {
-    let mut marked = vec![false; history.len()];
-    for (at, event) in history.iter().enumerate() {
-        if !matches!(event.kind, EventKind::TurnFailed { .. }) {
-            continue;
-        }
-        marked[at] = true;
-        for before in (0..at).rev() {
-            match &history[before].kind {
-                EventKind::UserInput { disposition, .. }
-                    if *disposition != InputDisposition::Superseded =>
-                {
-                    marked[before] = true
-                }
-                _ => break,
-            }
-        }
-    }
-    marked
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use futures::StreamExt;
-use turnstile::state::{Event, EventKind, InputDisposition, OutputStatus};
+use turnstile::state::{answer_to, Answer, Event, EventKind, OutputStatus};
 use turnstile::{SessionKey, Store};
 
 use super::ledger::{turn_of, Entry, Ledger};
@@ -80,12 +80,11 @@ pub async fn verify<H: History + ?Sized>(
     Ok(total)
 }
 
-/// Where a turn's input is stored: its sequence number, its index in the log and its marking.
+/// Where a turn's input is stored: its sequence number and its index in the log.
 #[derive(Debug, Clone, Copy)]
 struct StoredInput {
     seq: u64,
     index: usize,
-    disposition: InputDisposition,
 }
 
 /// Compares one session's ledger row (indexed by turn, in sending order) with its stored log.
@@ -96,7 +95,7 @@ fn compare(row: &[Entry], events: &[Event]) -> Verdict {
     let mut inputs: HashMap<u32, StoredInput> = HashMap::with_capacity(row.len());
     let mut previous: Option<u32> = None;
     for (index, event) in events.iter().enumerate() {
-        let EventKind::UserInput { text, disposition } = &event.kind else {
+        let EventKind::UserInput { text, .. } = &event.kind else {
             continue;
         };
         let Some(turn) = turn_of(text) else {
@@ -110,7 +109,6 @@ fn compare(row: &[Entry], events: &[Event]) -> Verdict {
         let stored = StoredInput {
             seq: event.seq,
             index,
-            disposition: *disposition,
         };
         match inputs.entry(turn) {
             Slot::Occupied(_) => verdict.duplicated += 1,
@@ -134,38 +132,29 @@ fn compare(row: &[Entry], events: &[Event]) -> Verdict {
     verdict
 }
 
-/// Whether the event at `ack.seq` answers the stored `input` the way `ack.kind` says.
+/// Whether the event at `ack.seq` answers the stored `input` the way `ack.kind` says: the turn
+/// that answers it (as the library reads the log) ends there, and ended as the outcome said.
 fn answers(events: &[Event], input: &StoredInput, ack: Ack) -> bool {
-    if ack.kind == AckKind::Superseded {
-        return input.disposition == InputDisposition::Superseded && input.seq == ack.seq;
-    }
-    let marked = match ack.kind {
-        AckKind::Merged => input.disposition == InputDisposition::Merged,
-        // The last message of a merged batch is answered `Completed` (or `Interrupted`).
-        _ => input.disposition != InputDisposition::Superseded,
+    let (end, merged) = match answer_to(events, input.index) {
+        Answer::Superseded => return ack.kind == AckKind::Superseded && input.seq == ack.seq,
+        Answer::Turn { end, merged } => (end, merged),
+        Answer::NoTurn | Answer::Unread => return false,
     };
-    let Ok(at) = events.binary_search_by_key(&ack.seq, |e| e.seq) else {
+    let EventKind::AgentOutput { status, .. } = &end.kind else {
         return false;
     };
-    let status_matches = match &events[at].kind {
-        EventKind::AgentOutput { status, .. } => match ack.kind {
-            AckKind::Completed => *status == OutputStatus::Final,
-            AckKind::Interrupted => matches!(status, OutputStatus::Interrupted(_)),
-            _ => true,
-        },
-        _ => false,
-    };
-    // The output answers the inputs since the previous output: none may lie between.
-    let nothing_between = at > input.index
-        && !events[input.index + 1..at]
-            .iter()
-            .any(|e| matches!(e.kind, EventKind::AgentOutput { .. }));
-    marked && status_matches && nothing_between
+    end.seq == ack.seq
+        && match ack.kind {
+            AckKind::Merged => merged,
+            AckKind::Completed => !merged && *status == OutputStatus::Final,
+            AckKind::Interrupted => !merged && matches!(status, OutputStatus::Interrupted(_)),
+            AckKind::Superseded => false,
+        }
 }
 
 #[cfg(test)]
 mod tests {
-    use turnstile::state::{Author, InterruptReason};
+    use turnstile::state::{Author, InputDisposition, InterruptReason};
 
     use super::super::ledger::input_text;
     use super::*;

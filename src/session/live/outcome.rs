@@ -114,6 +114,7 @@ pub(super) fn superseded_answer(saved: &Result<(), Error>, seq: Seq) -> Result<O
             kind: OutcomeKind::Superseded,
             output: String::new(),
             seq,
+            usage: None,
         }),
         Err(err) => Err(err.clone()),
     }
@@ -239,6 +240,7 @@ mod tests {
             kind: OutcomeKind::Completed,
             output: "x".into(),
             seq: 3,
+            usage: None,
         };
         assert!(matches!(
             after_write(&stored, Ok(outcome.clone())),

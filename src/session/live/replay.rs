@@ -17,7 +17,7 @@ use crate::call::{Outcome, OutcomeKind};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::TurnRequest;
-use crate::state::{Event, EventKind, InputDisposition, OutputStatus, Seq};
+use crate::state::{answer_to, find_request, Answer, Event, EventKind, OutputStatus, Seq};
 
 /// Request ids of the messages running or waiting in a session, and the retries attached to
 /// them.
@@ -134,56 +134,53 @@ impl Found {
 }
 
 /// The outcome of the message with request id `id` among `events`: its input's seq, and the
-/// answer its caller got (or would have got).
+/// answer its caller got (or would have got). `None` when it is not there, or not answered yet.
 pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Found)> {
-    let pos = events.iter().rposition(|e| {
-        e.request_id.as_deref() == Some(id) && matches!(e.kind, EventKind::UserInput { .. })
-    })?;
-    let input = &events[pos];
-    let EventKind::UserInput { disposition, .. } = &input.kind else {
-        return None;
+    let at = find_request(events, id)?;
+    let input = events[at].seq;
+    let (end, merged) = match answer_to(events, at) {
+        Answer::Superseded => {
+            let outcome = Outcome {
+                kind: OutcomeKind::Superseded,
+                output: String::new(),
+                seq: input,
+                usage: None,
+            };
+            return Some((input, Found::Outcome(outcome)));
+        }
+        Answer::Turn { end, merged } => (end, merged),
+        Answer::NoTurn | Answer::Unread => return None,
     };
-    if *disposition == InputDisposition::Superseded {
-        let outcome = Outcome {
-            kind: OutcomeKind::Superseded,
-            output: String::new(),
-            seq: input.seq,
-        };
-        return Some((input.seq, Found::Outcome(outcome)));
-    }
-    let rest = &events[pos + 1..];
-    let at = rest.iter().position(|e| {
-        matches!(
-            e.kind,
-            EventKind::AgentOutput { .. } | EventKind::TurnFailed { .. }
-        )
-    })?;
-    if let EventKind::TurnFailed { code, reason, .. } = &rest[at].kind {
-        let failed = Found::Failed {
-            seq: rest[at].seq,
+    let found = match &end.kind {
+        EventKind::TurnFailed { code, reason, .. } => Found::Failed {
+            seq: end.seq,
             kind: FailureKind::from_code(code),
             reason: reason.clone(),
-        };
-        return Some((input.seq, failed));
-    }
-    let EventKind::AgentOutput { text, status, .. } = &rest[at].kind else {
-        return None;
+        },
+        EventKind::AgentOutput {
+            text,
+            status,
+            usage,
+            ..
+        } => Found::Outcome(Outcome {
+            kind: outcome_kind(*status, merged),
+            output: text.clone(),
+            seq: end.seq,
+            usage: *usage,
+        }),
+        _ => return None,
     };
-    // Of a merged turn's inputs, only the last is answered with the turn's own outcome.
-    let merged_later = rest[..at]
-        .iter()
-        .any(|e| matches!(e.kind, EventKind::UserInput { .. }));
-    let kind = match (merged_later, status) {
+    Some((input, found))
+}
+
+/// How a message answered by a turn that ended with `status` was answered: of a merged turn's
+/// messages, only the last gets the turn's own outcome.
+pub(crate) fn outcome_kind(status: OutputStatus, merged: bool) -> OutcomeKind {
+    match (merged, status) {
         (true, _) => OutcomeKind::Merged,
         (false, OutputStatus::Final) => OutcomeKind::Completed,
-        (false, OutputStatus::Interrupted(reason)) => OutcomeKind::Interrupted(*reason),
-    };
-    let outcome = Outcome {
-        kind,
-        output: text.clone(),
-        seq: rest[at].seq,
-    };
-    Some((input.seq, Found::Outcome(outcome)))
+        (false, OutputStatus::Interrupted(reason)) => OutcomeKind::Interrupted(reason),
+    }
 }
 
 /// The answer for each message of a turn: the last message gets the turn's outcome, earlier
@@ -197,26 +194,24 @@ pub(super) fn answers_for(
         return (0..n).map(|_| Err(err.clone())).collect();
     }
     let output = events.iter().rev().find_map(|e| match &e.kind {
-        EventKind::AgentOutput { text, status, .. } => Some((e.seq, text.clone(), *status)),
+        EventKind::AgentOutput {
+            text,
+            status,
+            usage,
+            ..
+        } => Some((e.seq, text, *status, *usage)),
         _ => None,
     });
-    let Some((seq, text, status)) = output else {
+    let Some((seq, text, status, usage)) = output else {
         return Vec::new();
-    };
-    let last_kind = match status {
-        OutputStatus::Final => OutcomeKind::Completed,
-        OutputStatus::Interrupted(reason) => OutcomeKind::Interrupted(reason),
     };
     (0..n)
         .map(|i| {
             Ok(Outcome {
-                kind: if i + 1 == n {
-                    last_kind
-                } else {
-                    OutcomeKind::Merged
-                },
+                kind: outcome_kind(status, i + 1 < n),
                 output: text.clone(),
                 seq,
+                usage,
             })
         })
         .collect()
@@ -225,7 +220,7 @@ pub(super) fn answers_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Author, InterruptReason};
+    use crate::state::{Author, InputDisposition, InterruptReason};
 
     fn input(seq: Seq, id: &str, disposition: InputDisposition) -> Event {
         let mut event = Event::new(
