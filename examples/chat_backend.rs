@@ -111,6 +111,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     outcome.output.split_whitespace().count()
                 );
             }
+            // Tool calls and results, as they happen; this example shows the reply only.
+            _ => {}
         }
     }
     if let Some(button) = stop_button {

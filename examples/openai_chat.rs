@@ -78,10 +78,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     print!("{chunk}");
                     std::io::stdout().flush()?;
                 }
+                StreamEvent::ToolCall {
+                    name, arguments, ..
+                } => println!("\n  [calling {name} {arguments}]"),
                 StreamEvent::Outcome(outcome) => {
                     outcome?;
                     println!();
                 }
+                _ => {}
             }
         }
     }

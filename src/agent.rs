@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+pub(crate) mod attributes;
 mod echo;
 mod failure;
 #[cfg(feature = "mcp")]
@@ -12,6 +13,11 @@ pub(crate) mod openai;
 mod turn_context;
 
 pub use crate::call::Attributes;
+pub use attributes::{
+    ATTRIBUTES, INSTRUCTIONS_ATTRIBUTE, MAX_TOKENS_ATTRIBUTE, PARALLEL_TOOL_CALLS_ATTRIBUTE,
+    RESPONSE_FORMAT_ATTRIBUTE, TEMPERATURE_ATTRIBUTE, TOOLS_ATTRIBUTE, TOOL_CHOICE_ATTRIBUTE,
+    TOP_P_ATTRIBUTE,
+};
 pub use echo::EchoAgent;
 pub(crate) use failure::stored_reason;
 pub use failure::{AgentFailure, FailureKind};
@@ -19,7 +25,7 @@ pub use failure::{AgentFailure, FailureKind};
 pub use mcp::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
-pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError};
+pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError, MAX_CALLER_TOOLS};
 pub(crate) use turn_context::{
     floor_char_boundary, millis, BeforeAgent, ToolEntry, TurnMarks, TurnRecord,
 };
@@ -46,4 +52,12 @@ pub trait Agent: Send + Sync + 'static {
     /// An error fails the turn (`Error::AgentFailed`); return an [`AgentFailure`] to say what
     /// kind of failure it is (a model that timed out, refused, rate limited…).
     async fn run(&self, turn: TurnContext) -> Result<String, AgentError>;
+
+    /// The per-call attributes this agent acts on ([`TurnContext::attribute`]), by name. A
+    /// front door that takes settings from its caller (the OpenAI routes: instructions, tools,
+    /// sampling) hands each one on only when its agent acts on it, and refuses a request that
+    /// asks for one it does not, instead of accepting and ignoring it. None by default.
+    fn attributes(&self) -> &'static [&'static str] {
+        &[]
+    }
 }

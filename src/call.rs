@@ -7,7 +7,10 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::parse::ParseError;
-use crate::state::{InterruptReason, Seq, Usage};
+use crate::state::{
+    Author, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq, ToolCallRead,
+    ToolStatus, Usage,
+};
 
 /// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.
 pub type Attributes = Arc<HashMap<String, Value>>;
@@ -79,6 +82,15 @@ pub struct CallOptions {
     /// [`crate::Runtime::interrupt`]; a message answered without running (a retry) is not
     /// affected.
     pub cancellation: Option<tokio_util::sync::CancellationToken>,
+    /// Entries written to the session's log just before the message, in the same write as its
+    /// turn, each carrying the message's request id: earlier messages, replies, tool calls and
+    /// results a client brings along (an OpenAI client that resends its conversation, or answers
+    /// a tool call left to it). The turn's agent sees them in its history. At most
+    /// [`MAX_PRECEDING_ENTRIES`](crate::config::MAX_PRECEDING_ENTRIES), each within the
+    /// runtime's `max_input_bytes`. A retry with the same request id writes them no more than
+    /// its message; a message superseded before it ran is written with them; a turn that could
+    /// not start (no turn permit) writes neither.
+    pub preceding: Vec<Entry>,
 }
 
 /// Checks a request id: 1 to [`MAX_REQUEST_ID_BYTES`] bytes of visible ASCII (`!` to `~`).
@@ -130,6 +142,12 @@ impl CallOptions {
         self
     }
 
+    /// Options whose message brings `entries` ([`CallOptions::preceding`]).
+    pub fn with_preceding(mut self, entries: Vec<Entry>) -> Self {
+        self.preceding = entries;
+        self
+    }
+
     /// Options recalling from `user`'s memory ([`CallOptions::memory_user`]).
     pub fn with_memory_user(mut self, user: impl Into<String>) -> Self {
         self.memory_user = Some(user.into());
@@ -176,9 +194,14 @@ pub struct Outcome {
     /// The turn's token usage, when its agent reported it (as its output event keeps it);
     /// `None` for a superseded message.
     pub usage: Option<Usage>,
+    /// The turn's tool calls with their results, in the order made, as its events keep them; a
+    /// call without a result was left to the caller to run
+    /// ([`crate::TurnContext::tool_call_for_caller`]). Empty for most turns (no allocation).
+    pub calls: Vec<ToolCallRead>,
 }
 
-/// An entry added to a session's log without running a turn ([`crate::Runtime::append`]).
+/// An entry added to a session's log without running a turn ([`crate::Runtime::append`]), or
+/// brought by a message to be written just before it ([`CallOptions::preceding`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Entry {
@@ -188,13 +211,99 @@ pub enum Entry {
     Agent(String),
     /// A note from the application: in the history, never in a model's context.
     Note(String),
+    /// A tool call, as if the agent had made it: a client that keeps its own history brings its
+    /// earlier calls this way. A model sees it (with its result) in later turns' context.
+    ToolCall {
+        /// The id pairing the call with its result.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments, as the model gave them (a JSON object, or a string when they are not
+        /// JSON).
+        arguments: Value,
+    },
+    /// The result of a tool call in the log (or among the entries before it): how a caller
+    /// answers a call that was left to it to run (a client-run tool, see
+    /// [`crate::TurnContext::tool_call_for_caller`]).
+    ToolResult {
+        /// The id of the call it answers.
+        call_id: String,
+        /// What the tool returned.
+        output: String,
+    },
 }
 
 impl Entry {
-    /// The entry's text.
+    /// The entry's text: a message's, a note's or a tool result's output (a tool call has none).
     pub fn text(&self) -> &str {
         match self {
             Self::User(text) | Self::Agent(text) | Self::Note(text) => text,
+            Self::ToolResult { output, .. } => output,
+            Self::ToolCall { .. } => "",
+        }
+    }
+
+    /// About how many bytes the entry takes, for the runtime's bound on input sizes.
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Self::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => {
+                let arguments = match arguments {
+                    Value::String(text) => text.len(),
+                    other => other.to_string().len(),
+                };
+                call_id.len() + name.len() + arguments
+            }
+            Self::ToolResult { call_id, output } => call_id.len() + output.len(),
+            other => other.text().len(),
+        }
+    }
+
+    /// Who the entry's event is by, and what it records.
+    pub(crate) fn into_event(self) -> (Author, EventKind) {
+        match self {
+            Self::User(text) => (
+                Author::User,
+                EventKind::UserInput {
+                    text,
+                    disposition: InputDisposition::Answered,
+                },
+            ),
+            Self::Agent(text) => (
+                Author::Agent,
+                EventKind::AgentOutput {
+                    text,
+                    status: OutputStatus::Final,
+                    duration_ms: 0,
+                    usage: None,
+                },
+            ),
+            Self::Note(text) => (Author::System, EventKind::Note { text }),
+            Self::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => (
+                Author::Agent,
+                EventKind::ToolCall {
+                    call_id,
+                    name,
+                    arguments: Box::new(arguments),
+                    server: None,
+                },
+            ),
+            Self::ToolResult { call_id, output } => (
+                Author::Tool,
+                EventKind::ToolResult {
+                    call_id,
+                    result: Box::new(Value::String(output)),
+                    status: ToolStatus::Ok,
+                    duration_ms: None,
+                },
+            ),
         }
     }
 }

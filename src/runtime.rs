@@ -100,6 +100,11 @@ impl Runtime {
         &self.registry().deps.config
     }
 
+    /// The per-call attributes the runtime's agent acts on ([`crate::Agent::attributes`]).
+    pub fn agent_attributes(&self) -> &'static [&'static str] {
+        self.registry().deps.agent.attributes()
+    }
+
     /// The store sessions are persisted in.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.registry().deps.store
@@ -158,7 +163,7 @@ impl Runtime {
         &self,
         input: String,
         options: &CallOptions,
-        stream: Option<mpsc::Sender<String>>,
+        stream: Option<mpsc::Sender<crate::stream::StreamEvent>>,
         front: bool,
     ) -> Result<(TurnRequest, oneshot::Receiver<Result<Outcome>>)> {
         let max = self.config().max_input_bytes;
@@ -171,10 +176,24 @@ impl Runtime {
         if let Some(id) = &options.request_id {
             crate::call::check_request_id(id).map_err(Error::InvalidRequest)?;
         }
+        let most = crate::config::MAX_PRECEDING_ENTRIES;
+        if options.preceding.len() > most {
+            return Err(Error::InvalidRequest(format!(
+                "a message brings at most {most} entries; this one brings {}",
+                options.preceding.len()
+            )));
+        }
+        if let Some(entry) = options.preceding.iter().find(|e| e.bytes() > max) {
+            return Err(Error::TooLarge {
+                len: entry.bytes(),
+                max,
+            });
+        }
         let (reply, rx) = oneshot::channel();
         let request = TurnRequest {
             request_id: options.request_id.clone(),
             memory_user: options.memory_user.clone(),
+            preceding: options.preceding.clone(),
             input,
             policy: options.policy.unwrap_or(self.config().default_policy),
             attributes: options.attributes.clone(),
@@ -299,9 +318,9 @@ impl Runtime {
         between_turns: bool,
     ) -> Result<Seq> {
         let max = self.config().max_input_bytes;
-        if let Some(entry) = entries.iter().find(|e| e.text().len() > max) {
+        if let Some(entry) = entries.iter().find(|e| e.bytes() > max) {
             return Err(Error::TooLarge {
-                len: entry.text().len(),
+                len: entry.bytes(),
                 max,
             });
         }

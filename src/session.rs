@@ -233,7 +233,7 @@ pub(crate) struct TurnRequest {
     pub attributes: Attributes,
     pub deadline: Option<Duration>,
     /// Streamed chunks go here, when the caller asked for a stream.
-    pub stream: Option<mpsc::Sender<String>>,
+    pub stream: Option<mpsc::Sender<crate::stream::StreamEvent>>,
     /// Run before anything already queued (`interrupt_with`).
     pub front: bool,
     /// Cancelled when a streaming caller that asked for `cancel_on_drop` goes away.
@@ -245,6 +245,19 @@ pub(crate) struct TurnRequest {
     pub request_id: Option<String>,
     /// Whose memory the turn recalls from (see `CallOptions::memory_user`).
     pub memory_user: Option<String>,
+    /// Entries written just before the message (see `CallOptions::preceding`).
+    pub preceding: Vec<crate::call::Entry>,
+}
+
+impl TurnRequest {
+    /// The message as its turn's events are written.
+    pub(crate) fn message(&self) -> task::Message<'_> {
+        task::Message {
+            preceding: &self.preceding,
+            text: &self.input,
+            request_id: self.request_id.as_deref(),
+        }
+    }
 }
 
 /// A turn's child task reporting back.

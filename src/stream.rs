@@ -8,15 +8,41 @@ use futures::Stream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use serde_json::Value;
+
 use crate::call::Outcome;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 
 /// One item of a [`TurnStream`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum StreamEvent {
     /// A piece of output, as the agent emitted it.
     Chunk(String),
+    /// The agent called a tool. Streamed at the agent's next chunk, or when it flushes
+    /// ([`crate::TurnContext::flush`]); the outcome's [`Outcome::calls`] holds every call.
+    ToolCall {
+        /// The call's id, unique in the session.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments.
+        arguments: Value,
+        /// The MCP server the tool came from, if any.
+        server: Option<String>,
+        /// The caller is to run it ([`crate::TurnContext::tool_call_for_caller`]).
+        for_caller: bool,
+    },
+    /// A tool call's result (or its error's description, when `ok` is false).
+    ToolResult {
+        /// The id of the call it answers.
+        call_id: String,
+        /// The result.
+        result: Value,
+        /// Whether the tool returned a result rather than an error.
+        ok: bool,
+    },
     /// The turn's outcome (durable when `Ok`); always the last item.
     Outcome(Result<Outcome>),
 }
@@ -25,7 +51,7 @@ pub enum StreamEvent {
 /// [`crate::Runtime::call_streaming`].
 pub struct TurnStream {
     key: SessionKey,
-    chunks: mpsc::Receiver<String>,
+    chunks: mpsc::Receiver<StreamEvent>,
     outcome: Option<oneshot::Receiver<Result<Outcome>>>,
     /// Interrupts the turn if the stream is dropped before its outcome (`cancel_on_drop`).
     abandon: Option<CancellationToken>,
@@ -43,7 +69,7 @@ impl std::fmt::Debug for TurnStream {
 impl TurnStream {
     pub(crate) fn new(
         key: SessionKey,
-        chunks: mpsc::Receiver<String>,
+        chunks: mpsc::Receiver<StreamEvent>,
         outcome: oneshot::Receiver<Result<Outcome>>,
         abandon: Option<CancellationToken>,
     ) -> Self {
@@ -79,8 +105,8 @@ impl Stream for TurnStream {
         };
         // Chunks end when the turn's task drops its sender, which happens before the outcome is
         // sent; so every chunk is delivered before the outcome.
-        if let Some(chunk) = ready!(this.chunks.poll_recv(cx)) {
-            return Poll::Ready(Some(StreamEvent::Chunk(chunk)));
+        if let Some(event) = ready!(this.chunks.poll_recv(cx)) {
+            return Poll::Ready(Some(event));
         }
         let result = ready!(Pin::new(outcome).poll(cx));
         this.outcome = None;

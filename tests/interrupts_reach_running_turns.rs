@@ -49,6 +49,7 @@ async fn an_interrupt_cuts_a_long_turn_short_within_milliseconds() {
         match within(stream.next()).await {
             Some(StreamEvent::Outcome(outcome)) => break outcome.unwrap(),
             Some(StreamEvent::Chunk(c)) => chunks.push(c),
+            Some(other) => panic!("the mock agent calls no tools: {other:?}"),
             None => panic!("stream ended without an outcome"),
         }
     };

@@ -65,8 +65,8 @@ async fn interrupt_after_first_chunk(rt: &Runtime, fake: &FakeOpenAi, k: &Sessio
     );
     let outcome = loop {
         match within(stream.next()).await.expect("an outcome") {
-            StreamEvent::Chunk(_) => continue,
             StreamEvent::Outcome(outcome) => break outcome.unwrap(),
+            _ => continue,
         }
     };
     assert!(

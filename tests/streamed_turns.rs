@@ -52,7 +52,7 @@ async fn chunks_arrive_in_order_and_the_outcome_comes_last() {
         .iter()
         .map(|e| match e {
             StreamEvent::Chunk(c) => c.clone(),
-            StreamEvent::Outcome(_) => panic!("the outcome must come last"),
+            other => panic!("only chunks come before the outcome: {other:?}"),
         })
         .collect();
     assert_eq!(chunks.len(), 4);

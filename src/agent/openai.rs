@@ -31,6 +31,7 @@ mod builder;
 mod error;
 #[cfg(feature = "mcp")]
 mod offer;
+mod options;
 mod secrets;
 mod sse;
 mod tool;
@@ -39,15 +40,17 @@ mod wire;
 
 pub use builder::OpenAiBuilder;
 pub use error::OpenAiError;
+pub use options::MAX_CALLER_TOOLS;
 #[cfg(feature = "mcp")]
 pub(crate) use secrets::Secrets;
 use tool::ToolSet;
 pub use tool::{Tool, ToolError};
 
+use options::TurnOptions;
 use sse::{SseDecoder, SseError};
 use tokio::time::Instant;
 use transport::{transport_detail, Transport};
-use wire::{AskedCall, ChatRequest, Chunk, Message, Round, StreamOptions, WireToolCall};
+use wire::{AskedCall, ChatRequest, Chunk, Message, Number, StreamOptions, WireToolCall};
 
 /// An [`Agent`] that answers with a model behind an OpenAI-compatible chat-completions endpoint.
 ///
@@ -116,13 +119,19 @@ impl OpenAiAgent {
 /// How a model request ended, short of an error.
 enum Ended {
     /// The response is complete.
-    Done(Round),
+    Done(wire::Round),
     /// The turn was interrupted while it streamed.
     Cancelled,
 }
 
 #[async_trait]
 impl Agent for OpenAiAgent {
+    /// Every attribute of [`crate::agent::ATTRIBUTES`]: instructions, the caller's tools and how tools are
+    /// chosen, structured output, sampling.
+    fn attributes(&self) -> &'static [&'static str] {
+        crate::agent::attributes::ATTRIBUTES
+    }
+
     /// Answers the turn; a failure is an [`AgentFailure`] of the error's
     /// [`kind`](OpenAiError::kind), its message scrubbed of secrets, with the [`OpenAiError`]
     /// as its source.
@@ -157,11 +166,17 @@ impl Agent for OpenAiAgent {
 }
 
 impl OpenAiAgent {
-    /// The turn's loop: ask the model, run the tools it calls, until it answers in words.
+    /// The turn's loop: ask the model, run the tools it calls, until it answers in words — or
+    /// until it calls a tool the caller runs, which ends the turn with that call open.
     async fn answer(&self, turn: &TurnContext, deadline: Instant) -> Result<String, OpenAiError> {
+        let options = TurnOptions::of(turn)?;
         let system = match &self.system_prompt {
             Some(template) => Some(turn.render(template, MissingKey::Empty)?),
             None => None,
+        };
+        let system = match (system, &options.instructions) {
+            (Some(prompt), Some(told)) => Some(format!("{prompt}\n\n{told}")),
+            (prompt, told) => prompt.or_else(|| told.clone()),
         };
         let mut messages = wire::conversation(
             system,
@@ -175,39 +190,44 @@ impl OpenAiAgent {
         let mut calls_made = 0;
         // One set for the whole turn: the calls it runs are the tools its requests offered.
         let tools = self.offered();
+        let definitions = with_callers_tools(&tools, &options)?;
         for round_no in 1..=self.max_tool_rounds {
-            let last = round_no == self.max_tool_rounds;
-            let round = match self
-                .stream_round(turn, &messages, &tools.definitions, last, deadline)
+            let round = Round {
+                first: round_no == 1,
+                last: round_no == self.max_tool_rounds,
+            };
+            let asked = match self
+                .stream_round(turn, &messages, &definitions, &options, round, deadline)
                 .await?
             {
-                Ended::Done(round) => round,
+                Ended::Done(asked) => asked,
                 Ended::Cancelled => return Ok(reply),
             };
-            reply.push_str(&round.text);
-            if let Some(used) = round.usage {
+            reply.push_str(&asked.text);
+            if let Some(used) = asked.usage {
                 count_tokens(used);
                 // Counts come from the server: saturate rather than overflow.
                 usage.input_tokens = usage.input_tokens.saturating_add(used.input_tokens);
                 usage.output_tokens = usage.output_tokens.saturating_add(used.output_tokens);
                 turn.report_usage(usage);
             }
-            if round.calls.is_empty() {
+            if asked.calls.is_empty() {
                 return Ok(reply);
             }
-            if last {
+            if round.last {
                 break;
             }
-            let text = (!round.text.is_empty()).then(|| round.text.clone());
-            match self
-                .run_tools(turn, &tools, round.calls, &mut calls_made)
-                .await
-            {
-                Some((calls, results)) => {
+            let text = (!asked.text.is_empty()).then(|| asked.text.clone());
+            let ran = self
+                .run_tools(turn, &tools, &options, asked.calls, &mut calls_made)
+                .await;
+            match ran {
+                Ran::All(calls, results) => {
                     messages.push(Message::tool_calls(text, calls));
                     messages.extend(results);
                 }
-                None => return Ok(reply),
+                // The caller runs the rest: the turn ends here, its calls open.
+                Ran::LeftToCaller | Ran::Cancelled => return Ok(reply),
             }
         }
         Err(OpenAiError::TooManyToolRounds {
@@ -222,11 +242,12 @@ impl OpenAiAgent {
         turn: &TurnContext,
         messages: &[Message],
         definitions: &[Value],
-        last: bool,
+        options: &TurnOptions,
+        round: Round,
         deadline: Instant,
     ) -> Result<Ended, OpenAiError> {
         let response = self
-            .open_round(turn, messages, definitions, last, deadline)
+            .open_round(turn, messages, definitions, options, round, deadline)
             .await?;
         let Some(response) = response else {
             return Ok(Ended::Cancelled);
@@ -244,9 +265,15 @@ impl OpenAiAgent {
         turn: &TurnContext,
         messages: &[Message],
         definitions: &[Value],
-        last: bool,
+        options: &TurnOptions,
+        round: Round,
         deadline: Instant,
     ) -> Result<Option<reqwest::Response>, OpenAiError> {
+        let tool_choice = match (round.last, round.first) {
+            (true, _) if !definitions.is_empty() => Some(Value::from("none")),
+            (_, true) => options.tool_choice.clone(),
+            _ => None,
+        };
         let request = ChatRequest {
             model: &self.model,
             messages,
@@ -254,10 +281,18 @@ impl OpenAiAgent {
             stream_options: StreamOptions {
                 include_usage: true,
             },
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
+            temperature: match options.temperature {
+                Some(given) => Some(Number::Given(given)),
+                None => self.temperature.map(Number::Setting),
+            },
+            max_tokens: options.max_tokens.or(self.max_tokens.map(u64::from)),
             tools: definitions,
-            tool_choice: (last && !definitions.is_empty()).then_some("none"),
+            tool_choice,
+            parallel_tool_calls: options
+                .parallel_tool_calls
+                .filter(|_| !definitions.is_empty()),
+            response_format: options.response_format.as_ref(),
+            top_p: options.top_p,
         };
         let cancel = turn.cancellation();
         tokio::select! {
@@ -282,7 +317,7 @@ impl OpenAiAgent {
         };
         let mut body = response.bytes_stream();
         let mut decoder = SseDecoder::default();
-        let mut round = Round::default();
+        let mut round = wire::Round::default();
         // Measured from the last event with data: keep-alive comments are not progress.
         let mut deadline = tokio::time::Instant::now() + self.transport.timeout;
         loop {
@@ -350,7 +385,8 @@ impl OpenAiAgent {
     }
 
     /// Records and runs the calls the model asked for, all at once; returns the assistant's
-    /// calls and the tool messages answering them, or `None` if the turn was interrupted.
+    /// calls and the tool messages answering them. Calls of the caller's tools are recorded
+    /// open and not run: the others still run, and the turn then ends.
     ///
     /// Calls get ids of their own in the requests (`made` counts the turn's calls so far): the
     /// model's may repeat, within a response or across the turn, or match a history call's.
@@ -358,19 +394,26 @@ impl OpenAiAgent {
         &self,
         turn: &TurnContext,
         tools: &ToolSet,
+        options: &TurnOptions,
         asked: Vec<AskedCall>,
         made: &mut usize,
-    ) -> Option<(Vec<WireToolCall>, Vec<Message>)> {
+    ) -> Ran {
         let mut calls = Vec::with_capacity(asked.len());
         let mut runs = Vec::with_capacity(asked.len());
+        let mut left_to_caller = false;
         for call in asked {
             *made += 1;
             let wire_id = wire::current_call_id(*made);
             let arguments = parse_arguments(&call.arguments);
-            let tool = tools.find(&call.name).cloned();
             let shown = arguments
                 .clone()
                 .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+            if options.tool_names.contains(&call.name) {
+                turn.tool_call_for_caller(call.name.clone(), shown);
+                left_to_caller = true;
+                continue;
+            }
+            let tool = tools.find(&call.name).cloned();
             let recorded = match tool.as_ref().and_then(|t| t.server()) {
                 Some(server) => turn.tool_call_via(server, call.name.clone(), shown),
                 None => turn.tool_call(call.name.clone(), shown),
@@ -393,6 +436,7 @@ impl OpenAiAgent {
                         .map_err(|e| Value::String(e.to_string())),
                 };
                 turn.tool_result(&recorded, result.clone());
+                turn.flush().await;
                 let text = match &result {
                     Ok(value) => wire::tool_text(value),
                     Err(value) => wire::error_text(value),
@@ -400,12 +444,57 @@ impl OpenAiAgent {
                 Message::tool_result(wire_id, text)
             });
         }
+        turn.flush().await;
         tokio::select! {
             biased;
-            () = turn.cancellation().cancelled() => None,
-            results = futures::future::join_all(runs) => Some((calls, results)),
+            () = turn.cancellation().cancelled() => Ran::Cancelled,
+            results = futures::future::join_all(runs) => match left_to_caller {
+                true => Ran::LeftToCaller,
+                false => Ran::All(calls, results),
+            },
         }
     }
+}
+
+/// Which request of the turn a round is.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    first: bool,
+    last: bool,
+}
+
+/// How the tool calls of a round ended.
+enum Ran {
+    /// Every call ran: the assistant's calls and the results to send back.
+    All(Vec<WireToolCall>, Vec<Message>),
+    /// Some calls are the caller's to run: the turn ends.
+    LeftToCaller,
+    /// The turn was interrupted.
+    Cancelled,
+}
+
+/// The definitions a turn offers: the agent's tools, then the caller's (none of which may take
+/// the name of one of the agent's).
+fn with_callers_tools(tools: &ToolSet, options: &TurnOptions) -> Result<Vec<Value>, OpenAiError> {
+    if options.tools.is_empty() {
+        return Ok(tools.definitions.clone());
+    }
+    if let Some(taken) = tools
+        .tools
+        .iter()
+        .find(|t| options.tool_names.contains(t.name()))
+    {
+        return Err(OpenAiError::TurnOption {
+            name: crate::agent::TOOLS_ATTRIBUTE.to_owned(),
+            detail: format!(
+                "the tool {:?} is one of the agent's own; give the caller's another name",
+                taken.name()
+            ),
+        });
+    }
+    let mut all = tools.definitions.clone();
+    all.extend(options.tools.iter().cloned());
+    Ok(all)
 }
 
 /// How long the end of a body is waited for after `[DONE]`: servers send it in the same breath.

@@ -14,6 +14,7 @@ use crate::context::{
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
+use crate::stream::StreamEvent;
 
 mod artifacts;
 mod builder;
@@ -39,7 +40,11 @@ pub struct TurnContext {
     attributes: Attributes,
     cancel: CancellationToken,
     /// Streaming callers (several when merged messages each asked for a stream).
-    sinks: Vec<mpsc::Sender<String>>,
+    sinks: Vec<mpsc::Sender<crate::stream::StreamEvent>>,
+    /// Tool events recorded and not streamed yet: recording is synchronous, sending waits for
+    /// a caller that is behind, so they go out at the next [`TurnContext::emit`] or
+    /// [`TurnContext::flush`].
+    unsent: Mutex<Vec<crate::stream::StreamEvent>>,
     /// Shared with the runtime so that it survives the agent's future being dropped.
     record: Arc<Mutex<TurnRecord>>,
     // --- artifacts and declared state keys ---
@@ -81,7 +86,6 @@ pub(crate) struct TurnRecord {
     pub reply_limited: bool,
     /// When the turn's phases happened, for its timing record.
     pub marks: TurnMarks,
-    next_call: u32,
 }
 
 /// When a turn's phases happened, marked by the runtime (and by the first chunk emitted) as the
@@ -159,6 +163,8 @@ pub(crate) enum ToolEntry {
         server: Option<String>,
         /// When the call started: its result's duration is measured from here.
         started: tokio::time::Instant,
+        /// Left to the caller to run (a client-run tool): the turn ends with it open.
+        for_caller: bool,
     },
     Result {
         call_id: String,
@@ -166,6 +172,13 @@ pub(crate) enum ToolEntry {
         ok: bool,
         duration_ms: Option<u64>,
     },
+}
+
+/// A new tool call id: `call_` and 24 random hex digits, unique in a session (and beyond), so
+/// that every turn's calls have ids of their own — a client answering one names it alone.
+fn new_call_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("call_{}", &id[..24])
 }
 
 /// Whole milliseconds of `elapsed`, saturating.
@@ -298,10 +311,11 @@ impl TurnContext {
             }
             over
         };
+        self.flush().await;
         if !chunk.is_empty() {
             for sink in &self.sinks {
                 // A dropped stream is fine: the turn goes on and its output is still recorded.
-                let _ = sink.send(chunk.clone()).await;
+                let _ = sink.send(StreamEvent::Chunk(chunk.clone())).await;
             }
         }
         if over {
@@ -310,11 +324,35 @@ impl TurnContext {
         }
     }
 
+    /// Streams the tool calls and results recorded since the last chunk to the streaming callers
+    /// (waiting while one is behind, as [`TurnContext::emit`] does). [`TurnContext::emit`] does
+    /// it first; an agent that runs tools between chunks calls it to let a caller watch them as
+    /// they happen. Does nothing when no caller streams.
+    pub async fn flush(&self) {
+        if self.sinks.is_empty() {
+            return;
+        }
+        let unsent = std::mem::take(&mut *self.unsent.lock());
+        for event in unsent {
+            for sink in &self.sinks {
+                let _ = sink.send(event.clone()).await;
+            }
+        }
+    }
+
+    /// Keeps a tool event for the streaming callers, if there are any.
+    fn stream_later(&self, event: impl FnOnce() -> StreamEvent) {
+        if !self.sinks.is_empty() {
+            self.unsent.lock().push(event());
+        }
+    }
+
     /// Records that the agent is calling a tool; returns the call id to pass to
     /// [`TurnContext::tool_result`]. A call left without a result when the turn ends or is
-    /// interrupted is closed in the history with a `cancelled` result.
+    /// interrupted is closed in the history with a `cancelled` result. Call ids are unique in
+    /// the session (`call_` and 24 random hex digits).
     pub fn tool_call(&self, name: impl Into<String>, arguments: Value) -> String {
-        self.record_call(None, name.into(), arguments)
+        self.record_call(None, name.into(), arguments, false)
     }
 
     /// [`TurnContext::tool_call`] for a tool served by the MCP server named `server`, which the
@@ -325,19 +363,41 @@ impl TurnContext {
         name: impl Into<String>,
         arguments: Value,
     ) -> String {
-        self.record_call(Some(server.into()), name.into(), arguments)
+        self.record_call(Some(server.into()), name.into(), arguments, false)
     }
 
-    fn record_call(&self, server: Option<String>, name: String, arguments: Value) -> String {
+    /// Records a call of a tool the caller runs itself (a function tool an OpenAI client
+    /// declared): it stays open when the turn ends, and the caller answers it with an
+    /// [`Entry::ToolResult`](crate::Entry::ToolResult) its next message brings
+    /// ([`CallOptions::preceding`](crate::CallOptions::preceding)). An agent that records one
+    /// ends its turn without waiting for the result. Returns the call's id.
+    pub fn tool_call_for_caller(&self, name: impl Into<String>, arguments: Value) -> String {
+        self.record_call(None, name.into(), arguments, true)
+    }
+
+    fn record_call(
+        &self,
+        server: Option<String>,
+        name: String,
+        arguments: Value,
+        for_caller: bool,
+    ) -> String {
+        let call_id = new_call_id();
+        self.stream_later(|| StreamEvent::ToolCall {
+            call_id: call_id.clone(),
+            name: name.clone(),
+            arguments: arguments.clone(),
+            server: server.clone(),
+            for_caller,
+        });
         let mut record = self.record.lock();
-        record.next_call += 1;
-        let call_id = format!("call-{}", record.next_call);
         record.tools.push(ToolEntry::Call {
             call_id: call_id.clone(),
             name,
             arguments,
             server,
             started: tokio::time::Instant::now(),
+            for_caller,
         });
         call_id
     }
@@ -349,6 +409,11 @@ impl TurnContext {
             Ok(v) => (v, true),
             Err(v) => (v, false),
         };
+        self.stream_later(|| StreamEvent::ToolResult {
+            call_id: call_id.to_owned(),
+            result: result.clone(),
+            ok,
+        });
         let mut record = self.record.lock();
         let duration_ms = record.tools.iter().rev().find_map(|entry| match entry {
             ToolEntry::Call {

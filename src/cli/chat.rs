@@ -204,6 +204,8 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
                     };
                 }
                 Some(StreamEvent::Outcome(Err(err))) => return writeln!(out, "\nerror: {err}"),
+                // The terminal shows the reply; tool calls are in the session's history.
+                Some(_) => {}
                 None => return writeln!(out),
             },
             Some(()) = interrupts.next() => {

@@ -274,10 +274,21 @@ fn event_stream(
     cancel: bool,
 ) -> Response {
     let events = futures::stream::unfold(Some((stream, route, first)), move |state| async move {
-        let (mut stream, route, first) = state?;
-        let next = match first {
-            Some(event) => Ok(Some(event)),
-            None => tokio::time::timeout_at(Instant::now() + timeout, stream.next()).await,
+        let (mut stream, route, mut first) = state?;
+        let next = loop {
+            let next = match first.take() {
+                Some(event) => Ok(Some(event)),
+                None => tokio::time::timeout_at(Instant::now() + timeout, stream.next()).await,
+            };
+            // Tool calls are not part of this route's events: the turn's record has them.
+            if !matches!(
+                next,
+                Ok(Some(
+                    StreamEvent::ToolCall { .. } | StreamEvent::ToolResult { .. }
+                ))
+            ) {
+                break next;
+            }
         };
         let (event, rest) = match next {
             Ok(Some(StreamEvent::Chunk(text))) => (
@@ -291,7 +302,7 @@ fn event_stream(
             Ok(Some(StreamEvent::Outcome(Err(e)))) => {
                 (error_event(&ApiError::from(e).of_turn()), None)
             }
-            Ok(None) => return None,
+            Ok(Some(_)) | Ok(None) => return None,
             // `stream` is dropped here, which interrupts the turn when it is tied to us.
             Err(_) => (
                 error_event(&ApiError::Timeout {
@@ -349,6 +360,7 @@ mod tests {
             output: "par".into(),
             seq: 4,
             usage: None,
+            calls: Vec::new(),
         };
         let value = serde_json::to_value(OutcomeBody::of(outcome, None, false)).unwrap();
         assert_eq!(

@@ -68,12 +68,34 @@ pub(crate) struct Live {
     deferred: Vec<Append>,
 }
 
+/// The context a turn's agent sees: the window, then the entries its messages brought (numbered
+/// on from the log's next seq; the write numbers them again with the turn), and how many of
+/// them it sees. The window is shared as it is when no message brought any.
+fn brought(
+    window: &Arc<Vec<crate::state::Event>>,
+    visible: usize,
+    requests: &[TurnRequest],
+    next_seq: crate::state::Seq,
+) -> (Arc<Vec<crate::state::Event>>, usize) {
+    let count: usize = requests.iter().map(|r| r.preceding.len()).sum();
+    if count == 0 {
+        return (window.clone(), visible);
+    }
+    let mut history = Vec::with_capacity(window.len() + count);
+    history.extend(window.iter().cloned());
+    let entries = requests.iter().flat_map(|r| r.preceding.iter().cloned());
+    for (entry, seq) in entries.zip(next_seq..) {
+        let (author, kind) = entry.into_event();
+        history.push(crate::state::Event::new(seq, author, now_ms(), kind));
+    }
+    (Arc::new(history), visible + count)
+}
+
 /// The turn in flight.
 struct Running {
     /// Tells this turn's `Finished` report from a stale one.
     id: u64,
     requests: Vec<TurnRequest>,
-    inputs: Vec<String>,
     control: Arc<TurnControl>,
     record: TurnRecording,
     /// When its messages were taken in and the turn started, for its timing record.
@@ -253,12 +275,17 @@ impl Live {
         };
         let control = Arc::new(TurnControl::with_token(token));
         *self.shared.current.lock() = Some(control.clone());
-        let inputs: Vec<String> = requests.iter().map(|r| r.input.clone()).collect();
         let deadline = last.deadline.or(self.deps.config.turn_deadline);
         let window = self.journal.window();
+        let (history, visible) = brought(
+            window.events(),
+            window.visible(self.journal.covered_through()),
+            &requests,
+            self.journal.next_seq(),
+        );
         let mut builder = TurnContext::builder(self.key.clone())
-            .history(window.events().clone())
-            .visible(window.visible(self.journal.covered_through()))
+            .history(history)
+            .visible(visible)
             .state(self.journal.state().clone())
             .attributes(last.attributes.clone())
             .cancellation(control.token.clone())
@@ -320,7 +347,6 @@ impl Live {
         self.running = Some(Box::new(Running {
             id,
             requests,
-            inputs,
             control,
             record,
             before,
@@ -382,16 +408,8 @@ impl Live {
             end,
             failure,
             record,
-            inputs: &running.inputs,
-            request_ids: running
-                .requests
-                .iter()
-                .map(|r| r.request_id.clone())
-                .collect(),
-            superseded: superseded
-                .iter()
-                .map(|r| (r.input.clone(), r.request_id.clone()))
-                .collect(),
+            messages: running.requests.iter().map(TurnRequest::message).collect(),
+            superseded: superseded.iter().map(TurnRequest::message).collect(),
             duration_ms: crate::agent::millis(
                 now.saturating_duration_since(running.before.started),
             ),

@@ -18,6 +18,7 @@ use crate::agent::{
     floor_char_boundary, millis, stored_reason, Agent, AgentFailure, BeforeAgent, FailureKind,
     ToolEntry, TurnContext, TurnRecord,
 };
+use crate::call::Entry;
 use crate::config::RuntimeConfig;
 use crate::error::Error;
 use crate::key::SessionKey;
@@ -248,64 +249,93 @@ pub(crate) fn settle(
     }
 }
 
+/// One message of a turn (or superseded by it) as its events are written: the entries it
+/// brought, then itself, all carrying its request id.
+pub(crate) struct Message<'a> {
+    /// Entries written before it (`CallOptions::preceding`).
+    pub preceding: &'a [Entry],
+    pub text: &'a str,
+    pub request_id: Option<&'a str>,
+}
+
 /// What one turn adds to the log, before sequence numbers are given.
 pub(crate) struct TurnWrite<'a> {
     /// The messages the turn answered (several when merged).
-    pub inputs: &'a [String],
+    pub messages: &'a [Message<'a>],
     /// What the agent recorded.
     pub record: TurnRecord,
     /// How the turn ended.
     pub end: TurnEnd,
     pub duration_ms: u64,
     /// Messages superseded while the turn ran; they follow it in the log.
-    pub superseded: &'a [String],
+    pub superseded: &'a [Message<'a>],
 }
 
-/// The events of one turn, numbered from `next_seq`: inputs, tool calls and results (open calls
-/// closed as cancelled), the output carrying the state delta — or, for a failed turn, the
-/// inputs and a `turn_failed` event — then superseded inputs.
-pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> Vec<Event> {
+/// A turn's events, numbered.
+pub(crate) struct Written {
+    pub events: Vec<Event>,
+    /// How many of `events` are the turn's own (the rest are the superseded messages').
+    pub turn_len: usize,
+    /// The seq of each superseded message's own event, in order.
+    pub superseded_seqs: Vec<Seq>,
+}
+
+/// The events of one turn, numbered from `next_seq`: the entries its messages brought, its
+/// messages, tool calls and results (open calls closed as cancelled, but those left to the
+/// caller), the output carrying the state delta — or, for a failed turn, the entries, the
+/// messages and a `turn_failed` event — then each superseded message with its entries. Every
+/// message's events carry its request id.
+pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> Written {
+    let mut events: Vec<Event> = Vec::with_capacity(write.messages.len() + 2);
     let mut seq = next_seq;
-    let mut events = Vec::with_capacity(write.inputs.len() + write.superseded.len() + 2);
-    let mut push = |author, kind| {
-        events.push(Event::new(seq, author, now_ms, kind));
+    let mut push = |events: &mut Vec<Event>, author, kind, id: Option<&str>| {
+        let mut event = Event::new(seq, author, now_ms, kind);
+        event.request_id = id.map(str::to_owned);
+        events.push(event);
         seq += 1;
     };
-    let disposition = if write.inputs.len() > 1 {
+    let disposition = if write.messages.len() > 1 {
         InputDisposition::Merged
     } else {
         InputDisposition::Answered
     };
-    let inputs = |push: &mut dyn FnMut(Author, EventKind)| {
-        for input in write.inputs {
+    let message = |text: &str, disposition| EventKind::UserInput {
+        text: text.to_owned(),
+        disposition,
+    };
+    let ran = !matches!(write.end, TurnEnd::Nothing);
+    if ran {
+        for m in write.messages {
+            for entry in m.preceding {
+                let (author, kind) = entry.clone().into_event();
+                push(&mut events, author, kind, m.request_id);
+            }
+        }
+        for m in write.messages {
             push(
+                &mut events,
                 Author::User,
-                EventKind::UserInput {
-                    text: input.clone(),
-                    disposition,
-                },
+                message(m.text, disposition),
+                m.request_id,
             );
         }
-    };
+    }
     match write.end {
         TurnEnd::Output(text, status) => {
-            inputs(&mut push);
             for kind in tool_events(write.record.tools) {
                 let author = match kind {
                     EventKind::ToolCall { .. } | EventKind::ArtifactSaved { .. } => Author::Agent,
                     _ => Author::Tool,
                 };
-                push(author, kind);
+                push(&mut events, author, kind, None);
             }
-            push(
-                Author::Agent,
-                EventKind::AgentOutput {
-                    text,
-                    status,
-                    duration_ms: write.duration_ms,
-                    usage: write.record.usage,
-                },
-            );
+            let output = EventKind::AgentOutput {
+                text,
+                status,
+                duration_ms: write.duration_ms,
+                usage: write.record.usage,
+            };
+            push(&mut events, Author::Agent, output, None);
             let delta = persistable(write.record.delta);
             if !delta.is_empty() {
                 if let Some(output) = events.last_mut() {
@@ -314,35 +344,36 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> V
             }
         }
         TurnEnd::Failed { code, reason } => {
-            inputs(&mut push);
-            push(
-                Author::System,
-                EventKind::TurnFailed {
-                    code: code.to_owned(),
-                    reason,
-                    duration_ms: write.duration_ms,
-                },
-            );
+            let failed = EventKind::TurnFailed {
+                code: code.to_owned(),
+                reason,
+                duration_ms: write.duration_ms,
+            };
+            push(&mut events, Author::System, failed, None);
         }
         TurnEnd::Nothing => {}
     }
-    for input in write.superseded {
-        events.push(Event::new(
-            seq,
-            Author::User,
-            now_ms,
-            EventKind::UserInput {
-                text: input.clone(),
-                disposition: InputDisposition::Superseded,
-            },
-        ));
-        seq += 1;
+    let turn_len = events.len();
+    let mut superseded_seqs = Vec::with_capacity(write.superseded.len());
+    for m in write.superseded {
+        for entry in m.preceding {
+            let (author, kind) = entry.clone().into_event();
+            push(&mut events, author, kind, m.request_id);
+        }
+        let kind = message(m.text, InputDisposition::Superseded);
+        push(&mut events, Author::User, kind, m.request_id);
+        superseded_seqs.push(events.last().map_or(next_seq, |e| e.seq));
     }
-    events
+    Written {
+        events,
+        turn_len,
+        superseded_seqs,
+    }
 }
 
-/// Tool entries as events, with a cancelled result appended for every call left open, so that
-/// the history stays valid for chat APIs that require each call to be answered.
+/// Tool entries as events, with a cancelled result appended for every call left open (but
+/// those left to the caller to run), so that the history stays valid for chat APIs that
+/// require each call to be answered.
 fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
     let mut open: Vec<(String, tokio::time::Instant)> = Vec::new();
     let mut kinds = Vec::with_capacity(tools.len());
@@ -365,8 +396,12 @@ fn tool_events(tools: Vec<ToolEntry>) -> Vec<EventKind> {
                 arguments,
                 server,
                 started,
+                for_caller,
             } => {
-                open.push((call_id.clone(), started));
+                // A call left to the caller stays open: its result comes with a later message.
+                if !for_caller {
+                    open.push((call_id.clone(), started));
+                }
                 kinds.push(EventKind::ToolCall {
                     call_id,
                     name,

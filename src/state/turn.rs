@@ -36,7 +36,7 @@ pub enum Ending {
 }
 
 /// One tool call of a turn, with its result when the log holds one.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCallRead {
     /// The call's event.
     pub seq: Seq,
@@ -54,7 +54,7 @@ pub struct ToolCallRead {
 }
 
 /// A tool call's result.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolResultRead {
     /// The result's event.
     pub seq: Seq,

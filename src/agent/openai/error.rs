@@ -139,6 +139,15 @@ pub enum OpenAiError {
         /// The transport's reason.
         detail: String,
     },
+    /// A turn attribute the agent reads (`openai.tools`, `openai.temperature`…) is malformed,
+    /// or names a tool the agent has already.
+    #[error("the turn's {name} is not usable: {detail}")]
+    TurnOption {
+        /// The attribute.
+        name: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The model kept asking for tools past the round limit.
     #[error("the model still asked for tools after {rounds} rounds (the limit)")]
     TooManyToolRounds {
@@ -158,7 +167,10 @@ impl OpenAiError {
     /// What kind of failure this is to callers (HTTP codes, `Error::AgentFailed::kind`).
     pub fn kind(&self) -> FailureKind {
         match self {
-            Self::Config(_) | Self::MissingApiKey { .. } | Self::Template(_) => FailureKind::Agent,
+            Self::Config(_)
+            | Self::MissingApiKey { .. }
+            | Self::Template(_)
+            | Self::TurnOption { .. } => FailureKind::Agent,
             Self::Unauthorized { .. } | Self::UnknownModel { .. } => FailureKind::ModelRefused,
             Self::RateLimited { .. } => FailureKind::ModelRateLimited,
             Self::Status { status, .. } => status_kind(*status),

@@ -102,14 +102,30 @@ pub(super) struct ChatRequest<'a> {
     pub stream: bool,
     pub stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub temperature: Option<f32>,
+    pub temperature: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
+    pub max_tokens: Option<u64>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub tools: &'a [Value],
-    /// `"none"` on the last round allowed, so that the model answers instead of calling again.
+    /// The caller's choice on the turn's first round; `"none"` on the last round allowed, so
+    /// that the model answers instead of calling again.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_choice: Option<&'static str>,
+    pub tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+}
+
+/// A number as it was given: the agent's settings are `f32` (written as `0.7`, not as the `f64`
+/// nearest to that `f32`), a caller's are JSON numbers.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
+pub(super) enum Number {
+    Setting(f32),
+    Given(f64),
 }
 
 /// Asks for a last chunk carrying the token usage.
@@ -262,7 +278,8 @@ impl Round {
 }
 
 /// The conversation for a turn: the system prompt, the `<memory-context>` block, the window's
-/// events, then the turn's input(s), one user message each.
+/// events, then the turn's input(s), one user message each (an empty one, which only carries
+/// tool results that came before it, is left out).
 ///
 /// Tool calls become an assistant message with `tool_calls` followed by one `tool` message per
 /// result. Ids are renamed to be unique in the request: history calls are `call_<seq>` (a
@@ -299,7 +316,28 @@ pub(super) fn conversation(
             continue;
         }
         match &event.kind {
-            EventKind::UserInput { text, .. } => out.push(Message::text("user", text.clone())),
+            // An empty message carries a turn that only answers tool calls (their results
+            // come before it): nothing to say.
+            EventKind::UserInput { text, .. } if !text.is_empty() => {
+                out.push(Message::text("user", text.clone()))
+            }
+            // A reply while calls of it still wait for their results (a turn that ended with
+            // calls left to its caller): said with those calls, before the results come.
+            EventKind::AgentOutput { text, .. } if !text.is_empty() && !sent.is_empty() => {
+                let calling = out
+                    .iter_mut()
+                    .rev()
+                    .find(|m| m.role == "assistant" && !m.tool_calls.is_empty());
+                if let Some(calling) = calling {
+                    match &mut calling.content {
+                        Some(said) => {
+                            said.push_str("\n\n");
+                            said.push_str(text);
+                        }
+                        none => *none = Some(text.clone()),
+                    }
+                }
+            }
             EventKind::AgentOutput { text, .. } if !text.is_empty() => {
                 out.push(Message::text("assistant", text.clone()))
             }
@@ -347,6 +385,7 @@ pub(super) fn conversation(
     out.extend(
         inputs
             .iter()
+            .filter(|input| !input.is_empty())
             .map(|input| Message::text("user", input.clone())),
     );
     out

@@ -56,7 +56,7 @@ pub struct TurnContextBuilder {
     state: Option<Arc<ScopedState>>,
     attributes: Option<Attributes>,
     cancel: Option<CancellationToken>,
-    sinks: Vec<mpsc::Sender<String>>,
+    sinks: Vec<mpsc::Sender<crate::stream::StreamEvent>>,
     // --- artifacts and declared state keys ---
     artifacts: Option<Arc<dyn ArtifactStore>>,
     state_keys: Option<Arc<StateKeys>>,
@@ -132,7 +132,7 @@ impl TurnContextBuilder {
 
     /// Adds a stream that receives every chunk the agent emits. A full stream holds the agent
     /// back (as a slow caller would); a closed one is skipped.
-    pub fn stream(mut self, sink: mpsc::Sender<String>) -> Self {
+    pub fn stream(mut self, sink: mpsc::Sender<crate::stream::StreamEvent>) -> Self {
         self.sinks.push(sink);
         self
     }
@@ -195,6 +195,7 @@ impl TurnContextBuilder {
             attributes: self.attributes.unwrap_or_default(),
             cancel: self.cancel.unwrap_or_default(),
             sinks: self.sinks,
+            unsent: Default::default(),
             record: recording.record.clone(),
             artifacts: self.artifacts,
             state_keys: self.state_keys,
@@ -251,6 +252,7 @@ impl TurnRecording {
 mod tests {
     use super::*;
     use crate::state::{Author, EventKind, InputDisposition};
+    use crate::stream::StreamEvent;
     use serde_json::json;
 
     fn key() -> SessionKey {
@@ -301,9 +303,11 @@ mod tests {
 
     #[tokio::test]
     async fn the_recording_returns_output_state_and_usage() {
-        let (stream, mut chunks) = mpsc::channel(4);
+        let (stream, mut chunks) = mpsc::channel(8);
         let (turn, recording) = TurnContext::builder(key()).stream(stream).build();
         turn.emit("hel").await;
+        let call = turn.tool_call("look", json!({"q": 1}));
+        turn.tool_result(&call, Ok(json!("found")));
         turn.emit("lo").await;
         turn.set("user:name", "Ada");
         turn.set("temp:scratch", 1);
@@ -313,8 +317,20 @@ mod tests {
             output_tokens: 2,
         });
         drop(turn);
-        assert_eq!(chunks.recv().await.as_deref(), Some("hel"));
-        assert_eq!(chunks.recv().await.as_deref(), Some("lo"));
+        // The tool events go out, in order, before the next chunk.
+        let mut shown = Vec::new();
+        while let Some(event) = chunks.recv().await {
+            shown.push(match event {
+                StreamEvent::Chunk(text) => text,
+                StreamEvent::ToolCall { call_id, name, .. } => {
+                    assert_eq!(call_id, call);
+                    format!("call {name}")
+                }
+                StreamEvent::ToolResult { result, ok, .. } => format!("result {result} {ok}"),
+                other => panic!("{other:?}"),
+            });
+        }
+        assert_eq!(shown, ["hel", "call look", "result \"found\" true", "lo"]);
         assert_eq!(recording.output(), "hello");
         let delta = recording.delta();
         assert_eq!(delta.get("temp:scratch"), Some(&json!(1)));

@@ -203,6 +203,7 @@ impl Target for TurnstileTarget {
                         }
                     }
                     StreamEvent::Outcome(result) => return acknowledge(result),
+                    _ => {}
                 }
             }
             Err(Failure::Other)

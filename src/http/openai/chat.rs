@@ -257,6 +257,8 @@ fn chunks(
                     events.push(data(&ApiError::from(error).of_turn().body()));
                     true
                 }
+                // Chat completions stream text only.
+                Ok(Some(_)) => false,
                 Ok(None) => true,
                 Err(_) => {
                     let error = ApiError::Timeout {

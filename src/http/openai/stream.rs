@@ -185,6 +185,7 @@ pub(crate) fn response_events(started: Started, stream: TurnStream, timeout: Dur
                     emitter.fail(&ApiError::from(error).of_turn());
                     emitter.ended = true;
                 }
+                Ok(Some(_)) => {}
                 Ok(None) => return None,
                 Err(_) => {
                     emitter.fail(&ApiError::Timeout {

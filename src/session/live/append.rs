@@ -43,25 +43,7 @@ impl Live {
             .into_iter()
             .zip(first..)
             .map(|(entry, seq)| {
-                let (author, kind) = match entry {
-                    Entry::User(text) => (
-                        Author::User,
-                        EventKind::UserInput {
-                            text,
-                            disposition: Default::default(),
-                        },
-                    ),
-                    Entry::Agent(text) => (
-                        Author::Agent,
-                        EventKind::AgentOutput {
-                            text,
-                            status: crate::state::OutputStatus::Final,
-                            duration_ms: 0,
-                            usage: None,
-                        },
-                    ),
-                    Entry::Note(text) => (Author::System, EventKind::Note { text }),
-                };
+                let (author, kind) = entry.into_event();
                 Event::new(seq, author, at, kind)
             })
             .collect();

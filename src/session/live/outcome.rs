@@ -9,7 +9,7 @@ use super::replay;
 use crate::agent::TurnRecord;
 use crate::call::{Outcome, OutcomeKind};
 use crate::error::Error;
-use crate::session::task::{self, TurnEnd, TurnWrite};
+use crate::session::task::{self, Message, TurnEnd, TurnWrite};
 use crate::state::{Event, Seq, TurnTiming};
 
 /// What a turn left when it ended, as the pure decision needs it.
@@ -20,13 +20,11 @@ pub(super) struct Ended<'a> {
     pub failure: Option<Error>,
     /// What the agent recorded.
     pub record: TurnRecord,
-    /// The messages the turn answered (several when merged).
-    pub inputs: &'a [String],
-    /// The request ids of those messages, in the same order.
-    pub request_ids: Vec<Option<String>>,
-    /// The messages superseded while the turn ran, with their request ids: they follow the turn
-    /// in the log.
-    pub superseded: Vec<(String, Option<String>)>,
+    /// The messages the turn answered (several when merged), with their request ids and the
+    /// entries they brought.
+    pub messages: Vec<Message<'a>>,
+    /// The messages superseded while the turn ran: they follow the turn in the log.
+    pub superseded: Vec<Message<'a>>,
     pub duration_ms: u64,
     /// Where the turn's time went: carried by the event that ends it.
     pub timing: TurnTiming,
@@ -38,7 +36,8 @@ pub(super) struct Ended<'a> {
 /// What to write and what to answer.
 #[derive(Debug)]
 pub(super) struct Decided {
-    /// The turn's events, numbered, request ids on the inputs that carry them.
+    /// The turn's events, numbered, request ids on the messages (and the entries they brought)
+    /// that carry them.
     pub events: Vec<Event>,
     /// The planned answer of each of the turn's own messages, in order; the store's answer to
     /// the write may still turn it into an error ([`after_write`]).
@@ -56,41 +55,26 @@ pub(super) fn decide(ended: Ended<'_>) -> Decided {
     if matches!(ended.end, TurnEnd::Failed { .. }) {
         timing.tool_start_ms.clear();
     }
-    let superseded_inputs: Vec<String> = ended
-        .superseded
-        .iter()
-        .map(|(input, _)| input.clone())
-        .collect();
     let write = TurnWrite {
-        inputs: ended.inputs,
+        messages: &ended.messages,
         record: ended.record,
         end: ended.end,
         duration_ms: ended.duration_ms,
-        superseded: &superseded_inputs,
+        superseded: &ended.superseded,
     };
-    let mut events = task::turn_events(write, ended.next_seq, ended.now_ms);
-    let answers = replay::answers_for(ended.request_ids.len(), &events, ended.failure);
-    let first_superseded = events.len() - ended.superseded.len();
+    let written = task::turn_events(write, ended.next_seq, ended.now_ms);
+    let mut events = written.events;
+    let turn = &events[..written.turn_len];
+    let answers = replay::answers_for(ended.messages.len(), turn, ended.failure);
     if ran {
-        if let Some(end) = events[..first_superseded].last_mut() {
+        if let Some(end) = events[..written.turn_len].last_mut() {
             end.timing = Some(Box::new(timing));
         }
     }
-    // Inputs carry their request ids: the turn's own first (when it left a trace), then the
-    // superseded ones at the end.
-    if ran {
-        for (event, id) in events.iter_mut().zip(ended.request_ids) {
-            event.request_id = id;
-        }
-    }
-    for (event, (_, id)) in events[first_superseded..].iter_mut().zip(ended.superseded) {
-        event.request_id = id;
-    }
-    let superseded_seqs = events[first_superseded..].iter().map(|e| e.seq).collect();
     Decided {
         events,
         answers,
-        superseded_seqs,
+        superseded_seqs: written.superseded_seqs,
     }
 }
 
@@ -115,6 +99,7 @@ pub(super) fn superseded_answer(saved: &Result<(), Error>, seq: Seq) -> Result<O
             output: String::new(),
             seq,
             usage: None,
+            calls: Vec::new(),
         }),
         Err(err) => Err(err.clone()),
     }
@@ -128,13 +113,24 @@ mod tests {
     use crate::state::{EventKind, InterruptReason, OutputStatus};
     use crate::store::StoreError;
 
-    fn ended<'a>(end: TurnEnd, inputs: &'a [String], ids: &[Option<&str>]) -> Ended<'a> {
+    fn messages<'a>(inputs: &'a [String], ids: &[Option<&'a str>]) -> Vec<Message<'a>> {
+        inputs
+            .iter()
+            .zip(ids)
+            .map(|(text, id)| Message {
+                preceding: &[],
+                text,
+                request_id: *id,
+            })
+            .collect()
+    }
+
+    fn ended<'a>(end: TurnEnd, inputs: &'a [String], ids: &[Option<&'a str>]) -> Ended<'a> {
         Ended {
             end,
             failure: None,
             record: TurnRecord::default(),
-            inputs,
-            request_ids: ids.iter().map(|id| id.map(str::to_owned)).collect(),
+            messages: messages(inputs, ids),
             superseded: Vec::new(),
             duration_ms: 7,
             timing: TurnTiming {
@@ -189,7 +185,8 @@ mod tests {
         let reason = InterruptReason::Superseded;
         let end = TurnEnd::Output("par".into(), OutputStatus::Interrupted(reason));
         let mut turn = ended(end, &inputs, &[Some("r1")]);
-        turn.superseded = vec![("newer".into(), Some("r2".into())), ("newest".into(), None)];
+        let later = strings(&["newer", "newest"]);
+        turn.superseded = messages(&later, &[Some("r2"), None]);
         let decided = decide(turn);
         let last = decided.events.len();
         assert_eq!(
@@ -208,7 +205,8 @@ mod tests {
         let inputs = strings(&["lost"]);
         let mut turn = ended(TurnEnd::Nothing, &inputs, &[Some("r1")]);
         turn.failure = Some(Error::ConcurrencyLimitExceeded { limit: 1 });
-        turn.superseded = vec![("later".into(), Some("r2".into()))];
+        let later = strings(&["later"]);
+        turn.superseded = messages(&later, &[Some("r2")]);
         let decided = decide(turn);
         assert_eq!(decided.events.len(), 1, "{:?}", decided.events);
         assert!(matches!(
@@ -241,6 +239,7 @@ mod tests {
             output: "x".into(),
             seq: 3,
             usage: None,
+            calls: Vec::new(),
         };
         assert!(matches!(
             after_write(&stored, Ok(outcome.clone())),

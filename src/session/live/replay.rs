@@ -145,6 +145,7 @@ pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Found)> {
                 output: String::new(),
                 seq: input,
                 usage: None,
+                calls: Vec::new(),
             };
             return Some((input, Found::Outcome(outcome)));
         }
@@ -167,10 +168,16 @@ pub(super) fn find_answer(events: &[Event], id: &str) -> Option<(Seq, Found)> {
             output: text.clone(),
             seq: end.seq,
             usage: *usage,
+            calls: calls_of(events, end.seq),
         }),
         _ => return None,
     };
     Some((input, found))
+}
+
+/// The tool calls of the turn that ends at `seq` among `events` (none when it is not there).
+fn calls_of(events: &[Event], seq: Seq) -> Vec<crate::state::ToolCallRead> {
+    crate::state::turn_ending_at(events, seq).map_or_else(|_| Vec::new(), |turn| turn.calls)
 }
 
 /// How a message answered by a turn that ended with `status` was answered: of a merged turn's
@@ -205,6 +212,7 @@ pub(super) fn answers_for(
     let Some((seq, text, status, usage)) = output else {
         return Vec::new();
     };
+    let calls = calls_of(events, seq);
     (0..n)
         .map(|i| {
             Ok(Outcome {
@@ -212,6 +220,7 @@ pub(super) fn answers_for(
                 output: text.clone(),
                 seq,
                 usage,
+                calls: calls.clone(),
             })
         })
         .collect()

@@ -85,6 +85,7 @@ mod tests {
             arguments: serde_json::Value::Null,
             server: None,
             started,
+            for_caller: false,
         }
     }
 

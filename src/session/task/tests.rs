@@ -3,15 +3,23 @@
 use super::*;
 use serde_json::json;
 
+fn said(text: &str) -> Message<'_> {
+    Message {
+        preceding: &[],
+        text,
+        request_id: None,
+    }
+}
+
 fn record_with_open_call() -> TurnRecord {
-    let mut record = TurnRecord::default();
-    record.tools = vec![
+    let tools = vec![
         ToolEntry::Call {
             call_id: "c1".into(),
             name: "search".into(),
             arguments: json!({}),
             server: None,
             started: tokio::time::Instant::now(),
+            for_caller: false,
         },
         ToolEntry::Result {
             call_id: "c1".into(),
@@ -25,29 +33,34 @@ fn record_with_open_call() -> TurnRecord {
             arguments: json!({}),
             server: Some("web".into()),
             started: tokio::time::Instant::now(),
+            for_caller: false,
         },
     ];
-    record.delta = [
+    let delta = [
         ("temp:x".to_owned(), json!(1)),
         ("kept".to_owned(), json!(2)),
     ]
     .into();
-    record
+    TurnRecord {
+        tools,
+        delta,
+        ..TurnRecord::default()
+    }
 }
 
 #[test]
 fn an_interrupted_turn_closes_open_tool_calls_and_keeps_order() {
     let write = TurnWrite {
-        inputs: &["hi".to_owned()],
+        messages: &[said("hi")],
         record: record_with_open_call(),
         end: TurnEnd::Output(
             "par".into(),
             OutputStatus::Interrupted(InterruptReason::Requested),
         ),
         duration_ms: 3,
-        superseded: &["later".to_owned()],
+        superseded: &[said("later")],
     };
-    let events = turn_events(write, 10, 99);
+    let events = turn_events(write, 10, 99).events;
     let seqs: Vec<Seq> = events.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (10..17).collect::<Vec<_>>());
     assert!(matches!(
@@ -72,16 +85,16 @@ fn an_interrupted_turn_closes_open_tool_calls_and_keeps_order() {
 #[test]
 fn a_failed_turn_keeps_its_input_and_reason_and_nothing_else() {
     let write = TurnWrite {
-        inputs: &["boom".to_owned()],
+        messages: &[said("boom")],
         record: record_with_open_call(),
         end: TurnEnd::Failed {
             code: "model_timeout",
             reason: "silent".into(),
         },
         duration_ms: 7,
-        superseded: &["a".to_owned()],
+        superseded: &[said("a")],
     };
-    let events = turn_events(write, 1, 0);
+    let events = turn_events(write, 1, 0).events;
     assert_eq!(events.len(), 3, "{events:?}");
     assert_eq!(events[0].text(), Some("boom"));
     assert!(matches!(
@@ -99,13 +112,13 @@ fn a_failed_turn_keeps_its_input_and_reason_and_nothing_else() {
 #[test]
 fn a_turn_without_a_permit_leaves_only_superseded_inputs() {
     let write = TurnWrite {
-        inputs: &["never ran".to_owned()],
+        messages: &[said("never ran")],
         record: TurnRecord::default(),
         end: TurnEnd::Nothing,
         duration_ms: 0,
-        superseded: &["a".to_owned()],
+        superseded: &[said("a")],
     };
-    let events = turn_events(write, 1, 0);
+    let events = turn_events(write, 1, 0).events;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].text(), Some("a"));
 }
@@ -137,8 +150,10 @@ fn an_interrupt_wins_over_what_the_agent_returned() {
             TaskResult::Interrupted
         ));
     }
-    let mut record = TurnRecord::default();
-    record.partial = "abc".into();
+    let record = TurnRecord {
+        partial: "abc".into(),
+        ..TurnRecord::default()
+    };
     let end = settled(TaskResult::Interrupted, &record, &control);
     assert!(matches!(
         end,
@@ -157,9 +172,11 @@ fn a_reply_past_the_limit_is_cut_and_marked() {
         TurnEnd::Output(text, OutputStatus::Interrupted(InterruptReason::ReplyLimit))
             if text == "abcd"
     ));
-    let mut record = TurnRecord::default();
-    record.reply_limited = true;
-    record.partial = "abcd".into();
+    let record = TurnRecord {
+        reply_limited: true,
+        partial: "abcd".into(),
+        ..TurnRecord::default()
+    };
     control.token.cancel();
     let end = settled(TaskResult::Interrupted, &record, &control);
     assert!(matches!(
@@ -171,13 +188,13 @@ fn a_reply_past_the_limit_is_cut_and_marked() {
 #[test]
 fn merged_inputs_are_marked() {
     let write = TurnWrite {
-        inputs: &["a".to_owned(), "b".to_owned()],
+        messages: &[said("a"), said("b")],
         record: TurnRecord::default(),
         end: TurnEnd::Output("ab".into(), OutputStatus::Final),
         duration_ms: 0,
         superseded: &[],
     };
-    let events = turn_events(write, 1, 0);
+    let events = turn_events(write, 1, 0).events;
     assert!(events[..2].iter().all(|e| matches!(
         e.kind,
         EventKind::UserInput {
@@ -185,4 +202,78 @@ fn merged_inputs_are_marked() {
             ..
         }
     )));
+}
+
+/// A message's entries come before it, all carrying its request id; a superseded message is
+/// written with its own; a call left to the caller stays open.
+#[test]
+fn brought_entries_precede_their_message_with_its_request_id() {
+    let brought = [
+        Entry::User("earlier".into()),
+        Entry::Agent("reply".into()),
+        Entry::ToolResult {
+            call_id: "call_x".into(),
+            output: "42".into(),
+        },
+    ];
+    let record = TurnRecord {
+        tools: vec![ToolEntry::Call {
+            call_id: "call_c".into(),
+            name: "client_tool".into(),
+            arguments: json!({}),
+            server: None,
+            started: tokio::time::Instant::now(),
+            for_caller: true,
+        }],
+        ..TurnRecord::default()
+    };
+    let later = [Entry::User("also said".into())];
+    let write = TurnWrite {
+        messages: &[Message {
+            preceding: &brought,
+            text: "now",
+            request_id: Some("r1"),
+        }],
+        record,
+        end: TurnEnd::Output(String::new(), OutputStatus::Final),
+        duration_ms: 1,
+        superseded: &[Message {
+            preceding: &later,
+            text: "newer",
+            request_id: Some("r2"),
+        }],
+    };
+    let written = turn_events(write, 5, 0);
+    let shown: Vec<(Seq, String, Option<&str>)> = written
+        .events
+        .iter()
+        .map(|e| {
+            let kind = serde_json::to_value(&e.kind).unwrap()["type"].to_string();
+            (
+                e.seq,
+                kind.trim_matches('"').to_owned(),
+                e.request_id.as_deref(),
+            )
+        })
+        .collect();
+    let shown: Vec<(Seq, &str, Option<&str>)> = shown
+        .iter()
+        .map(|(seq, kind, id)| (*seq, kind.as_str(), *id))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            (5, "user_input", Some("r1")),
+            (6, "agent_output", Some("r1")),
+            (7, "tool_result", Some("r1")),
+            (8, "user_input", Some("r1")),
+            (9, "tool_call", None),
+            (10, "agent_output", None),
+            (11, "user_input", Some("r2")),
+            (12, "user_input", Some("r2")),
+        ],
+        "no cancelled result closes the caller's call"
+    );
+    assert_eq!(written.turn_len, 6);
+    assert_eq!(written.superseded_seqs, vec![12]);
 }

@@ -256,10 +256,61 @@ fn the_request_asks_for_usage_and_leaves_out_what_is_unset() {
         max_tokens: Some(5),
         tools: &[],
         tool_choice: None,
+        parallel_tool_calls: None,
+        response_format: None,
+        top_p: None,
     };
     let value = serde_json::to_value(&request).unwrap();
     assert_eq!(value["stream_options"]["include_usage"], json!(true));
     assert_eq!(value["max_tokens"], json!(5));
     assert!(value.get("temperature").is_none() && value.get("tools").is_none());
+    for unset in [
+        "tool_choice",
+        "parallel_tool_calls",
+        "response_format",
+        "top_p",
+    ] {
+        assert!(value.get(unset).is_none(), "{unset}: {value}");
+    }
+    // An agent's own temperature is written as set, not as the f64 nearest its f32.
+    let body = serde_json::to_string(&ChatRequest {
+        temperature: Some(Number::Setting(0.7)),
+        ..request
+    })
+    .unwrap();
+    assert!(body.contains(r#""temperature":0.7,"#), "{body}");
     assert_eq!(value["messages"][0], json!({"role":"user","content":"hi"}));
+}
+
+/// A turn that ended with a call left to its caller: the reply said with it goes with the call,
+/// the caller's result (brought by the next message, an empty one) follows the call directly,
+/// and the empty message is no user message.
+#[test]
+fn a_call_left_to_the_caller_is_answered_by_the_next_messages_result() {
+    let history = [
+        input(1, "what is 2+3"),
+        call(2, "server_call"),
+        call(3, "client_call"),
+        result(4, "server_call", ToolStatus::Ok),
+        output(5, "let me add"),
+        result(6, "client_call", ToolStatus::Ok),
+    ];
+    let messages = conversation(None, None, &history, &[String::new()], false);
+    assert_eq!(
+        roles(&messages),
+        ["user", "assistant", "tool", "tool"],
+        "{messages:?}"
+    );
+    assert_eq!(messages[1].content.as_deref(), Some("let me add"));
+    assert_eq!(messages[1].tool_calls.len(), 2);
+    let answered: Vec<_> = messages[2..]
+        .iter()
+        .map(|m| m.tool_call_id.clone().unwrap())
+        .collect();
+    let asked: Vec<_> = messages[1]
+        .tool_calls
+        .iter()
+        .map(|c| c.id.clone())
+        .collect();
+    assert_eq!(answered, asked);
 }
