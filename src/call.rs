@@ -93,8 +93,10 @@ pub struct CallOptions {
     pub preceding: Vec<Entry>,
 }
 
-/// Checks a request id: 1 to [`MAX_REQUEST_ID_BYTES`] bytes of visible ASCII (`!` to `~`).
-pub(crate) fn check_request_id(id: &str) -> Result<(), String> {
+/// Checks a request id ([`CallOptions::request_id`]): 1 to [`MAX_REQUEST_ID_BYTES`] bytes of
+/// visible ASCII (`!` to `~`); the error says so. For front doors that use a client's key before
+/// the runtime sees it (the ids of OpenAI objects made from an `Idempotency-Key`).
+pub fn check_request_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_REQUEST_ID_BYTES || !id.bytes().all(|b| b.is_ascii_graphic())
     {
         return Err(format!(
@@ -153,6 +155,39 @@ impl CallOptions {
         self.memory_user = Some(user.into());
         self
     }
+}
+
+/// What a turn streams to its callers before its outcome: its chunks, and its tool calls and
+/// results as they happen ([`crate::StreamEvent`] carries each, then the outcome). An agent's
+/// [`crate::TurnContext`] sends them; build one with a sender of these
+/// ([`crate::TurnContextBuilder::stream`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Streamed {
+    /// A piece of output, as the agent emitted it.
+    Chunk(String),
+    /// The agent called a tool.
+    ToolCall {
+        /// The call's id, unique in the session.
+        call_id: String,
+        /// The tool's name.
+        name: String,
+        /// The arguments.
+        arguments: Value,
+        /// The MCP server the tool came from, if any.
+        server: Option<String>,
+        /// The caller is to run it ([`crate::TurnContext::tool_call_for_caller`]).
+        for_caller: bool,
+    },
+    /// A tool call's result (or its error's description, when `ok` is false).
+    ToolResult {
+        /// The id of the call it answers.
+        call_id: String,
+        /// The result.
+        result: Value,
+        /// Whether the tool returned a result rather than an error.
+        ok: bool,
+    },
 }
 
 /// How a message was answered.

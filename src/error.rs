@@ -149,6 +149,29 @@ pub enum Error {
     Memory(#[source] Arc<crate::memory::MemoryError>),
 }
 
+/// What a store's failure means to a caller: for a front door that answers in its own terms
+/// (HTTP statuses) without reading the store's own error, which stays in the [`Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreFault {
+    /// The store did not answer, was locked, or its machine failed (a full or read-only disk):
+    /// the service is there, its storage is not. A write's outcome may be unknown.
+    Unavailable,
+    /// Another writer changed the session first; nothing was written.
+    Conflict,
+    /// Another process owns the session now (a retry reaches it through forwarding).
+    NotOwner,
+    /// The write came under a lease older than the session's newest; nothing was written.
+    Fenced,
+    /// Written to the primary, not confirmed by enough replicas in time: kept, and not
+    /// acknowledged.
+    NotReplicated,
+    /// The store was asked something it does not accept (the caller's fault).
+    InvalidRequest,
+    /// Anything else (corrupt data, a newer schema, a bug): the service's fault.
+    Other,
+}
+
 /// The store's error about `key`, led by the session unless its text already names it.
 fn on_session(key: &SessionKey, source: &StoreError) -> String {
     let text = source.to_string();
@@ -179,6 +202,26 @@ impl Error {
     /// (`StoreError::Conflict`).
     pub(crate) fn is_conflict(&self) -> bool {
         matches!(self, Self::Store { source, .. } if matches!(**source, StoreError::Conflict { .. }))
+    }
+
+    /// The store's fault behind this error, when a store failed ([`Error::Store`],
+    /// [`Error::Activation`], [`Error::Storage`]).
+    pub fn store_fault(&self) -> Option<StoreFault> {
+        let source = match self {
+            Self::Store { source, .. }
+            | Self::Activation { source, .. }
+            | Self::Storage(source) => source,
+            _ => return None,
+        };
+        Some(match source.as_ref() {
+            error if error.is_environmental() => StoreFault::Unavailable,
+            StoreError::Conflict { .. } => StoreFault::Conflict,
+            StoreError::NotOwner { .. } => StoreFault::NotOwner,
+            StoreError::Fenced { .. } => StoreFault::Fenced,
+            StoreError::NotReplicated { .. } => StoreFault::NotReplicated,
+            StoreError::InvalidRequest(_) => StoreFault::InvalidRequest,
+            _ => StoreFault::Other,
+        })
     }
 
     /// A short, stable code for logs, metrics and the HTTP API.

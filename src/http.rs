@@ -43,6 +43,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
+pub use crate::agent::INSTRUCTIONS_ATTRIBUTE;
 pub use auth::{Grant, Tokens, TokensError, MIN_TOKEN_BYTES};
 pub use config::{
     HttpConfig, DEFAULT_BODY_LIMIT, DEFAULT_CONNECTION_GRACE, DEFAULT_DRAIN_DEADLINE,
@@ -54,14 +55,13 @@ pub use gateway::{Gateway, DEFAULT_MODEL};
 pub use headers::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
 pub use listen::default_max_connections;
 pub use openai::{
-    DEFAULT_USER, INSTRUCTIONS_ATTRIBUTE, MAX_CONVERSATION_ID_BYTES, MAX_ITEMS, MAX_LIST_LIMIT,
-    MAX_METADATA_KEY_BYTES, MAX_METADATA_PAIRS, MAX_METADATA_VALUE_BYTES, SESSION_HEADER,
-    USER_HEADER,
+    DEFAULT_USER, MAX_CONVERSATION_ID_BYTES, MAX_ITEMS, MAX_LIST_LIMIT, MAX_METADATA_KEY_BYTES,
+    MAX_METADATA_PAIRS, MAX_METADATA_VALUE_BYTES, SESSION_HEADER, USER_HEADER,
 };
 pub use openapi::openapi_json;
 pub use state::{MAX_STATE_EDIT_KEYS, MAX_STATE_KEY_BYTES};
 
-use crate::runtime::DrainReport;
+use crate::DrainReport;
 
 /// Why [`Gateway::serve`] did not serve.
 #[derive(Debug, thiserror::Error)]

@@ -118,6 +118,25 @@ impl SessionKey {
         &self.0.session_id
     }
 
+    /// The key as an opaque cursor (both ids in lowercase hexadecimal, joined by `.`): any key
+    /// survives a query string or a header unescaped. [`SessionKey::from_cursor`] reads it.
+    pub fn cursor(&self) -> String {
+        format!(
+            "{}.{}",
+            crate::hex::encode(self.user_id()),
+            crate::hex::encode(self.session_id())
+        )
+    }
+
+    /// The key a [`SessionKey::cursor`] names; `None` for text no cursor reads as (or a key that
+    /// breaks the key rules).
+    pub fn from_cursor(cursor: &str) -> Option<Self> {
+        let (user, session) = cursor.split_once('.')?;
+        let user = crate::hex::decode(user)?;
+        let session = crate::hex::decode(session)?;
+        Self::new(user, session).ok()
+    }
+
     /// Whether this session belongs to no user.
     pub fn is_anonymous(&self) -> bool {
         self.0.user_id.is_empty()
@@ -240,6 +259,15 @@ pub const CHANNEL_SEPARATOR: char = '|';
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_names_its_key_and_nothing_else() {
+        let key = SessionKey::new("al.ice", "s/1 x").unwrap();
+        assert_eq!(SessionKey::from_cursor(&key.cursor()), Some(key));
+        for bad in ["", "61", "61.zz", "6.61", "61.", ".61"] {
+            assert_eq!(SessionKey::from_cursor(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn canonical_form_round_trips_including_separators() {

@@ -26,6 +26,8 @@
 //!   `<memory-context>` block and templates.
 //! - [`config`]: [`RuntimeConfig`] and the defaults and bounds it starts from, each with its reason.
 //! - [`channel`]: multi-channel bots — channel messages to sessions.
+//! - [`responses`]: OpenAI's Responses, Conversations and Chat Completions APIs over sessions —
+//!   the rules the HTTP routes only format.
 //! - [`http`] (feature `http`): the HTTP gateway behind `turnstile serve`.
 //!
 //! Private modules, each one concern:
@@ -58,7 +60,6 @@ mod error;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
-#[cfg(any(feature = "redis", feature = "http"))]
 mod hex;
 #[cfg(feature = "http")]
 pub mod http;
@@ -67,6 +68,7 @@ pub mod memory;
 pub mod pairing;
 mod parse;
 mod registry;
+pub mod responses;
 mod runtime;
 mod session;
 pub mod state;
@@ -88,20 +90,22 @@ pub use backend::FileStore;
 pub use backend::{PostgresOptions, PostgresStore};
 #[cfg(feature = "redis")]
 pub use backend::{RedisOptions, RedisStore};
-pub use call::{CallOptions, Entry, Outcome, OutcomeKind, OverlapPolicy};
+pub use call::{
+    check_request_id, CallOptions, Entry, Outcome, OutcomeKind, OverlapPolicy, Streamed,
+};
 pub use config::RuntimeConfig;
-pub use error::{Error, Result};
+pub use error::{Error, Result, StoreFault};
 pub use key::{KeyError, SessionKey};
 pub use memory::{Ingest, MemoryError, MemoryHit, MemoryOptions};
 pub use parse::ParseError;
 pub use registry::{LivePage, LiveQuery, LiveSession, LiveState};
 pub use runtime::{
-    BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder, MAX_EVENTS_PAGE,
+    BuildError, DrainReport, Placement, Readiness, Runtime, RuntimeBuilder, MAX_PAGE,
     MAX_REQUEST_SCAN, MAX_TURN_EVENTS,
 };
 pub use session::SessionView;
 pub use stats::{RuntimeStats, TurnTimes};
 #[allow(deprecated)]
 pub use store::MemoryStore;
-pub use store::{InMemoryStore, Store, StoreError};
+pub use store::{InMemoryStore, Owner, Page, PageRequest, SessionMeta, Store, StoreError};
 pub use stream::{StreamEvent, TurnStream};

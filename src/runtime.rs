@@ -27,7 +27,7 @@ mod readiness;
 mod whole_sessions;
 
 pub use builder::{BuildError, RuntimeBuilder};
-pub use history::{MAX_EVENTS_PAGE, MAX_REQUEST_SCAN, MAX_TURN_EVENTS};
+pub use history::{MAX_PAGE, MAX_REQUEST_SCAN, MAX_TURN_EVENTS};
 pub use ownership::Placement;
 pub use readiness::Readiness;
 
@@ -163,7 +163,7 @@ impl Runtime {
         &self,
         input: String,
         options: &CallOptions,
-        stream: Option<mpsc::Sender<crate::stream::StreamEvent>>,
+        stream: Option<mpsc::Sender<crate::call::Streamed>>,
         front: bool,
     ) -> Result<(TurnRequest, oneshot::Receiver<Result<Outcome>>)> {
         let max = self.config().max_input_bytes;

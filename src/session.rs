@@ -233,7 +233,7 @@ pub(crate) struct TurnRequest {
     pub attributes: Attributes,
     pub deadline: Option<Duration>,
     /// Streamed chunks go here, when the caller asked for a stream.
-    pub stream: Option<mpsc::Sender<crate::stream::StreamEvent>>,
+    pub stream: Option<mpsc::Sender<crate::call::Streamed>>,
     /// Run before anything already queued (`interrupt_with`).
     pub front: bool,
     /// Cancelled when a streaming caller that asked for `cancel_on_drop` goes away.

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use serde_json::Value;
 
-use crate::call::Outcome;
+use crate::call::{Outcome, Streamed};
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 
@@ -47,11 +47,41 @@ pub enum StreamEvent {
     Outcome(Result<Outcome>),
 }
 
+impl From<Streamed> for StreamEvent {
+    fn from(streamed: Streamed) -> Self {
+        match streamed {
+            Streamed::Chunk(text) => Self::Chunk(text),
+            Streamed::ToolCall {
+                call_id,
+                name,
+                arguments,
+                server,
+                for_caller,
+            } => Self::ToolCall {
+                call_id,
+                name,
+                arguments,
+                server,
+                for_caller,
+            },
+            Streamed::ToolResult {
+                call_id,
+                result,
+                ok,
+            } => Self::ToolResult {
+                call_id,
+                result,
+                ok,
+            },
+        }
+    }
+}
+
 /// The chunks of one streamed turn followed by its outcome. Returned by
 /// [`crate::Runtime::call_streaming`].
 pub struct TurnStream {
     key: SessionKey,
-    chunks: mpsc::Receiver<StreamEvent>,
+    chunks: mpsc::Receiver<Streamed>,
     outcome: Option<oneshot::Receiver<Result<Outcome>>>,
     /// Interrupts the turn if the stream is dropped before its outcome (`cancel_on_drop`).
     abandon: Option<CancellationToken>,
@@ -69,7 +99,7 @@ impl std::fmt::Debug for TurnStream {
 impl TurnStream {
     pub(crate) fn new(
         key: SessionKey,
-        chunks: mpsc::Receiver<StreamEvent>,
+        chunks: mpsc::Receiver<Streamed>,
         outcome: oneshot::Receiver<Result<Outcome>>,
         abandon: Option<CancellationToken>,
     ) -> Self {
@@ -105,8 +135,8 @@ impl Stream for TurnStream {
         };
         // Chunks end when the turn's task drops its sender, which happens before the outcome is
         // sent; so every chunk is delivered before the outcome.
-        if let Some(event) = ready!(this.chunks.poll_recv(cx)) {
-            return Poll::Ready(Some(event));
+        if let Some(streamed) = ready!(this.chunks.poll_recv(cx)) {
+            return Poll::Ready(Some(streamed.into()));
         }
         let result = ready!(Pin::new(outcome).poll(cx));
         this.outcome = None;

@@ -5,6 +5,11 @@
 //!
 //! The same for the HTTP gateway's insides: a route handler is used only by the router
 //! (`src/http.rs`) and the OpenAPI document; handlers share only the gateway's bottom modules.
+//!
+//! And the gateway is built on the library's public API only, as an embedding application would
+//! be: every library item its code names is public — a public module's `pub` item, or one the
+//! crate root re-exports — and none is a store's (`docs/architecture.md`: the library decides,
+//! adapters format).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,7 +19,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["fuzzing"],
     &["http"],
-    &["channel"],
+    &["channel", "responses"],
     &["runtime"],
     &["registry"],
     &["session"],
@@ -28,7 +33,8 @@ const FLOORS: &[&[&str]] = &[
     &["call"],
     &["store"],
     &["state"],
-    &["key", "hex", "stats", "atomic_file", "parse"],
+    &["key", "stats", "atomic_file", "parse"],
+    &["hex"],
 ];
 
 /// The gateway's route handlers: each is used only by the router and the OpenAPI document (which
@@ -64,10 +70,12 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The code of a file with its comments left out (`//` comments, doc comments included: their
-/// links name modules without using them) and its unit tests too: everything from a
-/// `#[cfg(test)]` followed by `mod tests` on, and all of a `tests.rs`. Unit tests may use any
-/// room (a registry test may start a runtime); the floors bind what ships. Lines keep their
-/// numbers.
+/// links name modules without using them; a `//` inside a string literal is no comment) and its
+/// unit tests too: everything of an inline `#[cfg(test)] mod tests { … }` (or a `#[cfg(…)]`
+/// naming `test`) on, and all of a
+/// `tests.rs`. Unit tests may use any room (a registry test may start a runtime); the floors
+/// bind what ships. A `#[cfg(test)] mod tests;` (its code in a file of its own) hides nothing
+/// after it. Lines keep their numbers.
 fn code_of(text: &str, path: &Path) -> String {
     if path.file_name().is_some_and(|name| name == "tests.rs") {
         return String::new();
@@ -76,14 +84,45 @@ fn code_of(text: &str, path: &Path) -> String {
     let tests_start = lines
         .windows(2)
         .position(|pair| {
-            pair[0].trim() == "#[cfg(test)]" && pair[1].trim().starts_with("mod tests")
+            let (cfg, next) = (pair[0].trim(), pair[1].trim());
+            let testing = cfg.starts_with("#[cfg(") && cfg.contains("test");
+            testing && next.starts_with("mod tests") && !next.ends_with(';')
         })
         .unwrap_or(lines.len());
     lines[..tests_start]
         .iter()
-        .map(|line| line.split("//").next().unwrap_or(""))
+        .map(|line| without_comment(line))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A line without its `//` comment, if it has one: string and character literals are read
+/// through, so that `"http://…"` is not taken for one.
+fn without_comment(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            // A character literal ('"', '\'', 'x'), not a lifetime ('a).
+            b'\'' if bytes.get(i + 2) == Some(&b'\'') => i += 2,
+            b'\'' if bytes.get(i + 1) == Some(&b'\\') => {
+                i += 2;
+                while i < bytes.len() && bytes[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    line
 }
 
 /// The line (from 1) of byte `at` in `code`.
@@ -109,6 +148,10 @@ fn names_after(code: &str, prefix: &str) -> Vec<(usize, String)> {
             continue; // `foocrate::` is not a path of this crate
         }
         let rest = &code[from..];
+        if rest.trim_start().starts_with('*') {
+            names.push((at, "*".to_owned()));
+            continue;
+        }
         if !rest.starts_with('{') {
             names.push((at, first_name(rest)));
             continue;
@@ -120,7 +163,11 @@ fn names_after(code: &str, prefix: &str) -> Vec<(usize, String)> {
             match c {
                 '{' => depth += 1,
                 '}' | ',' if depth == 1 => {
-                    let name = first_name(&rest[item_start..i]);
+                    let item = rest[item_start..i].trim();
+                    let name = match item.starts_with('*') {
+                        true => "*".to_owned(),
+                        false => first_name(item),
+                    };
                     if !name.is_empty() && name != "self" {
                         names.push((at, name));
                     }
@@ -158,9 +205,58 @@ fn library_files(src: &Path) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
+/// The names the crate root re-exports (`pub use module::{A, B}` in `lib.rs`), each with the
+/// module it comes from.
+fn root_exports(src: &Path) -> BTreeMap<String, String> {
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs");
+    let code = code_of(&lib, &src.join("lib.rs"));
+    let mut exports = BTreeMap::new();
+    let mut from = 0;
+    while let Some(found) = code[from..].find("pub use ") {
+        let start = from + found + "pub use ".len();
+        let end = start + code[start..].find(';').expect("a `pub use` ends");
+        from = end;
+        let statement: String = code[start..end].split_whitespace().collect();
+        let (module, rest) = statement.split_once("::").expect("`pub use module::…`");
+        let names = rest.trim_start_matches('{').trim_end_matches('}');
+        for name in names.split(',').filter(|n| !n.is_empty()) {
+            let name = name.rsplit("::").next().expect("a name");
+            let name = name.rsplit(" as ").next().unwrap_or(name);
+            exports.insert(name.to_owned(), module.to_owned());
+        }
+    }
+    exports
+}
+
+/// The crate-root names `code` uses, with where: after `crate::`, and after the `super::` chain
+/// that reaches the root from `path` (`super::` in a top-level file, `super::super::` one
+/// folder down). A glob is `*`.
+fn root_names(code: &str, path: &Path, src: &Path) -> Vec<(usize, String)> {
+    let mut names = names_after(code, "crate::");
+    let depth = path.strip_prefix(src).map_or(0, |p| p.components().count());
+    if depth > 0 {
+        let chain = "super::".repeat(depth);
+        names.extend(names_after(code, &chain).into_iter().filter(|(at, _)| {
+            // Not part of a longer chain, which reaches past the root.
+            !code[..*at].ends_with("super::")
+        }));
+    }
+    names
+}
+
+/// The module a root name belongs to: itself when it is a module, else the module it is
+/// re-exported from.
+fn module_of<'a>(name: &'a str, exports: &'a BTreeMap<String, String>) -> &'a str {
+    match exports.get(name) {
+        Some(module) if floor_of(name).is_none() => module,
+        _ => name,
+    }
+}
+
 #[test]
 fn every_module_uses_only_the_floors_below_it() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let exports = root_exports(&src);
     let mut against: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut unknown = Vec::new();
     let files = library_files(&src);
@@ -172,11 +268,12 @@ fn every_module_uses_only_the_floors_below_it() {
         };
         let text = fs::read_to_string(path).expect("readable source");
         let code = code_of(&text, path);
-        for (at, used) in names_after(&code, "crate::") {
-            if used == *module || used.is_empty() {
+        for (at, used) in root_names(&code, path, &src) {
+            let used = module_of(&used, &exports);
+            if used == module || used.is_empty() {
                 continue;
             }
-            match floor_of(&used) {
+            match floor_of(used) {
                 Some(floor) if floor > own => {}
                 _ => against
                     .entry(format!("{module} -> {used}"))
@@ -197,6 +294,107 @@ fn every_module_uses_only_the_floors_below_it() {
             .map(|(edge, at)| format!("  {edge}: {}", at.join(", ")))
             .collect::<Vec<_>>()
             .join("\n")
+    );
+}
+
+/// Store types the gateway may not name: it reads sessions through the runtime, never a store.
+/// (`Page`, `PageRequest`, `SessionMeta` and `Owner` are defined beside the store trait but are
+/// the runtime's answers — a listing, a session's placement — and the root exports them as such.)
+const STORE_TYPES: &[&str] = &["Store", "StoreError", "InMemoryStore", "MemoryStore"];
+
+/// The public modules of the crate (`pub mod` in `lib.rs`).
+fn public_modules(src: &Path) -> Vec<String> {
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs");
+    lib.lines()
+        .filter_map(|line| line.trim().strip_prefix("pub mod "))
+        .map(|rest| rest.trim_end_matches(';').to_owned())
+        .collect()
+}
+
+/// Whether `name` is declared plainly `pub` (not `pub(crate)`) in `module`'s files: an item, a
+/// submodule, or a name in a `pub use`.
+fn declared_pub(src: &Path, module: &str, name: &str) -> bool {
+    let mut files = vec![src.join(format!("{module}.rs"))];
+    let folder = src.join(module);
+    if folder.is_dir() {
+        rust_files(&folder, &mut files);
+    }
+    let kinds = [
+        "fn", "async fn", "struct", "enum", "trait", "type", "const", "static", "mod",
+    ];
+    files
+        .iter()
+        .filter_map(|f| fs::read_to_string(f).ok())
+        .any(|text| {
+            let code = code_of(&text, Path::new("x.rs"));
+            let item = kinds.iter().any(|kind| {
+                code.match_indices(&format!("pub {kind} {name}"))
+                    .any(|(at, found)| {
+                        let after = code[at + found.len()..].chars().next();
+                        !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    })
+            });
+            let reexport = code.split("pub use ").skip(1).any(|rest| {
+                let statement = &rest[..rest.find(';').unwrap_or(rest.len())];
+                statement
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|word| word == name)
+            });
+            item || reexport
+        })
+}
+
+/// What `code` (a gateway file) names of the library that is not public or is a store's.
+fn non_public_uses(code: &str, path: &Path, src: &Path) -> Vec<String> {
+    let exports = root_exports(src);
+    let public = public_modules(src);
+    let mut found = Vec::new();
+    let mut uses = root_names(code, path, src);
+    // Each item named under a public module: `crate::key::{validate_id, KeyPart}`.
+    for module in &public {
+        for (at, item) in names_after(code, &format!("crate::{module}::")) {
+            uses.push((at, format!("{module}::{item}")));
+        }
+    }
+    for (at, used) in uses {
+        let line = line_of(code, at);
+        let why = match used.split_once("::") {
+            Some(("http", _)) => None,
+            Some(("store", _)) => Some("a store module item".to_owned()),
+            Some((module, "*")) => Some(format!("a glob of {module}, which hides what it uses")),
+            Some((module, item)) if !declared_pub(src, module, item) => {
+                Some(format!("`{module}::{item}` is not public"))
+            }
+            Some(_) => None,
+            None if used == "*" => Some("a glob of the crate root".to_owned()),
+            None if used == "http" || used.is_empty() => None,
+            None if STORE_TYPES.contains(&used.as_str()) => Some(format!("`{used}` is a store's")),
+            None if public.contains(&used) || exports.contains_key(&used) => None,
+            None => Some(format!("`{used}` is a private module")),
+        };
+        if let Some(why) = why {
+            found.push(format!("{}:{line}: {why}", path.display()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_gateway_uses_only_public_library_items_and_no_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("http"), &mut files);
+    files.push(src.join("http.rs"));
+    let mut found = Vec::new();
+    for path in &files {
+        let text = fs::read_to_string(path).expect("readable source");
+        found.extend(non_public_uses(&code_of(&text, path), path, &src));
+    }
+    assert!(
+        found.is_empty(),
+        "the gateway uses the library as an embedding application would (public items only, no \
+         store; docs/architecture.md):\n{}",
+        found.join("\n")
     );
 }
 
@@ -283,4 +481,56 @@ fn the_checks_see_a_back_edge_when_there_is_one() {
     assert!(code_of("use crate::http;", Path::new("src/x/tests.rs")).is_empty());
     assert!(floor_of("store").unwrap() > floor_of("session").unwrap());
     assert!(floor_of("http").unwrap() < floor_of("channel").unwrap());
+}
+
+/// Each form a check once missed is caught, planted in a file's code.
+#[test]
+fn the_checks_see_what_they_used_to_miss() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let names = |code: &str, file: &str| -> Vec<String> {
+        let path = src.join(file);
+        root_names(&code_of(code, &path), &path, &src)
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect()
+    };
+    // A glob of the crate.
+    assert_eq!(names("use crate::*;", "key.rs"), ["*"]);
+    assert_eq!(names("use crate::{key, *};", "key.rs"), ["key", "*"]);
+    // `super::` from a top-level file is the crate root; one folder down, `super::super::`.
+    assert_eq!(names("use super::http::Gateway;", "state.rs"), ["http"]);
+    assert_eq!(names("use super::super::http;", "state/event.rs"), ["http"]);
+    assert_eq!(
+        names("use super::event::Event;", "state/turn.rs"),
+        Vec::<String>::new()
+    );
+    // Code after a `#[cfg(test)] mod tests;` whose tests live in a file of their own.
+    let early = "#[cfg(test)]\nmod tests;\nuse crate::http;\n";
+    assert_eq!(names(early, "key.rs"), ["http"]);
+    // A path after a string holding `//` on the same line.
+    let url = "let u = \"http://x\"; use_it(crate::http::Gateway::new);";
+    assert_eq!(names(url, "key.rs"), ["http"]);
+    assert_eq!(
+        without_comment("let c = '\"'; crate::a // crate::b"),
+        "let c = '\"'; crate::a "
+    );
+    // Each is a back-edge to the floors' check: `http` is above `key` and `state`.
+    assert!(floor_of("http").unwrap() < floor_of("state").unwrap());
+    // The gateway's check refuses private modules, crate-private items, store types and globs.
+    let http = src.join("http/x.rs");
+    let refused = |code: &str| non_public_uses(&code_of(code, &http), &http, &src);
+    assert!(refused("use crate::call::CallOptions;")[0].contains("private module"));
+    assert!(
+        refused("use crate::state::SessionRecord;").is_empty(),
+        "public"
+    );
+    assert!(
+        refused("use crate::CallOptions;").is_empty(),
+        "re-exported at the root"
+    );
+    assert!(refused("use crate::agent::stored_reason;")[0].contains("not public"));
+    assert!(refused("use crate::store::Page;")[0].contains("store"));
+    assert!(refused("use crate::StoreError;")[0].contains("store"));
+    assert!(refused("use crate::key::*;")[0].contains("glob"));
+    assert!(refused("use super::super::error::Error;")[0].contains("private module"));
 }

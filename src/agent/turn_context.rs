@@ -9,12 +9,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Attributes;
+use crate::call::Streamed;
 use crate::context::{
     chat_messages, memory_block, render, ContextMessage, MissingKey, TemplateError,
 };
 use crate::key::SessionKey;
 use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
-use crate::stream::StreamEvent;
 
 mod artifacts;
 mod builder;
@@ -40,11 +40,11 @@ pub struct TurnContext {
     attributes: Attributes,
     cancel: CancellationToken,
     /// Streaming callers (several when merged messages each asked for a stream).
-    sinks: Vec<mpsc::Sender<crate::stream::StreamEvent>>,
+    sinks: Vec<mpsc::Sender<crate::call::Streamed>>,
     /// Tool events recorded and not streamed yet: recording is synchronous, sending waits for
     /// a caller that is behind, so they go out at the next [`TurnContext::emit`] or
     /// [`TurnContext::flush`].
-    unsent: Mutex<Vec<crate::stream::StreamEvent>>,
+    unsent: Mutex<Vec<crate::call::Streamed>>,
     /// Shared with the runtime so that it survives the agent's future being dropped.
     record: Arc<Mutex<TurnRecord>>,
     // --- artifacts and declared state keys ---
@@ -315,7 +315,7 @@ impl TurnContext {
         if !chunk.is_empty() {
             for sink in &self.sinks {
                 // A dropped stream is fine: the turn goes on and its output is still recorded.
-                let _ = sink.send(StreamEvent::Chunk(chunk.clone())).await;
+                let _ = sink.send(Streamed::Chunk(chunk.clone())).await;
             }
         }
         if over {
@@ -341,7 +341,7 @@ impl TurnContext {
     }
 
     /// Keeps a tool event for the streaming callers, if there are any.
-    fn stream_later(&self, event: impl FnOnce() -> StreamEvent) {
+    fn stream_later(&self, event: impl FnOnce() -> Streamed) {
         if !self.sinks.is_empty() {
             self.unsent.lock().push(event());
         }
@@ -383,7 +383,7 @@ impl TurnContext {
         for_caller: bool,
     ) -> String {
         let call_id = new_call_id();
-        self.stream_later(|| StreamEvent::ToolCall {
+        self.stream_later(|| Streamed::ToolCall {
             call_id: call_id.clone(),
             name: name.clone(),
             arguments: arguments.clone(),
@@ -409,7 +409,7 @@ impl TurnContext {
             Ok(v) => (v, true),
             Err(v) => (v, false),
         };
-        self.stream_later(|| StreamEvent::ToolResult {
+        self.stream_later(|| Streamed::ToolResult {
             call_id: call_id.to_owned(),
             result: result.clone(),
             ok,

@@ -18,7 +18,7 @@ use super::extract::{ApiPath, ApiQuery};
 use super::gateway::Gateway;
 use super::schema::{Refusals, SessionPath};
 use crate::key::{validate_id, KeyPart, SessionKey};
-use crate::registry::{LiveQuery, LiveSession};
+use crate::{LiveQuery, LiveSession};
 
 mod stats_stream;
 
@@ -140,7 +140,7 @@ impl LiveRow {
             session: session.key.session_id().to_owned(),
             state: session.state.name(),
             waiting: match session.state {
-                crate::registry::LiveState::Queued(n) => n,
+                crate::LiveState::Queued(n) => n,
                 _ => 0,
             },
             turns: session.turns,
@@ -222,19 +222,12 @@ pub(crate) async fn stats(
 /// A cursor names the last key of a page: both ids in hexadecimal, so that any id survives a
 /// query string unescaped.
 fn encode_cursor(key: &SessionKey) -> String {
-    format!(
-        "{}.{}",
-        crate::hex::encode(key.user_id()),
-        crate::hex::encode(key.session_id())
-    )
+    key.cursor()
 }
 
 fn decode_cursor(cursor: &str) -> Result<SessionKey, ApiError> {
-    let bad = || ApiError::BadRequest("the cursor is not one this server gave".into());
-    let (user, session) = cursor.split_once('.').ok_or_else(bad)?;
-    let user = crate::hex::decode(user).ok_or_else(bad)?;
-    let session = crate::hex::decode(session).ok_or_else(bad)?;
-    SessionKey::new(user, session).map_err(|_| bad())
+    SessionKey::from_cursor(cursor)
+        .ok_or_else(|| ApiError::BadRequest("the cursor is not one this server gave".into()))
 }
 
 fn now_ms() -> u64 {

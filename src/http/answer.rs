@@ -21,11 +21,11 @@ use tokio::time::Instant;
 use super::auth::Caller;
 use super::error::ApiError;
 use super::gateway::Gateway;
-use crate::call::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 use crate::channel::{ChannelMessage, ChannelRoute};
 use crate::key::SessionKey;
 use crate::state::InterruptReason;
-use crate::stream::{StreamEvent, TurnStream};
+use crate::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
+use crate::{StreamEvent, TurnStream};
 
 /// Where a turn goes.
 pub(crate) enum Target {
@@ -57,7 +57,7 @@ pub(crate) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
 pub(crate) fn checked_idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let key = idempotency_key(headers);
     if let Some(key) = &key {
-        crate::call::check_request_id(key)
+        crate::check_request_id(key)
             .map_err(|why| ApiError::BadRequest(format!("Idempotency-Key: {why}")))?;
     }
     Ok(key)

@@ -26,7 +26,7 @@ use super::extract::{ApiPath, ApiQuery};
 use super::gateway::Gateway;
 use super::schema::Refusals;
 use crate::artifact::{ArtifactError, ArtifactScope, ArtifactStore};
-use crate::error::Error;
+use crate::Error;
 
 /// The type of an upload that names none.
 const DEFAULT_MIME: &str = "application/octet-stream";

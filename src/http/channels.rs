@@ -15,8 +15,8 @@ use super::extract::{ApiJson, ApiPath};
 use super::gateway::Gateway;
 use super::schema::Deleted;
 use super::schema::{ChannelPath, PairingPath, Refusals};
-use crate::call::OverlapPolicy;
 use crate::channel::ChannelMessage;
+use crate::OverlapPolicy;
 
 /// `POST /v1/channels/{channel}/messages`.
 #[derive(Debug, Deserialize, ToSchema)]

@@ -10,9 +10,9 @@ use axum::Json;
 
 use crate::agent::FailureKind;
 use crate::channel::{ChannelError, PairingError};
-use crate::error::Error;
 use crate::key::KeyError;
-use crate::store::{Owner, StoreError};
+use crate::Error;
+use crate::{Owner, StoreFault};
 
 use self::class::{failure_message, pairing_class, runtime_class, Class, INTERNAL};
 
@@ -295,10 +295,10 @@ impl ApiError {
             _ => return None,
         };
         match error {
-            Error::Store { source, .. } => Some(match source.as_ref() {
-                StoreError::NotReplicated { .. } => Kept::Yes,
+            Error::Store { .. } => Some(match error.store_fault() {
+                Some(StoreFault::NotReplicated) => Kept::Yes,
                 // A timeout or a lost connection does not say whether the write committed.
-                source if source.is_environmental() => Kept::Unknown,
+                Some(StoreFault::Unavailable) => Kept::Unknown,
                 _ => Kept::No,
             }),
             Error::Activation { .. } => Some(Kept::No),

@@ -15,7 +15,7 @@ use super::gateway::Gateway;
 use super::schema::{Refusals, SessionPath};
 use crate::key::SessionKey;
 use crate::state::{Ending, Event, Seq, ToolStatus, Turn, TurnTiming};
-use crate::MAX_EVENTS_PAGE as MAX_PAGE;
+use crate::MAX_PAGE;
 
 /// The largest seq a query may name.
 const MAX_SEQ: u64 = i64::MAX as u64;

@@ -29,10 +29,10 @@ use super::extract::bytes_rejection;
 use super::gateway::Gateway;
 use super::headers::{FORWARDED_HEADER, SERVED_BY_HEADER};
 use crate::channel::channel_session_key;
-use crate::error::Error;
 use crate::key::SessionKey;
-use crate::runtime::Placement;
-use crate::store::Owner;
+use crate::Error;
+use crate::Owner;
+use crate::Placement;
 
 /// What to do with a request, from where its session is served.
 #[derive(Debug, PartialEq, Eq)]

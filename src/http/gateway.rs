@@ -1,10 +1,7 @@
 //! [`Gateway`]: the state every handler receives — the channel router (and through it the
 //! runtime), the tokens, the metrics handle, the limits and the forwarding client.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
-
-use tokio_util::sync::CancellationToken;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -13,16 +10,8 @@ use super::config::HttpConfig;
 use super::error::ApiError;
 use super::forward::Forwarder;
 use crate::channel::ChannelRouter;
-use crate::runtime::Runtime;
-
-/// An OpenAI response running here.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Running {
-    /// Interrupts its turn.
-    pub cancel: CancellationToken,
-    /// Cancelled once its request has the turn's outcome (or gave up on it).
-    pub finished: CancellationToken,
-}
+use crate::responses::Responses;
+use crate::Runtime;
 
 /// The model `GET /v1/models` lists when [`Gateway::with_models`] names none.
 pub const DEFAULT_MODEL: &str = "turnstile";
@@ -38,10 +27,9 @@ pub struct Gateway {
     forwarder: Arc<OnceLock<Result<Forwarder, String>>>,
     /// The model names `GET /v1/models` lists (what `serve` was started with).
     models: Arc<Vec<String>>,
-    /// The OpenAI responses running here, by id, with the token that cancels each: what
-    /// `POST /v1/responses/{id}/cancel` reaches. An entry lives as long as its request, so the
-    /// map is bounded by the requests in flight.
-    responses: Arc<parking_lot::Mutex<HashMap<String, Running>>>,
+    /// OpenAI's API over the runtime: it decides what the OpenAI routes answer, and knows the
+    /// responses running here.
+    responses: Responses,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -59,18 +47,21 @@ impl Gateway {
     /// allowed; [`Gateway::serve`] then listens on loopback only), no metrics and default limits.
     pub fn new(channels: ChannelRouter) -> Self {
         Self {
-            channels,
             tokens: Arc::new(Tokens::none()),
             metrics: None,
             config: Arc::new(HttpConfig::default()),
             forwarder: Arc::default(),
             models: Arc::new(vec![DEFAULT_MODEL.to_owned()]),
-            responses: Arc::default(),
+            responses: Responses::new(channels.runtime().clone(), DEFAULT_MODEL),
+            channels,
         }
     }
 
-    /// Lists these model names at `GET /v1/models` (by default one, `turnstile`).
+    /// Lists these model names at `GET /v1/models` (by default one, `turnstile`); the first is
+    /// the model a response records when its request names none.
     pub fn with_models(mut self, models: Vec<String>) -> Self {
+        let default = models.first().map_or(DEFAULT_MODEL, String::as_str);
+        self.responses = Responses::new(self.runtime().clone(), default);
         self.models = Arc::new(models);
         self
     }
@@ -117,12 +108,8 @@ impl Gateway {
         &self.models
     }
 
-    /// The model a request that names none is answered as: the first listed.
-    pub(crate) fn default_model(&self) -> &str {
-        self.models.first().map_or(DEFAULT_MODEL, String::as_str)
-    }
-
-    pub(crate) fn responses(&self) -> &parking_lot::Mutex<HashMap<String, Running>> {
+    /// OpenAI's API over the runtime ([`crate::responses`]).
+    pub fn responses(&self) -> &Responses {
         &self.responses
     }
 

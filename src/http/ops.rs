@@ -11,8 +11,8 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::gateway::Gateway;
 use super::schema::Refusals;
-use crate::error::Error;
-use crate::runtime::Readiness;
+use crate::Error;
+use crate::Readiness;
 
 /// A probe's answer.
 #[derive(Debug, Serialize, ToSchema)]

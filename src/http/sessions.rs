@@ -13,12 +13,12 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath, ApiQuery, OptionalJson};
 use super::gateway::Gateway;
 use super::schema::{Deleted, Refusals, SessionPath, UserPath};
-use crate::call::{CallOptions, OverlapPolicy};
 use crate::key::{validate_id, KeyPart, SessionKey};
-use crate::runtime::{Placement, Runtime};
-use crate::session::SessionView;
 use crate::state::StateMap;
-use crate::store::{PageRequest, SessionMeta, MAX_PAGE};
+use crate::SessionView;
+use crate::{CallOptions, OverlapPolicy};
+use crate::{PageRequest, SessionMeta, MAX_PAGE};
+use crate::{Placement, Runtime};
 
 /// `POST …/turns`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -226,7 +226,7 @@ pub(crate) async fn interrupt(
     // Checked first: a new input would be refused, and the running turn must not be cut for
     // a request that is then answered 503.
     if body.is_some() && runtime.is_draining() {
-        return Err(crate::error::Error::Draining.into());
+        return Err(crate::Error::Draining.into());
     }
     let interrupted = runtime.interrupt(&key);
     let Some(body) = body else {
@@ -323,13 +323,13 @@ pub(crate) async fn delete_session(
 
 /// The user's sessions, a page at a time, by session id.
 #[utoipa::path(get, path = "/v1/users/{user}/sessions", tag = "sessions",
-    params(UserPath, ListQuery), responses((status = 200, body = crate::store::Page), Refusals))]
+    params(UserPath, ListQuery), responses((status = 200, body = crate::Page), Refusals))]
 pub(crate) async fn list_sessions(
     State(gateway): State<Gateway>,
     caller: Caller,
     ApiPath(user): ApiPath<String>,
     ApiQuery(query): ApiQuery<ListQuery>,
-) -> Result<Json<crate::store::Page>, ApiError> {
+) -> Result<Json<crate::Page>, ApiError> {
     caller.require_user(&user)?;
     validate_id(&user, KeyPart::User)?;
     let limit = query.limit.unwrap_or(PageRequest::default().limit);

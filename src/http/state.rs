@@ -22,9 +22,9 @@ use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use super::gateway::Gateway;
 use super::schema::{Refusals, SessionPath};
-use crate::call::Entry;
 use crate::state::{Scope, StateDelta};
 use crate::state_keys::{Mode, StateKeys};
+use crate::Entry;
 
 /// Most keys one request sets.
 pub const MAX_STATE_EDIT_KEYS: usize = 64;

@@ -23,13 +23,14 @@ pub const MAX_REQUEST_SCAN: Seq = 20_000;
 /// Events read back from a turn's end to find its start at first: most turns are a few events.
 const TURN_FIRST_LOOK: usize = 32;
 
-/// Most events [`Runtime::events`] reads at once, the stores' page: larger reads are split by
-/// the caller.
-pub const MAX_EVENTS_PAGE: usize = crate::store::MAX_PAGE;
+/// Largest page the runtime's reads hand out — events of a history ([`Runtime::events`]),
+/// sessions of a listing ([`Runtime::list`]) — the stores' own page, so that no read holds an
+/// unbounded result in memory.
+pub const MAX_PAGE: usize = crate::store::MAX_PAGE;
 
 /// Events read back at most for one turn: a turn with more events (hundreds of tool calls) is
 /// read with its last calls only, and no messages.
-pub const MAX_TURN_EVENTS: usize = MAX_EVENTS_PAGE;
+pub const MAX_TURN_EVENTS: usize = MAX_PAGE;
 
 impl Runtime {
     /// Up to `limit` events of the session's stored history from `from` on, oldest first: what

@@ -56,7 +56,7 @@ pub struct TurnContextBuilder {
     state: Option<Arc<ScopedState>>,
     attributes: Option<Attributes>,
     cancel: Option<CancellationToken>,
-    sinks: Vec<mpsc::Sender<crate::stream::StreamEvent>>,
+    sinks: Vec<mpsc::Sender<crate::call::Streamed>>,
     // --- artifacts and declared state keys ---
     artifacts: Option<Arc<dyn ArtifactStore>>,
     state_keys: Option<Arc<StateKeys>>,
@@ -132,7 +132,7 @@ impl TurnContextBuilder {
 
     /// Adds a stream that receives every chunk the agent emits. A full stream holds the agent
     /// back (as a slow caller would); a closed one is skipped.
-    pub fn stream(mut self, sink: mpsc::Sender<crate::stream::StreamEvent>) -> Self {
+    pub fn stream(mut self, sink: mpsc::Sender<crate::call::Streamed>) -> Self {
         self.sinks.push(sink);
         self
     }
@@ -251,8 +251,8 @@ impl TurnRecording {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::Streamed;
     use crate::state::{Author, EventKind, InputDisposition};
-    use crate::stream::StreamEvent;
     use serde_json::json;
 
     fn key() -> SessionKey {
@@ -321,13 +321,12 @@ mod tests {
         let mut shown = Vec::new();
         while let Some(event) = chunks.recv().await {
             shown.push(match event {
-                StreamEvent::Chunk(text) => text,
-                StreamEvent::ToolCall { call_id, name, .. } => {
+                Streamed::Chunk(text) => text,
+                Streamed::ToolCall { call_id, name, .. } => {
                     assert_eq!(call_id, call);
                     format!("call {name}")
                 }
-                StreamEvent::ToolResult { result, ok, .. } => format!("result {result} {ok}"),
-                other => panic!("{other:?}"),
+                Streamed::ToolResult { result, ok, .. } => format!("result {result} {ok}"),
             });
         }
         assert_eq!(shown, ["hel", "call look", "result \"found\" true", "lo"]);

@@ -9,8 +9,8 @@ use futures::Stream;
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::runtime::Runtime;
-use crate::stats::{RuntimeStats, TurnTimes};
+use crate::Runtime;
+use crate::{RuntimeStats, TurnTimes};
 
 /// Time between snapshots: once a second is what a person watching a chart can follow, and a
 /// snapshot costs one lock for the live count plus ~140 atomic loads.

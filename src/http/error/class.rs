@@ -6,8 +6,7 @@ use axum::http::StatusCode;
 use crate::agent::FailureKind;
 use crate::artifact::ArtifactError;
 use crate::channel::PairingError;
-use crate::error::Error;
-use crate::store::StoreError;
+use crate::{Error, StoreFault};
 
 /// Status, code, and whether the message may be shown (false: internal detail, logged only).
 pub(super) type Class = (StatusCode, &'static str, bool);
@@ -53,12 +52,10 @@ pub(super) fn runtime_class(error: &Error) -> Class {
         Error::AgentFailed { kind, .. } => agent_class(*kind),
         Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
         Error::Artifacts(source) => artifact_class(source),
-        Error::Store { source, .. } | Error::Activation { source, .. } => store_class(source),
-        Error::Storage(source) => match source.as_ref() {
-            StoreError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
-            other => store_class(other),
+        error => match error.store_fault() {
+            Some(fault) => store_class(fault, matches!(error, Error::Storage(_))),
+            None => INTERNAL,
         },
-        _ => INTERNAL,
     }
 }
 
@@ -109,23 +106,19 @@ pub(super) fn failure_message(kind: FailureKind) -> &'static str {
     }
 }
 
-fn store_class(error: &StoreError) -> Class {
-    match error {
-        StoreError::Unavailable { .. } | StoreError::Locked { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
-        }
-        StoreError::Io { .. } if error.is_environmental() => {
-            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false)
-        }
-        StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict", true),
+/// The status of a store's fault; `listing` for a store call about no one session (a listing,
+/// a user's deletion), where a refused request is the caller's.
+fn store_class(fault: StoreFault, listing: bool) -> Class {
+    match fault {
+        StoreFault::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", false),
+        StoreFault::Conflict => (StatusCode::CONFLICT, "conflict", true),
         // Another process owns the session now; a retry reaches it (through forwarding).
-        StoreError::NotOwner { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_owner", true),
-        StoreError::Fenced { .. } => (StatusCode::SERVICE_UNAVAILABLE, "fenced", true),
+        StoreFault::NotOwner => (StatusCode::SERVICE_UNAVAILABLE, "not_owner", true),
+        StoreFault::Fenced => (StatusCode::SERVICE_UNAVAILABLE, "fenced", true),
         // Stored on the primary, not confirmed by enough replicas in time: the message says
         // what the caller may assume (`public_message`), without the store's wording.
-        StoreError::NotReplicated { .. } => {
-            (StatusCode::SERVICE_UNAVAILABLE, "not_replicated", false)
-        }
+        StoreFault::NotReplicated => (StatusCode::SERVICE_UNAVAILABLE, "not_replicated", false),
+        StoreFault::InvalidRequest if listing => (StatusCode::BAD_REQUEST, "bad_request", true),
         _ => INTERNAL,
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::key::SessionKey;
+use crate::StoreError;
 
 fn key() -> SessionKey {
     SessionKey::new("u", "s").unwrap()

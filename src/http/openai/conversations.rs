@@ -1,35 +1,27 @@
 //! `/v1/conversations` and `/v1/conversations/{conversation}`: a conversation is a session of
-//! the acting user; its metadata is the session-state key [`METADATA_KEY`].
+//! the acting user ([`crate::responses`] decides; these handlers read and format).
 
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 
-use super::items::{entries_of, InputItem};
-use super::{
-    about, acting_user, check_metadata, conversation_key, new_id, seconds, Metadata, MAX_ITEMS,
-    METADATA_KEY,
-};
-use crate::call::Entry;
+use super::{acting_user, refusal};
 use crate::http::answer::checked_idempotency_key;
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
 use crate::http::extract::{ApiJson, ApiPath, OptionalJson};
 use crate::http::gateway::Gateway;
 use crate::http::schema::Refusals;
-use crate::key::SessionKey;
-use crate::runtime::Runtime;
-use crate::state::StateDelta;
+use crate::responses::{Conversation, InputItem, Metadata};
 
 /// `POST /v1/conversations`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateConversationBody {
-    /// Up to 20 messages to start with.
+    /// Up to 20 items to start with.
     #[serde(default)]
     items: Option<Vec<InputItem>>,
     /// Up to 16 string pairs (keys ≤ 64 bytes, values ≤ 512).
@@ -43,19 +35,6 @@ pub(crate) struct CreateConversationBody {
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateBody {
     /// The new metadata, replacing the old.
-    #[schema(value_type = Object)]
-    metadata: Metadata,
-}
-
-/// A conversation.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct Conversation {
-    /// The session id under the acting user.
-    id: String,
-    /// Always `conversation`.
-    object: &'static str,
-    /// Seconds since the Unix epoch.
-    created_at: u64,
     #[schema(value_type = Object)]
     metadata: Metadata,
 }
@@ -79,29 +58,6 @@ pub(crate) struct ConversationPath {
     conversation: String,
 }
 
-/// The note that opens every conversation: a session exists once its log has an event.
-const CREATED_NOTE: &str = "conversation created through the OpenAI API";
-
-/// The conversation as stored, or a 404.
-pub(crate) async fn read(runtime: &Runtime, key: &SessionKey) -> Result<Conversation, ApiError> {
-    let view = runtime
-        .state(key)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no conversation {}", key.session_id())))?;
-    let metadata = view
-        .record
-        .state
-        .get(METADATA_KEY)
-        .and_then(|value| serde_json::from_value(value.clone()).ok())
-        .unwrap_or_default();
-    Ok(Conversation {
-        id: key.session_id().to_owned(),
-        object: "conversation",
-        created_at: seconds(view.record.created_ms),
-        metadata,
-    })
-}
-
 /// Creates a conversation (a session) with optional items and metadata; with an
 /// `Idempotency-Key`, a retry gets the conversation the first attempt made.
 #[utoipa::path(post, path = "/v1/conversations", tag = "openai",
@@ -116,34 +72,21 @@ pub(crate) async fn create_conversation(
 ) -> Result<Response, ApiError> {
     let body = body.unwrap_or_default();
     let user = acting_user(&caller, &headers)?;
-    let seed = checked_idempotency_key(&headers)?.map(|key| format!("{user}\0{key}"));
-    let key = conversation_key(&user, &new_id("conv_", seed.as_deref()))?;
-    let metadata = body.metadata.unwrap_or_default();
-    if let Err(error) = check_metadata(&metadata) {
-        return Ok(about("metadata", error));
-    }
+    let key = checked_idempotency_key(&headers)?;
     let items = body.items.unwrap_or_default();
-    if items.len() > MAX_ITEMS {
-        let error = ApiError::BadRequest(format!("at most {MAX_ITEMS} items at a time"));
-        return Ok(about("items", error));
+    let metadata = body.metadata.unwrap_or_default();
+    let created = gateway
+        .responses()
+        .create_conversation(&user, &items, metadata, key.as_deref())
+        .await;
+    Ok(answer(created))
+}
+
+fn answer(result: Result<Conversation, crate::responses::ResponsesError>) -> Response {
+    match result {
+        Ok(conversation) => Json(conversation).into_response(),
+        Err(error) => refusal(error),
     }
-    // Checked before a retry is looked up: a request the route refuses is refused whatever
-    // an earlier one with the same key created.
-    let mut entries = vec![Entry::Note(CREATED_NOTE.into())];
-    match entries_of(items) {
-        Ok(more) => entries.extend(more),
-        Err(error) => return Ok(about("items", error)),
-    }
-    let runtime = gateway.runtime();
-    // A retry of a creation that was stored answers what was stored.
-    if seed.is_some() {
-        if let Ok(existing) = read(runtime, &key).await {
-            return Ok(Json(existing).into_response());
-        }
-    }
-    let state = StateDelta::from([(METADATA_KEY.to_owned(), json!(metadata))]);
-    runtime.append(&key, entries, state).await?;
-    Ok(Json(read(runtime, &key).await?).into_response())
 }
 
 /// The conversation.
@@ -154,9 +97,11 @@ pub(crate) async fn get_conversation(
     caller: Caller,
     headers: HeaderMap,
     ApiPath(conversation): ApiPath<String>,
-) -> Result<Json<Conversation>, ApiError> {
-    let key = conversation_key(&acting_user(&caller, &headers)?, &conversation)?;
-    Ok(Json(read(gateway.runtime(), &key).await?))
+) -> Result<Response, ApiError> {
+    let user = acting_user(&caller, &headers)?;
+    Ok(answer(
+        gateway.responses().conversation(&user, &conversation).await,
+    ))
 }
 
 /// Replaces the conversation's metadata.
@@ -170,16 +115,12 @@ pub(crate) async fn update_conversation(
     ApiPath(conversation): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateBody>,
 ) -> Result<Response, ApiError> {
-    let key = conversation_key(&acting_user(&caller, &headers)?, &conversation)?;
-    if let Err(error) = check_metadata(&body.metadata) {
-        return Ok(about("metadata", error));
-    }
-    let runtime = gateway.runtime();
-    // Appending creates a session: only an existing one is updated.
-    read(runtime, &key).await?;
-    let state = StateDelta::from([(METADATA_KEY.to_owned(), json!(body.metadata))]);
-    runtime.append(&key, Vec::new(), state).await?;
-    Ok(Json(read(runtime, &key).await?).into_response())
+    let user = acting_user(&caller, &headers)?;
+    let updated = gateway
+        .responses()
+        .update_conversation(&user, &conversation, body.metadata)
+        .await;
+    Ok(answer(updated))
 }
 
 /// Deletes the conversation: the session, its history and state.
@@ -190,16 +131,21 @@ pub(crate) async fn delete_conversation(
     caller: Caller,
     headers: HeaderMap,
     ApiPath(conversation): ApiPath<String>,
-) -> Result<Json<ConversationDeleted>, ApiError> {
-    let key = conversation_key(&acting_user(&caller, &headers)?, &conversation)?;
-    if !gateway.runtime().delete(&key).await? {
-        return Err(ApiError::NotFound(format!(
-            "no conversation {conversation}"
-        )));
-    }
-    Ok(Json(ConversationDeleted {
-        id: conversation,
-        object: "conversation.deleted",
-        deleted: true,
-    }))
+) -> Result<Response, ApiError> {
+    let user = acting_user(&caller, &headers)?;
+    Ok(
+        match gateway
+            .responses()
+            .delete_conversation(&user, &conversation)
+            .await
+        {
+            Ok(()) => Json(ConversationDeleted {
+                id: conversation,
+                object: "conversation.deleted",
+                deleted: true,
+            })
+            .into_response(),
+            Err(error) => refusal(error),
+        },
+    )
 }

@@ -17,13 +17,13 @@ use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 
-use super::responses::ConversationRef;
-use super::{acting_user, conversation_key, new_id, ResponseId, SESSION_HEADER};
+use super::{acting_user, SESSION_HEADER};
 use crate::http::answer::checked_idempotency_key;
 use crate::http::auth::Caller;
 use crate::http::forward::{read_body, route_keyed};
 use crate::http::gateway::Gateway;
 use crate::key::SessionKey;
+use crate::responses::{conversation_key, new_id, ResponseId};
 
 /// Middleware of the OpenAI routes under forwarding: the session is the one [`session_of`]
 /// names; a request that names none (or an unauthorised one, refused by its handler) is
@@ -58,6 +58,14 @@ struct Placement {
     conversation: Option<ConversationRef>,
     #[serde(default)]
     previous_response_id: Option<String>,
+}
+
+/// A conversation named by id, or as an object.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ConversationRef {
+    Id(String),
+    Object { id: String },
 }
 
 /// The session the request `method path` (with `headers` and `body`) runs in, when it names

@@ -135,10 +135,20 @@ plain = alice.chat.completions.create(
 )
 check(plain.choices[0].message.content, "a chat completion")
 check(plain.choices[0].finish_reason == "stop", f"finish {plain.choices[0].finish_reason}")
-chunks = list(
+# This server's mock agent does not act on instructions: a system message is refused, naming
+# the field, rather than accepted and ignored (serve --agent openai acts on it).
+try:
     alice.chat.completions.create(
         model=MODEL,
         messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+    )
+    check(False, "a system message the agent would ignore was accepted")
+except openai.BadRequestError as e:
+    check(e.body["param"] == "messages", f"refused naming {e.body}")
+chunks = list(
+    alice.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
         stream=True,
         stream_options={"include_usage": True},
         extra_headers={"X-Session-Id": conv.id},
