@@ -1,7 +1,9 @@
-//! Property: when a response fails with 503 (the model server rate limits), the official
-//! `openai` Python package retries it on its own with the request's `Idempotency-Key`, and the
-//! retries are answered from the stored failure: the turn ran once (the model server saw only
-//! its attempts) and is stored once.
+//! Property: when a response fails because the model server rate limits, it is answered as
+//! OpenAI answers a rate limit — 429 with `Retry-After` — so that the official `openai` Python
+//! package backs off, retries on its own with the request's `Idempotency-Key` and then raises
+//! `RateLimitError`; the retries are answered from the stored failure: the turn ran once (the
+//! model server saw only its attempts) and is stored once. (The file keeps its name from when
+//! the answer was a 503.)
 
 #![cfg(all(feature = "http", feature = "openai"))]
 
@@ -43,7 +45,7 @@ async fn the_sdks_retries_of_a_503_reach_a_turn_stored_once() {
     let refused: f64 = metrics
         .lines()
         .filter(|l| l.starts_with("turnstile_http_requests_total"))
-        .filter(|l| l.contains("route=\"/v1/responses\"") && l.contains("status=\"503\""))
+        .filter(|l| l.contains("route=\"/v1/responses\"") && l.contains("status=\"429\""))
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum();
     assert_eq!(

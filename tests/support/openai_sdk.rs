@@ -33,6 +33,42 @@ pub fn python() -> PathBuf {
     PathBuf::from("python3")
 }
 
+/// The LangChain package `.ci/run` installs (pinned), for `langchain_turns.py`.
+pub const LANGCHAIN_PACKAGE: &str = "langchain-openai==1.8.1";
+
+/// The OpenAI Agents SDK `.ci/run` installs (pinned), for `agents_turns.py`.
+pub const AGENTS_PACKAGE: &str = "openai-agents==0.24.0";
+
+/// `python3`, with `module` importable; fails the test saying to install `package`.
+pub fn python_with(module: &str, package: &str) -> PathBuf {
+    let found = Command::new(python())
+        .args(["-c", &format!("import {module}")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "python3 with `{module}` is needed; install it with `python3 -m pip install {package}` \
+         (.ci/run does)"
+    );
+    PathBuf::from("python3")
+}
+
+/// Like [`run_script`], once `module` (from `package`) is importable.
+pub fn run_script_with(
+    module: &str,
+    package: &str,
+    script: &str,
+    args: &[&str],
+) -> serde_json::Value {
+    let output = Command::new(python_with(module, package))
+        .arg(format!("{SCRIPTS}/{script}"))
+        .args(args)
+        .output()
+        .expect("run the script");
+    printed_json(script, &output)
+}
+
 /// What a script printed, once it succeeded: its last line of standard output, as JSON.
 pub fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
     let output = Command::new(python())

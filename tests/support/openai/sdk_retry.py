@@ -1,6 +1,7 @@
-"""The SDK's own retries of a 503 carry the request's Idempotency-Key, and reach a turn stored
-once. Run by tests/openai_sdk_retry_after_a_503_is_stored_once.rs against a `serve` whose model
-server is rate limiting.
+"""A model server's rate limit reaches the SDK as OpenAI's own 429 with Retry-After, so that it
+raises `RateLimitError` after backing off; its retries carry the request's Idempotency-Key, and
+reach a turn stored once. Run by tests/openai_sdk_retry_after_a_503_is_stored_once.rs against a
+`serve` whose model server is rate limiting.
 
 Usage: sdk_retry.py BASE_URL TOKEN
 Prints one JSON line: the conversation's id.
@@ -30,10 +31,10 @@ try:
         extra_headers={"Idempotency-Key": "retry-after-503-0001"},
     )
     check(False, "a rate-limited turn answered 200")
-except openai.APIStatusError as e:
-    check(e.status_code == 503, f"status {e.status_code}")
+except openai.RateLimitError as e:
+    check(e.status_code == 429, f"status {e.status_code}")
     check(e.body["code"] == "model_rate_limited", f"body {e.body}")
-    check(e.body["type"] == "server_error", f"type {e.body}")
+    check(e.body["type"] == "rate_limit_error", f"type {e.body}")
     check(e.response.headers.get("retry-after") is not None, "Retry-After")
 items = client.conversations.items.list(conv.id, order="asc")
 texts = [i.content[0].text for i in items.data]
