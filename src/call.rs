@@ -91,6 +91,23 @@ pub struct CallOptions {
     /// its message; a message superseded before it ran is written with them; a turn that could
     /// not start (no turn permit) writes neither.
     pub preceding: Vec<Entry>,
+    /// What the request said, digested (1 to [`MAX_FINGERPRINT_BYTES`] bytes of letters and
+    /// digits): with a [`CallOptions::request_id`], a retry whose fingerprint differs from the
+    /// first message's is refused with [`crate::Error::RequestMismatch`] rather than answered
+    /// with the first message's outcome. Stored after the request id, a space between them.
+    pub fingerprint: Option<String>,
+}
+
+/// Longest [`CallOptions::fingerprint`]: a digest's hex digits, and room to spare.
+pub const MAX_FINGERPRINT_BYTES: usize = 64;
+
+/// The request id a stored request id names (the part before a fingerprint), and the
+/// fingerprint, if it carries one.
+pub(crate) fn split_request_id(stored: &str) -> (&str, Option<&str>) {
+    match stored.split_once(' ') {
+        Some((id, fingerprint)) => (id, Some(fingerprint)),
+        None => (stored, None),
+    }
 }
 
 /// Checks a request id ([`CallOptions::request_id`]): 1 to [`MAX_REQUEST_ID_BYTES`] bytes of
@@ -147,6 +164,12 @@ impl CallOptions {
     /// Options whose message brings `entries` ([`CallOptions::preceding`]).
     pub fn with_preceding(mut self, entries: Vec<Entry>) -> Self {
         self.preceding = entries;
+        self
+    }
+
+    /// Options with this fingerprint ([`CallOptions::fingerprint`]).
+    pub fn with_fingerprint(mut self, fingerprint: impl Into<String>) -> Self {
+        self.fingerprint = Some(fingerprint.into());
         self
     }
 

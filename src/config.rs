@@ -110,7 +110,7 @@ pub struct RuntimeConfig {
     pub store_probe: Duration,
 }
 
-pub use crate::call::MAX_REQUEST_ID_BYTES;
+pub use crate::call::{MAX_FINGERPRINT_BYTES, MAX_REQUEST_ID_BYTES};
 
 /// Default lease TTL: a dead owner's sessions move to another process within about this long.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);

@@ -125,6 +125,19 @@ pub enum Error {
         /// The session.
         key: SessionKey,
     },
+    /// A message came with a request id the session already accepted, but says something else
+    /// (its [`crate::CallOptions::fingerprint`] differs): a request id names one request, so it
+    /// was neither run nor answered with the first one's outcome. Send it with a new id.
+    #[error(
+        "session {key} already took a different request with request id {request_id:?}; send \
+         this one with a new request id"
+    )]
+    RequestMismatch {
+        /// The session.
+        key: SessionKey,
+        /// The request id.
+        request_id: String,
+    },
     /// The request's arguments do not make sense (the message says which and why).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
@@ -248,6 +261,7 @@ impl Error {
             Self::AlreadyExists { .. } => "already_exists",
             Self::NotFound { .. } => "not_found",
             Self::InvalidRequest(_) => "invalid_request",
+            Self::RequestMismatch { .. } => "request_mismatch",
             Self::Timeout(_) => "timeout",
             Self::OwnedElsewhere { .. } => "owned_elsewhere",
             Self::Artifacts(_) => "artifact_store",

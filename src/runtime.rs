@@ -176,6 +176,17 @@ impl Runtime {
         if let Some(id) = &options.request_id {
             crate::call::check_request_id(id).map_err(Error::InvalidRequest)?;
         }
+        if let Some(fingerprint) = &options.fingerprint {
+            let most = crate::call::MAX_FINGERPRINT_BYTES;
+            let fits = !fingerprint.is_empty()
+                && fingerprint.len() <= most
+                && fingerprint.bytes().all(|b| b.is_ascii_alphanumeric());
+            if !fits {
+                return Err(Error::InvalidRequest(format!(
+                    "a fingerprint is 1 to {most} letters and digits"
+                )));
+            }
+        }
         let most = crate::config::MAX_PRECEDING_ENTRIES;
         if options.preceding.len() > most {
             return Err(Error::InvalidRequest(format!(
@@ -194,6 +205,7 @@ impl Runtime {
             request_id: options.request_id.clone(),
             memory_user: options.memory_user.clone(),
             preceding: options.preceding.clone(),
+            fingerprint: options.fingerprint.clone(),
             input,
             policy: options.policy.unwrap_or(self.config().default_policy),
             attributes: options.attributes.clone(),

@@ -247,6 +247,8 @@ pub(crate) struct TurnRequest {
     pub memory_user: Option<String>,
     /// Entries written just before the message (see `CallOptions::preceding`).
     pub preceding: Vec<crate::call::Entry>,
+    /// What the request said, digested (see `CallOptions::fingerprint`).
+    pub fingerprint: Option<String>,
 }
 
 impl TurnRequest {
@@ -255,8 +257,17 @@ impl TurnRequest {
         task::Message {
             preceding: &self.preceding,
             text: &self.input,
-            request_id: self.request_id.as_deref(),
+            request_id: self.stored_request_id(),
         }
+    }
+
+    /// The request id as its events keep it: followed by the fingerprint, when there is one.
+    pub(crate) fn stored_request_id(&self) -> Option<String> {
+        let id = self.request_id.as_deref()?;
+        Some(match &self.fingerprint {
+            Some(fingerprint) => format!("{id} {fingerprint}"),
+            None => id.to_owned(),
+        })
     }
 }
 

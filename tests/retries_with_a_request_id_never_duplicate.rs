@@ -193,3 +193,69 @@ async fn malformed_request_ids_are_refused() {
     }
     assert!(inputs(store.as_ref(), &k).await.is_empty());
 }
+
+/// A request id names one request: a message with the id of one already taken but another
+/// fingerprint (it says something else) is refused with `RequestMismatch` — while the first
+/// runs, and from the log after — never answered with the first's outcome nor run; a retry with
+/// the same fingerprint, or with none, gets the first outcome; the log holds the message once.
+#[tokio::test]
+async fn a_retry_that_says_something_else_is_refused_not_answered() {
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let agent = Arc::new(GateAgent::default());
+    let rt = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store_arc(store.clone())
+        .build()
+        .expect("runtime");
+    let k = key("fay", "fingerprints");
+    let first = with_id("req-f").with_fingerprint("aaaa");
+    let running = {
+        let (rt, k, first) = (rt.clone(), k.clone(), first.clone());
+        tokio::spawn(async move { rt.call_with(&k, "hold on", first).await })
+    };
+    eventually("the first turn runs", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let other = with_id("req-f").with_fingerprint("bbbb");
+    let refused = within(rt.call_with(&k, "hold on, but other", other.clone())).await;
+    assert!(
+        matches!(&refused, Err(Error::RequestMismatch { request_id, .. }) if request_id == "req-f"),
+        "in flight: {refused:?}"
+    );
+    let same = {
+        let (rt, k, first) = (rt.clone(), k.clone(), first.clone());
+        tokio::spawn(async move { rt.call_with(&k, "hold on", first).await })
+    };
+    eventually("the retry waits with the first", || rt.pending(&k) == 2).await;
+    agent.gate.add_permits(1);
+    let original = within(running).await.unwrap().expect("the first outcome");
+    assert_eq!(within(same).await.unwrap().expect("the retry's"), original);
+
+    let refused = within(rt.call_with(&k, "other", other)).await;
+    assert!(
+        matches!(refused, Err(Error::RequestMismatch { .. })),
+        "from the log: {refused:?}"
+    );
+    assert_eq!(
+        within(rt.call_with(&k, "hold on", first))
+            .await
+            .expect("same"),
+        original
+    );
+    let unmarked = within(rt.call_with(&k, "hold on", with_id("req-f"))).await;
+    assert_eq!(unmarked.expect("no fingerprint: not compared"), original);
+    assert_eq!(inputs(store.as_ref(), &k).await, ["hold on"]);
+    assert_eq!(
+        Error::RequestMismatch {
+            key: k.clone(),
+            request_id: "x".into()
+        }
+        .code(),
+        "request_mismatch"
+    );
+    let bad = rt
+        .call_with(&k, "x", with_id("req-g").with_fingerprint("not one"))
+        .await;
+    assert!(matches!(bad, Err(Error::InvalidRequest(_))), "{bad:?}");
+}

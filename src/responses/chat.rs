@@ -68,6 +68,8 @@ pub struct ChatRequest {
     pub max_tokens: Option<u64>,
     /// `response_format`, as given.
     pub response_format: Option<Value>,
+    /// The body, digested: a retry (same `Idempotency-Key`) with another body is refused.
+    pub fingerprint: String,
 }
 
 fn invalid(param: &str, message: impl Into<String>) -> ResponsesError {
@@ -77,6 +79,7 @@ fn invalid(param: &str, message: impl Into<String>) -> ResponsesError {
 impl ChatRequest {
     /// Reads a request body; refuses it naming the first field it cannot act on.
     pub fn from_json(body: Value) -> Result<Self, ResponsesError> {
+        let digest = super::request::fingerprint(&body);
         let Value::Object(body) = body else {
             return Err(invalid("body", "the body must be a JSON object"));
         };
@@ -93,7 +96,10 @@ impl ChatRequest {
                 ),
             ));
         }
-        let mut request = Self::default();
+        let mut request = Self {
+            fingerprint: digest,
+            ..Self::default()
+        };
         request.read_settings(&body)?;
         request.read_messages(&body)?;
         Ok(request)
@@ -407,6 +413,7 @@ impl Responses {
         let seed = match (once, idempotency_key) {
             (false, Some(k)) => {
                 options.request_id = Some(k.to_owned());
+                options.fingerprint = Some(request.fingerprint.clone());
                 Some(format!("{user}\0{}\0{k}", key.session_id()))
             }
             _ => None,

@@ -59,6 +59,15 @@ pub struct ResponseRequest {
     pub top_p: Option<f64>,
     /// `max_output_tokens`.
     pub max_output_tokens: Option<u64>,
+    /// The body, digested: a retry (same `Idempotency-Key`) with another body is refused.
+    pub fingerprint: String,
+}
+
+/// A request body, digested: 32 hex digits of the SHA-256 of its JSON as it came.
+pub(crate) fn fingerprint(body: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(body.to_string().as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every field this server reads; the others are refused unless `null`.
@@ -117,6 +126,7 @@ fn number(body: &Map<String, Value>, name: &str) -> Result<Option<f64>, Response
 impl ResponseRequest {
     /// Reads a request body; refuses it naming the first field it cannot act on.
     pub fn from_json(body: Value) -> Result<Self, ResponsesError> {
+        let digest = fingerprint(&body);
         let Value::Object(body) = body else {
             return Err(invalid("body", "the body must be a JSON object"));
         };
@@ -141,6 +151,7 @@ impl ResponseRequest {
             parallel_tool_calls: boolean(&body, "parallel_tool_calls")?,
             temperature: number(&body, "temperature")?,
             top_p: number(&body, "top_p")?,
+            fingerprint: digest,
             ..Self::default()
         };
         if let Some(model) = &request.model {

@@ -116,7 +116,11 @@ impl Responses {
         shape.conversation = key.session_id().to_owned();
         shape.created_at = now_seconds();
         let (running, owner) = self.enter(&shape, &key);
-        let options = CallOptions::default()
+        let mut options = CallOptions::default();
+        if idempotency_key.is_some() {
+            options = options.with_fingerprint(request.fingerprint);
+        }
+        let options = options
             .with_request_id(id.turn.clone())
             .with_cancellation(running.cancel.clone())
             .with_attributes(Arc::new(attributes) as Attributes)
@@ -294,6 +298,12 @@ impl Responses {
             )),
             (Some(id), None) => {
                 let key = conversation_key(user, id).map_err(in_param("conversation"))?;
+                // A conversation live here exists: only one that is not needs a store read to
+                // tell (a read per response would cost the route its speed), unless the input
+                // answers calls, which the conversation's newest turn must have left open.
+                if request.outputs.is_empty() && runtime.is_live(&key) {
+                    return Ok((key, Vec::new()));
+                }
                 let Some(last) = runtime.last_seq(&key).await? else {
                     return Err(ResponsesError::not_found_in(
                         "conversation",

@@ -9,7 +9,8 @@ use crate::config::MAX_PRECEDING_ENTRIES;
 use crate::error::{Error, Result};
 use crate::key::SessionKey;
 use crate::state::{
-    answer_to, find_request, turn_ending_at, Answer, Event, Fate, NotATurn, RequestRead, Seq, Turn,
+    answer_to, carries_request, find_request, turn_ending_at, Answer, Event, Fate, NotATurn,
+    RequestRead, Seq, Turn,
 };
 
 /// Events read from the store at a time while looking for a message or a turn's end.
@@ -95,7 +96,7 @@ impl Runtime {
         events.truncate(message + 1);
         let first = events
             .iter()
-            .rposition(|event| event.request_id.as_deref() != Some(id))
+            .rposition(|event| !carries_request(event, id))
             .map_or(0, |before| before + 1);
         let came = events.split_off(first);
         let fate = self.fate_of(key, &came).await?;

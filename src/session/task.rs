@@ -255,7 +255,7 @@ pub(crate) struct Message<'a> {
     /// Entries written before it (`CallOptions::preceding`).
     pub preceding: &'a [Entry],
     pub text: &'a str,
-    pub request_id: Option<&'a str>,
+    pub request_id: Option<String>,
 }
 
 /// What one turn adds to the log, before sequence numbers are given.
@@ -308,16 +308,12 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> W
         for m in write.messages {
             for entry in m.preceding {
                 let (author, kind) = entry.clone().into_event();
-                push(&mut events, author, kind, m.request_id);
+                push(&mut events, author, kind, m.request_id.as_deref());
             }
         }
         for m in write.messages {
-            push(
-                &mut events,
-                Author::User,
-                message(m.text, disposition),
-                m.request_id,
-            );
+            let kind = message(m.text, disposition);
+            push(&mut events, Author::User, kind, m.request_id.as_deref());
         }
     }
     match write.end {
@@ -358,10 +354,10 @@ pub(crate) fn turn_events(write: TurnWrite<'_>, next_seq: Seq, now_ms: u64) -> W
     for m in write.superseded {
         for entry in m.preceding {
             let (author, kind) = entry.clone().into_event();
-            push(&mut events, author, kind, m.request_id);
+            push(&mut events, author, kind, m.request_id.as_deref());
         }
         let kind = message(m.text, InputDisposition::Superseded);
-        push(&mut events, Author::User, kind, m.request_id);
+        push(&mut events, Author::User, kind, m.request_id.as_deref());
         superseded_seqs.push(events.last().map_or(next_seq, |e| e.seq));
     }
     Written {

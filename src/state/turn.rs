@@ -349,7 +349,18 @@ pub enum Fate {
 /// event with it (the entries that came with a message carry its id too, before it).
 pub fn find_request(events: &[Event], id: &str) -> Option<usize> {
     events.iter().rposition(|event| {
-        event.request_id.as_deref() == Some(id) && matches!(event.kind, EventKind::UserInput { .. })
+        carries_request(event, id) && matches!(event.kind, EventKind::UserInput { .. })
+    })
+}
+
+/// Whether `event` carries request id `id` (its stored id is `id`, or `id`, a space and the
+/// request's fingerprint).
+pub fn carries_request(event: &Event, id: &str) -> bool {
+    event.request_id.as_deref().is_some_and(|stored| {
+        stored == id
+            || stored
+                .strip_prefix(id)
+                .is_some_and(|rest| rest.starts_with(' '))
     })
 }
 

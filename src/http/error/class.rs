@@ -49,6 +49,9 @@ pub(super) fn runtime_class(error: &Error) -> Class {
         Error::AlreadyExists { .. } => (StatusCode::CONFLICT, "already_exists", true),
         Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", true),
         Error::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "bad_request", true),
+        Error::RequestMismatch { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, "request_mismatch", true)
+        }
         Error::AgentFailed { kind, .. } => agent_class(*kind),
         Error::OwnedElsewhere { .. } => (StatusCode::MISDIRECTED_REQUEST, "owned_elsewhere", true),
         Error::Artifacts(source) => artifact_class(source),

@@ -36,6 +36,14 @@ fn each_runtime_refusal_has_its_documented_status() {
         (Error::AlreadyExists { key: key() }, 409, "already_exists"),
         (Error::NotFound { key: key() }, 404, "not_found"),
         (Error::InvalidRequest("at_seq".into()), 400, "bad_request"),
+        (
+            Error::RequestMismatch {
+                key: key(),
+                request_id: "k".into(),
+            },
+            422,
+            "request_mismatch",
+        ),
     ];
     for (error, status, code) in cases {
         let api = ApiError::from(error);

@@ -120,7 +120,7 @@ mod tests {
             .map(|(text, id)| Message {
                 preceding: &[],
                 text,
-                request_id: *id,
+                request_id: id.map(str::to_owned),
             })
             .collect()
     }

@@ -9,11 +9,11 @@
 //! settles its journal before it looks at a message), and a session that lost its lease answers
 //! nothing from its window.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::Live;
 use crate::agent::FailureKind;
-use crate::call::{Outcome, OutcomeKind};
+use crate::call::{split_request_id, Outcome, OutcomeKind};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::session::TurnRequest;
@@ -23,8 +23,15 @@ use crate::state::{answer_to, find_request, Answer, Event, EventKind, OutputStat
 /// them.
 #[derive(Default)]
 pub(crate) struct InFlight {
-    ids: HashSet<String>,
+    /// Each request id in flight, with the fingerprint its message came with.
+    ids: HashMap<String, Option<String>>,
     retries: HashMap<String, Vec<TurnRequest>>,
+}
+
+/// Whether two messages with one request id say different things: both came with a
+/// fingerprint, and the fingerprints differ.
+fn mismatched(first: Option<&str>, retry: Option<&str>) -> bool {
+    matches!((first, retry), (Some(a), Some(b)) if a != b)
 }
 
 impl Live {
@@ -41,14 +48,32 @@ impl Live {
             self.send_answer(request, Err(refused));
             return None;
         }
+        let mismatch = || Error::RequestMismatch {
+            key: self.key.clone(),
+            request_id: id.clone(),
+        };
         let requests = self.requests.get_or_insert_with(Box::default);
-        if requests.ids.contains(&id) {
+        if let Some(first) = requests.ids.get(&id) {
+            if mismatched(first.as_deref(), request.fingerprint.as_deref()) {
+                let refused = mismatch();
+                self.send_answer(request, Err(refused));
+                return None;
+            }
             requests.retries.entry(id).or_default().push(request);
             return None;
         }
-        if find_answer(self.journal.window().events(), &id).is_none() {
-            requests.ids.insert(id);
+        let events = self.journal.window().events();
+        if find_answer(events, &id).is_none() {
+            requests.ids.insert(id, request.fingerprint.clone());
             return Some(request);
+        }
+        let stored = find_request(events, &id)
+            .and_then(|at| events[at].request_id.as_deref())
+            .and_then(|stored| split_request_id(stored).1);
+        if mismatched(stored, request.fingerprint.as_deref()) {
+            let refused = mismatch();
+            self.send_answer(request, Err(refused));
+            return None;
         }
         let answer = self.stored_answer(&id).await;
         self.answer(request, answer.expect("found in the window just now"));

@@ -232,7 +232,7 @@ fn brought_entries_precede_their_message_with_its_request_id() {
         messages: &[Message {
             preceding: &brought,
             text: "now",
-            request_id: Some("r1"),
+            request_id: Some("r1".into()),
         }],
         record,
         end: TurnEnd::Output(String::new(), OutputStatus::Final),
@@ -240,7 +240,7 @@ fn brought_entries_precede_their_message_with_its_request_id() {
         superseded: &[Message {
             preceding: &later,
             text: "newer",
-            request_id: Some("r2"),
+            request_id: Some("r2".into()),
         }],
     };
     let written = turn_events(write, 5, 0);
