@@ -139,14 +139,16 @@ impl Responses {
             }
         };
         let created = shape.in_progress();
-        let (sink, answer) = if request.background {
-            (Sink::Background, Created::Background(created))
-        } else if request.stream {
+        // A streamed response in the background streams too: it runs on whether its reader
+        // stays or not, as every response does.
+        let (sink, answer) = if request.stream {
             let (tx, rx) = mpsc::channel(EVENTS_BUFFER);
             (
                 Sink::Events(tx),
                 Created::Events(ResponseEvents::new(created, rx)),
             )
+        } else if request.background {
+            (Sink::Background, Created::Background(created))
         } else {
             let (tx, rx) = oneshot::channel();
             (Sink::Finished(tx), Created::Finished(Finished(rx)))

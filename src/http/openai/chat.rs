@@ -20,6 +20,37 @@ use crate::http::extract::ApiJson;
 use crate::http::gateway::Gateway;
 use crate::responses::{ChatAnswer, ChatChunk, ChatChunks, ChatRequest};
 
+/// `POST /v1/chat/completions`, as documented: the library reads the body field by field
+/// ([`ChatRequest::from_json`]) and refuses, naming it, any field it does not act on.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct ChatBody {
+    /// Recorded in the answer; the session's agent answers whatever it names.
+    model: Option<String>,
+    /// Up to 1,025 messages (`user`, `assistant`, `system` or `developer`, text only); the last
+    /// must be the user's.
+    #[schema(value_type = Vec<Object>)]
+    messages: Value,
+    /// Answer as `data:` chunks ending with `data: [DONE]`.
+    stream: Option<bool>,
+    /// `{"include_usage": true}` adds a last chunk with the usage.
+    #[schema(value_type = Option<Object>)]
+    stream_options: Option<Value>,
+    /// Sampling temperature.
+    temperature: Option<f64>,
+    /// Nucleus sampling.
+    top_p: Option<f64>,
+    /// The most tokens the answer may take (`max_completion_tokens` alike).
+    max_tokens: Option<u64>,
+    /// The most tokens the answer may take.
+    max_completion_tokens: Option<u64>,
+    /// `{"type": "text" | "json_object" | "json_schema", …}`.
+    #[schema(value_type = Option<Object>)]
+    response_format: Option<Value>,
+    /// Only 1.
+    n: Option<u64>,
+}
+
 /// A chat completion: a turn of the session [`SESSION_HEADER`] names, or of a session used
 /// once. Every field is acted on or refused by name.
 #[utoipa::path(post, path = "/v1/chat/completions", tag = "openai",
@@ -27,7 +58,7 @@ use crate::responses::{ChatAnswer, ChatChunk, ChatChunks, ChatRequest};
         description = "Run the completion as a turn of this session of the acting user"),
         ("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$",
         description = "With X-Session-Id: a retry gets the first outcome and completion id")),
-    request_body = Object,
+    request_body = ChatBody,
     responses((status = 200, description = "The completion, or its chunks",
         content((Object = "application/json"), (String = "text/event-stream"))),
         crate::http::schema::Refusals))]

@@ -18,6 +18,63 @@ use crate::http::gateway::Gateway;
 use crate::http::schema::Refusals;
 use crate::responses::{Created, ItemPage, ResponseRequest};
 
+/// `POST /v1/responses`, as documented: the library reads the body field by field
+/// ([`ResponseRequest::from_json`]) and refuses, naming it, any field it does not act on.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct CreateResponseBody {
+    /// Recorded in the response; the session's agent answers whatever it names.
+    model: Option<String>,
+    /// A string, or up to 1,025 items: messages (`user`, `assistant`, `system` or `developer`,
+    /// text only), `function_call`, `function_call_output` and `mcp_call` items. The last user
+    /// message is the turn's; the items before it are written to the session before it.
+    #[schema(value_type = Object)]
+    input: Value,
+    /// Instructions for this turn (with the agent's own system prompt).
+    instructions: Option<String>,
+    /// The conversation to run in: its id, or `{"id"}`.
+    #[schema(value_type = Option<Object>)]
+    conversation: Option<Value>,
+    /// Continue after this response: in its conversation when it is the newest there, else
+    /// in a fork of it taken just after that response.
+    previous_response_id: Option<String>,
+    /// Up to 16 string pairs, echoed in the answer.
+    #[schema(value_type = Option<Object>)]
+    metadata: Option<Value>,
+    /// Answer as server-sent events.
+    stream: Option<bool>,
+    /// `include_obfuscation` may only be false.
+    #[schema(value_type = Option<Object>)]
+    stream_options: Option<Value>,
+    /// Must be `true` or absent: every response is a stored turn.
+    store: Option<bool>,
+    /// Answer at once; the response runs on and `GET /v1/responses/{id}` polls it.
+    background: Option<bool>,
+    /// Function tools the client runs: a call of one ends the response with a `function_call`
+    /// item, and a `function_call_output` item continues it.
+    #[schema(value_type = Option<Vec<Object>>)]
+    tools: Option<Value>,
+    /// `auto`, `none`, `required` or `{"type": "function", "name"}`.
+    #[schema(value_type = Option<Object>)]
+    tool_choice: Option<Value>,
+    /// Whether the model may call several tools at once.
+    parallel_tool_calls: Option<bool>,
+    /// `{"format": {"type": "text" | "json_object" | "json_schema", …}}`.
+    #[schema(value_type = Option<Object>)]
+    text: Option<Value>,
+    /// Sampling temperature.
+    temperature: Option<f64>,
+    /// Nucleus sampling.
+    top_p: Option<f64>,
+    /// The most tokens the answer may take.
+    max_output_tokens: Option<u64>,
+    /// Only empty.
+    #[schema(value_type = Option<Vec<String>>)]
+    include: Option<Value>,
+    /// Only `auto`: the session's context window always applies.
+    truncation: Option<String>,
+}
+
 /// A response's path.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
@@ -34,7 +91,7 @@ pub(crate) struct ResponsePath {
 #[utoipa::path(post, path = "/v1/responses", tag = "openai",
     params(("Idempotency-Key" = Option<String>, Header, pattern = "^[!-~]{1,128}$",
         description = "A retry with the same key gets the first attempt's response, stored once")),
-    request_body = Object,
+    request_body = CreateResponseBody,
     responses((status = 200, description = "The response, or its events",
         content((Object = "application/json"), (String = "text/event-stream"))),
         Refusals))]
