@@ -96,6 +96,11 @@ pub struct CallOptions {
     /// first message's is refused with [`crate::Error::RequestMismatch`] rather than answered
     /// with the first message's outcome. Stored after the request id, a space between them.
     pub fingerprint: Option<String>,
+    /// Refuse the message with [`crate::Error::NotFound`] when the session does not exist (it
+    /// has no event, stored or being written), rather than starting it: for a front door whose
+    /// sessions are made by a call of their own (an OpenAI conversation). The check is the
+    /// session's own, at no cost to the caller.
+    pub existing_only: bool,
 }
 
 /// Longest [`CallOptions::fingerprint`]: a digest's hex digits, and room to spare.
@@ -173,6 +178,13 @@ impl CallOptions {
         self
     }
 
+    /// Options refusing the message when the session does not exist
+    /// ([`CallOptions::existing_only`]).
+    pub fn existing_only(mut self) -> Self {
+        self.existing_only = true;
+        self
+    }
+
     /// Options recalling from `user`'s memory ([`CallOptions::memory_user`]).
     pub fn with_memory_user(mut self, user: impl Into<String>) -> Self {
         self.memory_user = Some(user.into());
@@ -184,33 +196,44 @@ impl CallOptions {
 /// results as they happen ([`crate::StreamEvent`] carries each, then the outcome). An agent's
 /// [`crate::TurnContext`] sends them; build one with a sender of these
 /// ([`crate::TurnContextBuilder::stream`]).
+///
+/// Small: a chunk is a string, a tool event boxed, so that a stream's channel stays a few
+/// hundred bytes.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Streamed {
     /// A piece of output, as the agent emitted it.
     Chunk(String),
     /// The agent called a tool.
-    ToolCall {
-        /// The call's id, unique in the session.
-        call_id: String,
-        /// The tool's name.
-        name: String,
-        /// The arguments.
-        arguments: Value,
-        /// The MCP server the tool came from, if any.
-        server: Option<String>,
-        /// The caller is to run it ([`crate::TurnContext::tool_call_for_caller`]).
-        for_caller: bool,
-    },
-    /// A tool call's result (or its error's description, when `ok` is false).
-    ToolResult {
-        /// The id of the call it answers.
-        call_id: String,
-        /// The result.
-        result: Value,
-        /// Whether the tool returned a result rather than an error.
-        ok: bool,
-    },
+    ToolCall(Box<StreamedCall>),
+    /// A tool call's result.
+    ToolResult(Box<StreamedResult>),
+}
+
+/// A tool call, as a turn streams it ([`Streamed::ToolCall`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamedCall {
+    /// The call's id, unique in the session.
+    pub call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments.
+    pub arguments: Value,
+    /// The MCP server the tool came from, if any.
+    pub server: Option<String>,
+    /// The caller is to run it ([`crate::TurnContext::tool_call_for_caller`]).
+    pub for_caller: bool,
+}
+
+/// A tool call's result, as a turn streams it ([`Streamed::ToolResult`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamedResult {
+    /// The id of the call it answers.
+    pub call_id: String,
+    /// The result (or the error's description, when `ok` is false).
+    pub result: Value,
+    /// Whether the tool returned a result rather than an error.
+    pub ok: bool,
 }
 
 /// How a message was answered.

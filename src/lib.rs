@@ -92,6 +92,7 @@ pub use backend::{PostgresOptions, PostgresStore};
 pub use backend::{RedisOptions, RedisStore};
 pub use call::{
     check_request_id, CallOptions, Entry, Outcome, OutcomeKind, OverlapPolicy, Streamed,
+    StreamedCall, StreamedResult,
 };
 pub use config::RuntimeConfig;
 pub use error::{Error, Result, StoreFault};

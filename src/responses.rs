@@ -42,6 +42,7 @@ pub use ids::{
     MAX_CONVERSATION_ID_BYTES,
 };
 pub use items::{item_of, InputItem, Role, Said};
+pub use object::ResponseObject;
 pub use request::{ResponseRequest, MAX_INPUT_ITEMS, MAX_TOOLS};
 pub use running::{Created, Finished};
 

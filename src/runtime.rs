@@ -206,6 +206,7 @@ impl Runtime {
             memory_user: options.memory_user.clone(),
             preceding: options.preceding.clone(),
             fingerprint: options.fingerprint.clone(),
+            existing_only: options.existing_only,
             input,
             policy: options.policy.unwrap_or(self.config().default_policy),
             attributes: options.attributes.clone(),

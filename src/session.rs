@@ -249,6 +249,8 @@ pub(crate) struct TurnRequest {
     pub preceding: Vec<crate::call::Entry>,
     /// What the request said, digested (see `CallOptions::fingerprint`).
     pub fingerprint: Option<String>,
+    /// Refuse the message when the session does not exist (see `CallOptions::existing_only`).
+    pub existing_only: bool,
 }
 
 impl TurnRequest {

@@ -51,28 +51,24 @@ impl From<Streamed> for StreamEvent {
     fn from(streamed: Streamed) -> Self {
         match streamed {
             Streamed::Chunk(text) => Self::Chunk(text),
-            Streamed::ToolCall {
-                call_id,
-                name,
-                arguments,
-                server,
-                for_caller,
-            } => Self::ToolCall {
-                call_id,
-                name,
-                arguments,
-                server,
-                for_caller,
-            },
-            Streamed::ToolResult {
-                call_id,
-                result,
-                ok,
-            } => Self::ToolResult {
-                call_id,
-                result,
-                ok,
-            },
+            Streamed::ToolCall(call) => {
+                let call = *call;
+                Self::ToolCall {
+                    call_id: call.call_id,
+                    name: call.name,
+                    arguments: call.arguments,
+                    server: call.server,
+                    for_caller: call.for_caller,
+                }
+            }
+            Streamed::ToolResult(result) => {
+                let result = *result;
+                Self::ToolResult {
+                    call_id: result.call_id,
+                    result: result.result,
+                    ok: result.ok,
+                }
+            }
         }
     }
 }

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Attributes;
-use crate::call::Streamed;
+use crate::call::{Streamed, StreamedCall, StreamedResult};
 use crate::context::{
     chat_messages, memory_block, render, ContextMessage, MissingKey, TemplateError,
 };
@@ -383,12 +383,14 @@ impl TurnContext {
         for_caller: bool,
     ) -> String {
         let call_id = new_call_id();
-        self.stream_later(|| Streamed::ToolCall {
-            call_id: call_id.clone(),
-            name: name.clone(),
-            arguments: arguments.clone(),
-            server: server.clone(),
-            for_caller,
+        self.stream_later(|| {
+            Streamed::ToolCall(Box::new(StreamedCall {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+                server: server.clone(),
+                for_caller,
+            }))
         });
         let mut record = self.record.lock();
         record.tools.push(ToolEntry::Call {
@@ -409,10 +411,12 @@ impl TurnContext {
             Ok(v) => (v, true),
             Err(v) => (v, false),
         };
-        self.stream_later(|| Streamed::ToolResult {
-            call_id: call_id.to_owned(),
-            result: result.clone(),
-            ok,
+        self.stream_later(|| {
+            Streamed::ToolResult(Box::new(StreamedResult {
+                call_id: call_id.to_owned(),
+                result: result.clone(),
+                ok,
+            }))
         });
         let mut record = self.record.lock();
         let duration_ms = record.tools.iter().rev().find_map(|entry| match entry {

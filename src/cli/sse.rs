@@ -31,14 +31,19 @@ impl SseReader {
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
         self.pending.extend_from_slice(chunk);
         let mut events = Vec::new();
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches('\n').trim_end_matches('\r');
-            if let Some(event) = self.line(line) {
+        // Lines are read where they lie; the bytes read are dropped once, at the end.
+        let mut start = 0;
+        while let Some(found) = memchr_newline(&self.pending[start..]) {
+            let end = start + found;
+            let line = &self.pending[start..end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = String::from_utf8_lossy(line);
+            if let Some(event) = line_of(&mut self.name, &mut self.data, &line) {
                 events.push(event);
             }
+            start = end + 1;
         }
+        self.pending.drain(..start);
         let held = self.pending.len()
             + self.data.as_ref().map_or(0, String::len)
             + self.name.as_ref().map_or(0, String::len);
@@ -49,35 +54,40 @@ impl SseReader {
         }
         Ok(events)
     }
+}
 
-    /// One line; a blank one ends the event.
-    fn line(&mut self, line: &str) -> Option<SseEvent> {
-        if line.is_empty() {
-            let data = self.data.take();
-            let name = self.name.take();
-            return data.map(|data| SseEvent {
-                name: name.unwrap_or_else(|| "message".to_owned()),
-                data,
-            });
-        }
-        if line.starts_with(':') {
-            return None;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "event" => self.name = Some(value.to_owned()),
-            "data" => match &mut self.data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => self.data = Some(value.to_owned()),
-            },
-            _ => {}
-        }
-        None
+/// Where the next line break is.
+fn memchr_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
+/// One line of the event whose fields are `name` and `data` so far; a blank line ends it.
+fn line_of(name: &mut Option<String>, data: &mut Option<String>, line: &str) -> Option<SseEvent> {
+    if line.is_empty() {
+        let data = data.take();
+        let name = name.take();
+        return data.map(|data| SseEvent {
+            name: name.unwrap_or_else(|| "message".to_owned()),
+            data,
+        });
     }
+    if line.starts_with(':') {
+        return None;
+    }
+    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+    let value = value.strip_prefix(' ').unwrap_or(value);
+    match field {
+        "event" => *name = Some(value.to_owned()),
+        "data" => match data {
+            Some(data) => {
+                data.push('\n');
+                data.push_str(value);
+            }
+            None => *data = Some(value.to_owned()),
+        },
+        _ => {}
+    }
+    None
 }
 
 #[cfg(test)]

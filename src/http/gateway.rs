@@ -17,8 +17,17 @@ use crate::Runtime;
 pub const DEFAULT_MODEL: &str = "turnstile";
 
 /// The HTTP API over a runtime. Cheap to clone: it is the state every handler receives.
+///
+/// Every field sits behind one `Arc`: each request clones the gateway for every layer it passes
+/// (auth, limits, forwarding, the OpenAI error shaping), and a clone is then one count, not one
+/// per field.
 #[derive(Clone)]
 pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
     channels: ChannelRouter,
     tokens: Arc<Tokens>,
     metrics: Option<PrometheusHandle>,
@@ -35,9 +44,9 @@ pub struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
-            .field("channels", &self.channels)
-            .field("metrics", &self.metrics.is_some())
-            .field("config", &self.config)
+            .field("channels", &self.inner.channels)
+            .field("metrics", &self.inner.metrics.is_some())
+            .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
 }
@@ -46,7 +55,7 @@ impl Gateway {
     /// A gateway over the router's runtime and pairing store, with no tokens (everything is
     /// allowed; [`Gateway::serve`] then listens on loopback only), no metrics and default limits.
     pub fn new(channels: ChannelRouter) -> Self {
-        Self {
+        let inner = Inner {
             tokens: Arc::new(Tokens::none()),
             metrics: None,
             config: Arc::new(HttpConfig::default()),
@@ -54,72 +63,84 @@ impl Gateway {
             models: Arc::new(vec![DEFAULT_MODEL.to_owned()]),
             responses: Responses::new(channels.runtime().clone(), DEFAULT_MODEL),
             channels,
+        };
+        Self {
+            inner: Arc::new(inner),
         }
+    }
+
+    /// The settings, to change (a builder call, before serving).
+    fn settings(&mut self) -> &mut Inner {
+        Arc::make_mut(&mut self.inner)
     }
 
     /// Lists these model names at `GET /v1/models` (by default one, `turnstile`); the first is
     /// the model a response records when its request names none.
     pub fn with_models(mut self, models: Vec<String>) -> Self {
         let default = models.first().map_or(DEFAULT_MODEL, String::as_str);
-        self.responses = Responses::new(self.runtime().clone(), default);
-        self.models = Arc::new(models);
+        let responses = Responses::new(self.runtime().clone(), default);
+        let inner = self.settings();
+        inner.responses = responses;
+        inner.models = Arc::new(models);
         self
     }
 
     /// Requires one of these bearer tokens on every route but the probes.
     pub fn with_tokens(mut self, tokens: Tokens) -> Self {
-        self.tokens = Arc::new(tokens);
+        self.settings().tokens = Arc::new(tokens);
         self
     }
 
     /// Serves `/metrics` from this Prometheus recorder's handle.
     pub fn with_metrics(mut self, handle: PrometheusHandle) -> Self {
-        self.metrics = Some(handle);
+        self.settings().metrics = Some(handle);
         self
     }
 
     /// Replaces the limits.
     pub fn with_config(mut self, config: HttpConfig) -> Self {
-        self.config = Arc::new(config);
-        self.forwarder = Arc::default();
+        let inner = self.settings();
+        inner.config = Arc::new(config);
+        inner.forwarder = Arc::default();
         self
     }
 
     /// The runtime turns go to.
     pub fn runtime(&self) -> &Runtime {
-        self.channels.runtime()
+        self.inner.channels.runtime()
     }
 
     /// The channel router (and through it, the pairing store).
     pub fn channels(&self) -> &ChannelRouter {
-        &self.channels
+        &self.inner.channels
     }
 
     /// The limits.
     pub fn config(&self) -> &HttpConfig {
-        &self.config
+        &self.inner.config
     }
 
     pub(crate) fn tokens(&self) -> &Tokens {
-        &self.tokens
+        &self.inner.tokens
     }
 
     pub(crate) fn models(&self) -> &[String] {
-        &self.models
+        &self.inner.models
     }
 
     /// OpenAI's API over the runtime ([`crate::responses`]).
     pub fn responses(&self) -> &Responses {
-        &self.responses
+        &self.inner.responses
     }
 
     pub(crate) fn metrics(&self) -> Option<&PrometheusHandle> {
-        self.metrics.as_ref()
+        self.inner.metrics.as_ref()
     }
 
     pub(crate) fn forwarder(&self) -> Result<&Forwarder, ApiError> {
-        self.forwarder
-            .get_or_init(|| Forwarder::new(&self.config).map_err(|e| e.to_string()))
+        self.inner
+            .forwarder
+            .get_or_init(|| Forwarder::new(&self.inner.config).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|e| ApiError::Internal(e.clone()))
     }

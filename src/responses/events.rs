@@ -8,32 +8,49 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use std::io::Write;
+
+use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::items::{arguments_text, message, result_text};
+use super::object::ResponseObject;
 use crate::error::Error;
 use crate::stream::StreamEvent;
 
-/// What the task driving a response's turn hands its stream.
+/// What the task driving a response's turn hands its stream. Small (the rare and large parts
+/// boxed): a channel of these keeps a block of them for every streamed response.
 pub(crate) enum Driven {
-    /// A chunk or a tool event of the turn.
-    Turn(StreamEvent),
+    /// A chunk of the turn's text.
+    Chunk(String),
+    /// A tool event of the turn.
+    Tool(Box<StreamEvent>),
     /// The response's final object once its turn is stored, or why it failed.
-    Done(Result<Value, Error>),
+    Done(Box<Result<ResponseObject, Error>>),
+}
+
+impl Driven {
+    /// A turn's event, as the stream takes it.
+    pub(crate) fn turn(event: StreamEvent) -> Self {
+        match event {
+            StreamEvent::Chunk(text) => Self::Chunk(text),
+            other => Self::Tool(Box::new(other)),
+        }
+    }
 }
 
 /// One event of a streamed response.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ResponseEvent {
-    /// A typed event: its `type` (also the server-sent event's name) and its data, which
-    /// carries `type` and `sequence_number`.
+    /// A typed event: its `type` (also the server-sent event's name) and its data, JSON text
+    /// on one line that carries `type` and `sequence_number`.
     Typed {
         /// `response.created`, `response.output_text.delta`…
         kind: &'static str,
         /// The event's JSON.
-        data: Value,
+        data: String,
     },
     /// The turn failed with `Error`: the last event. Answer it with
     /// [`ResponseEvents::failure`], which numbers it.
@@ -46,7 +63,7 @@ pub enum ResponseEvent {
 #[derive(Debug)]
 pub struct ResponseEvents {
     /// The response as created.
-    created: Value,
+    created: ResponseObject,
     from: mpsc::Receiver<Driven>,
     /// The next `sequence_number`.
     sequence: u64,
@@ -67,14 +84,11 @@ pub struct ResponseEvents {
 }
 
 impl ResponseEvents {
-    pub(crate) fn new(created: Value, from: mpsc::Receiver<Driven>) -> Self {
-        let message_id = created["id"]
-            .as_str()
-            .and_then(|id| id.strip_prefix("resp_"))
-            .map_or_else(
-                || "msg_stream".to_owned(),
-                |rest| format!("msg_{}", &rest[..rest.len().min(32)]),
-            );
+    pub(crate) fn new(created: ResponseObject, from: mpsc::Receiver<Driven>) -> Self {
+        let message_id = created.id().strip_prefix("resp_").map_or_else(
+            || "msg_stream".to_owned(),
+            |rest| format!("msg_{}", &rest[..rest.len().min(32)]),
+        );
         let mut events = Self {
             created,
             from,
@@ -87,10 +101,16 @@ impl ResponseEvents {
             text: String::new(),
             tools: HashMap::new(),
         };
-        let response = events.created.clone();
-        events.push("response.created", json!({"response": response}));
-        events.push("response.in_progress", json!({"response": response}));
+        let created = events.created.clone();
+        events.push("response.created", &WithResponse { response: &created });
+        events.push("response.in_progress", &WithResponse { response: &created });
         events
+    }
+
+    /// The next event if one is ready now, without waiting: a caller that writes events in
+    /// batches takes the ones made together (the final ones come at once).
+    pub fn ready(&mut self) -> Option<ResponseEvent> {
+        self.queue.pop_front()
     }
 
     /// The next event; `None` after the last.
@@ -103,13 +123,13 @@ impl ResponseEvents {
                 return None;
             }
             match self.from.recv().await {
-                Some(Driven::Turn(event)) => self.turn(event),
-                Some(Driven::Done(Ok(object))) => {
-                    self.finish(object);
-                    self.ended = true;
-                }
-                Some(Driven::Done(Err(error))) => {
-                    self.queue.push_back(ResponseEvent::Failed(error));
+                Some(Driven::Chunk(text)) => self.delta(text),
+                Some(Driven::Tool(event)) => self.turn(*event),
+                Some(Driven::Done(done)) => {
+                    match *done {
+                        Ok(object) => self.finish(object),
+                        Err(error) => self.queue.push_back(ResponseEvent::Failed(error)),
+                    }
                     self.ended = true;
                 }
                 None => return None,
@@ -122,25 +142,39 @@ impl ResponseEvents {
     pub fn failure(&mut self, code: &str, message: &str) -> ResponseEvent {
         self.ended = true;
         self.queue.clear();
-        let mut response = self.created.clone();
-        response["status"] = json!("failed");
-        response["error"] = json!({"code": code, "message": message});
-        let data = self.numbered("response.failed", json!({"response": response}));
+        let response = self.created.failing(code, message);
+        let data = self.numbered(
+            "response.failed",
+            &WithResponse {
+                response: &response,
+            },
+        );
         ResponseEvent::Typed {
             kind: "response.failed",
             data,
         }
     }
 
-    fn numbered(&mut self, kind: &str, mut data: Value) -> Value {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.sequence);
+    /// The event's JSON: `type` and `sequence_number`, then the fields of `body` (an object).
+    fn numbered(&mut self, kind: &str, body: &impl Serialize) -> String {
+        let mut out = Vec::with_capacity(160);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        let _ = write!(out, "\",\"sequence_number\":{}", self.sequence);
         self.sequence += 1;
-        data
+        let start = out.len();
+        serde_json::to_writer(&mut out, body).expect("an event's body serializes");
+        if out[start..] == *b"{}" {
+            out.truncate(start);
+            out.push(b'}');
+        } else {
+            out[start] = b',';
+        }
+        String::from_utf8(out).expect("JSON is UTF-8")
     }
 
-    fn push(&mut self, kind: &'static str, data: Value) {
-        let data = self.numbered(kind, data);
+    fn push(&mut self, kind: &'static str, body: &impl Serialize) {
+        let data = self.numbered(kind, body);
         self.queue.push_back(ResponseEvent::Typed { kind, data });
     }
 
@@ -171,11 +205,11 @@ impl ResponseEvents {
                         let at = self.add_item(item.clone());
                         self.push(
                             "response.function_call_arguments.done",
-                            json!({"item_id": id, "output_index": at, "arguments": arguments}),
+                            &json!({"item_id": id, "output_index": at, "arguments": arguments}),
                         );
                         self.push(
                             "response.output_item.done",
-                            json!({"output_index": at, "item": item}),
+                            &json!({"output_index": at, "item": item}),
                         );
                     }
                     // The agent's own tools run inside the server: no output item.
@@ -201,7 +235,7 @@ impl ResponseEvents {
                 let item = item.clone();
                 self.push(
                     "response.output_item.done",
-                    json!({"output_index": at, "item": item}),
+                    &json!({"output_index": at, "item": item}),
                 );
             }
             _ => {}
@@ -214,7 +248,7 @@ impl ResponseEvents {
         self.items.push(item.clone());
         self.push(
             "response.output_item.added",
-            json!({"output_index": at, "item": item}),
+            &json!({"output_index": at, "item": item}),
         );
         at
     }
@@ -230,7 +264,7 @@ impl ResponseEvents {
         self.message = Some(at);
         self.push(
             "response.content_part.added",
-            json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
+            &json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
                 "part": {"type": "output_text", "text": "", "annotations": []}}),
         );
         at
@@ -243,7 +277,7 @@ impl ResponseEvents {
         let at = self.open_message();
         self.push(
             "response.output_text.delta",
-            json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
+            &json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
                 "delta": text, "logprobs": []}),
         );
         self.text.push_str(&text);
@@ -255,33 +289,33 @@ impl ResponseEvents {
         let part = json!({"type": "output_text", "text": text, "annotations": []});
         self.push(
             "response.output_text.done",
-            json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
+            &json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
                 "text": text, "logprobs": []}),
         );
         self.push(
             "response.content_part.done",
-            json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
+            &json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
                 "part": part}),
         );
         let item = message(&self.message_id, text, status);
         self.items[at] = item.clone();
         self.push(
             "response.output_item.done",
-            json!({"output_index": at, "item": item}),
+            &json!({"output_index": at, "item": item}),
         );
     }
 
     /// The final events, from the stored response's object: its tool items the stream did not
     /// carry are added, its message closed with the stored text, and the object's output is
     /// the stream's items.
-    fn finish(&mut self, mut object: Value) {
-        let status = object["status"].as_str().unwrap_or("completed").to_owned();
+    fn finish(&mut self, object: ResponseObject) {
+        let status = object.status();
         let item_status = if status == "completed" {
             "completed"
         } else {
             "incomplete"
         };
-        let output = object["output"].as_array().cloned().unwrap_or_default();
+        let output = object.output();
         for item in &output {
             let id = &item["id"];
             let streamed = self.items.iter().any(|i| i["id"] == *id);
@@ -289,7 +323,7 @@ impl ResponseEvents {
                 let at = self.add_item(item.clone());
                 self.push(
                     "response.output_item.done",
-                    json!({"output_index": at, "item": item}),
+                    &json!({"output_index": at, "item": item}),
                 );
             }
         }
@@ -301,7 +335,7 @@ impl ResponseEvents {
             let item = self.items[at].clone();
             self.push(
                 "response.output_item.done",
-                json!({"output_index": at, "item": item}),
+                &json!({"output_index": at, "item": item}),
             );
         }
         let said = output
@@ -315,14 +349,18 @@ impl ResponseEvents {
             let text = std::mem::take(&mut self.text);
             self.close_message(&text, item_status);
         }
-        object["output"] = json!(self.items);
-        // A cancelled response ends as incomplete: OpenAI's stream has no event of its own
-        // for it, and its object says `cancelled`.
-        let kind = match status.as_str() {
+        let object = object.with_output(std::mem::take(&mut self.items));
+        let kind = match status {
             "completed" => "response.completed",
             "failed" => "response.failed",
             _ => "response.incomplete",
         };
-        self.push(kind, json!({"response": object}));
+        self.push(kind, &WithResponse { response: &object });
     }
+}
+
+/// An event's body that carries the response object.
+#[derive(Serialize)]
+struct WithResponse<'a> {
+    response: &'a ResponseObject,
 }

@@ -40,11 +40,25 @@ pub fn check_conversation_id(id: &str) -> Result<(), ResponsesError> {
 pub fn new_id(prefix: &str, seed: Option<&str>) -> String {
     match seed {
         Some(seed) => {
-            let digest = Sha256::digest(format!("{prefix}\0{seed}").as_bytes());
-            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-            format!("{prefix}{hex}")
+            let mut hasher = Sha256::new();
+            hasher.update(prefix.as_bytes());
+            hasher.update([0]);
+            hasher.update(seed.as_bytes());
+            let mut id = String::with_capacity(prefix.len() + 32);
+            id.push_str(prefix);
+            push_hex(&mut id, &hasher.finalize()[..16]);
+            id
         }
         None => format!("{prefix}{}", uuid::Uuid::new_v4().simple()),
+    }
+}
+
+/// Appends `bytes` to `out` as lowercase hexadecimal.
+pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
 }
 
@@ -121,6 +135,19 @@ mod tests {
         ] {
             assert_eq!(ResponseId::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_derived_id_is_its_prefix_and_32_hex_digits() {
+        let id = new_id("conv_", Some("k"));
+        let hex = id.strip_prefix("conv_").unwrap();
+        assert_eq!(hex.len(), 32);
+        assert!(hex
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        let mut out = String::new();
+        push_hex(&mut out, &[0x00, 0xab, 0x7f]);
+        assert_eq!(out, "00ab7f");
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! Response objects: what a response is while it runs and once its turn is stored — its status,
 //! output items, usage and error — with what its request asked for echoed back.
 
+use std::sync::Arc;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::items::{message, output_item};
@@ -50,42 +54,22 @@ impl Shape {
     }
 
     /// The response object with `status` and `output`, and more.
-    pub(crate) fn object(&self, status: &str, output: Vec<Value>, extra: Extra) -> Value {
-        json!({
-            "id": self.id,
-            "object": "response",
-            "created_at": self.created_at,
-            "status": status,
-            "model": self.model,
-            "output": output,
-            "usage": extra.usage.map(|u| json!({
-                "input_tokens": u.input_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": u.output_tokens,
-                "output_tokens_details": {"reasoning_tokens": 0},
-                "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-            })),
-            "conversation": {"id": self.conversation},
-            "previous_response_id": self.previous,
-            "instructions": self.instructions,
-            "metadata": self.metadata,
-            "error": extra.error,
-            "incomplete_details": extra.incomplete.map(|reason| json!({"reason": reason})),
-            "parallel_tool_calls": self.parallel_tool_calls.unwrap_or(true),
-            "tool_choice": self.tool_choice.clone().unwrap_or_else(|| json!("auto")),
-            "tools": self.tools,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_output_tokens": self.max_output_tokens,
-            "store": true,
-            "background": self.background,
-            "text": self.text.clone().unwrap_or_else(|| json!({"format": {"type": "text"}})),
-            "turnstile": extra.seq.map(|seq| json!({"seq": seq})),
-        })
+    pub(crate) fn object(
+        self: &Arc<Self>,
+        status: &'static str,
+        output: Vec<OutputItem>,
+        extra: Extra,
+    ) -> ResponseObject {
+        ResponseObject {
+            shape: self.clone(),
+            status,
+            output: output.into(),
+            extra,
+        }
     }
 
     /// The object of a response still running (or waiting in its session's queue).
-    pub(crate) fn in_progress(&self) -> Value {
+    pub(crate) fn in_progress(self: &Arc<Self>) -> ResponseObject {
         let status = if self.background {
             "queued"
         } else {
@@ -96,7 +80,7 @@ impl Shape {
 
     /// The object of a response whose turn ended with `outcome`; `cancelled` when a `cancel`
     /// interrupted it.
-    pub(crate) fn finished(&self, outcome: &Outcome, cancelled: bool) -> Value {
+    pub(crate) fn finished(self: &Arc<Self>, outcome: &Outcome, cancelled: bool) -> ResponseObject {
         let (status, incomplete) = status_of(outcome.kind, cancelled);
         let output = match outcome.kind {
             OutcomeKind::Superseded => Vec::new(),
@@ -112,9 +96,14 @@ impl Shape {
     }
 
     /// The object of a response whose turn failed with `code` (the error the caller got).
-    pub(crate) fn failed(&self, code: &str, message: &str, seq: Option<u64>) -> Value {
+    pub(crate) fn failed(
+        self: &Arc<Self>,
+        code: &str,
+        message: &str,
+        seq: Option<u64>,
+    ) -> ResponseObject {
         let extra = Extra {
-            error: Some(json!({"code": code, "message": message})),
+            error: Some((code.to_owned(), message.to_owned())),
             seq,
             ..Extra::default()
         };
@@ -122,7 +111,7 @@ impl Shape {
     }
 
     /// The object of a response from its stored turn (`merged`: later messages shared it).
-    pub(crate) fn stored(&self, turn: &Turn, cancelled: bool) -> Value {
+    pub(crate) fn stored(self: &Arc<Self>, turn: &Turn, cancelled: bool) -> ResponseObject {
         let (status, incomplete) = match &turn.ending {
             Ending::Final => ("completed", None),
             Ending::Interrupted(InterruptReason::Requested) if cancelled => ("cancelled", None),
@@ -140,7 +129,7 @@ impl Shape {
     }
 
     /// The object of a response superseded before it ran; `seq` is its own message's.
-    pub(crate) fn superseded(&self, seq: u64) -> Value {
+    pub(crate) fn superseded(self: &Arc<Self>, seq: u64) -> ResponseObject {
         let extra = Extra {
             incomplete: Some("superseded".into()),
             seq: Some(seq),
@@ -151,11 +140,11 @@ impl Shape {
 }
 
 /// A response object's optional parts.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Extra {
     pub usage: Option<Usage>,
-    /// `{"code", "message"}` of a failed response.
-    pub error: Option<Value>,
+    /// The code and message of a failed response.
+    pub error: Option<(String, String)>,
     /// Why a response is incomplete.
     pub incomplete: Option<String>,
     /// The seq of the event in the session's log that answers the response (its own message
@@ -163,15 +152,243 @@ pub(crate) struct Extra {
     pub seq: Option<u64>,
 }
 
+/// A response object, as OpenAI's API shows it: serialized straight from its parts (what its
+/// request asked for is shared, not copied), with no JSON tree built in between.
+#[derive(Debug, Clone)]
+pub struct ResponseObject {
+    shape: Arc<Shape>,
+    status: &'static str,
+    /// Shared: the final object is kept for whoever asks while the response is still known as
+    /// running, and handed to whoever waits, without copying its items.
+    output: Arc<[OutputItem]>,
+    extra: Extra,
+}
+
+/// An output item: the assistant's message, typed (every response has one, and it is written
+/// straight out), or another item as JSON.
+#[derive(Debug, Clone)]
+pub(crate) enum OutputItem {
+    Message {
+        id: String,
+        text: String,
+        status: &'static str,
+    },
+    Other(Value),
+}
+
+impl OutputItem {
+    fn to_value(&self) -> Value {
+        match self {
+            Self::Message { id, text, status } => message(id, text, status),
+            Self::Other(value) => value.clone(),
+        }
+    }
+}
+
+impl Serialize for OutputItem {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Self::Message { id, text, status } = self else {
+            let Self::Other(value) = self else {
+                unreachable!("two kinds")
+            };
+            return value.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry("type", "message")?;
+        map.serialize_entry("id", id)?;
+        map.serialize_entry("status", status)?;
+        map.serialize_entry("role", "assistant")?;
+        map.serialize_entry("content", &[TextPart { text }])?;
+        map.end()
+    }
+}
+
+/// An output text part, with no annotations.
+struct TextPart<'a> {
+    text: &'a str,
+}
+
+impl Serialize for TextPart<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("type", "output_text")?;
+        map.serialize_entry("text", self.text)?;
+        map.serialize_entry("annotations", &[] as &[Value])?;
+        map.end()
+    }
+}
+
+impl ResponseObject {
+    /// `completed`, `incomplete`, `cancelled`, `failed`, `in_progress` or `queued`.
+    pub fn status(&self) -> &'static str {
+        self.status
+    }
+
+    /// The response's id.
+    pub fn id(&self) -> &str {
+        &self.shape.id
+    }
+
+    /// Its output items, as JSON.
+    pub fn output(&self) -> Vec<Value> {
+        self.output.iter().map(OutputItem::to_value).collect()
+    }
+
+    /// The same object with these output items (a stream's, as it streamed them).
+    pub(crate) fn with_output(mut self, output: Vec<Value>) -> Self {
+        self.output = output.into_iter().map(OutputItem::Other).collect();
+        self
+    }
+
+    /// The error's code, for a failed response.
+    pub fn error_code(&self) -> Option<&str> {
+        self.extra.error.as_ref().map(|(code, _)| code.as_str())
+    }
+
+    /// This response failed with `code` and `message` (no seq: nothing of it is stored).
+    pub(crate) fn failing(&self, code: &str, message: &str) -> Self {
+        self.shape.failed(code, message, None)
+    }
+
+    /// As a JSON value.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a response object serializes")
+    }
+}
+
+impl Serialize for ResponseObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let shape = &self.shape;
+        let mut map = serializer.serialize_map(Some(25))?;
+        map.serialize_entry("id", &shape.id)?;
+        map.serialize_entry("object", "response")?;
+        map.serialize_entry("created_at", &shape.created_at)?;
+        map.serialize_entry("status", self.status)?;
+        map.serialize_entry("model", &shape.model)?;
+        map.serialize_entry("output", &*self.output)?;
+        map.serialize_entry("usage", &self.extra.usage.map(UsageObject))?;
+        map.serialize_entry(
+            "conversation",
+            &IdObject {
+                id: &shape.conversation,
+            },
+        )?;
+        map.serialize_entry("previous_response_id", &shape.previous)?;
+        map.serialize_entry("instructions", &shape.instructions)?;
+        map.serialize_entry("metadata", &shape.metadata)?;
+        let error = self
+            .extra
+            .error
+            .as_ref()
+            .map(|(code, message)| ErrorObject { code, message });
+        map.serialize_entry("error", &error)?;
+        let incomplete = self
+            .extra
+            .incomplete
+            .as_deref()
+            .map(|reason| Incomplete { reason });
+        map.serialize_entry("incomplete_details", &incomplete)?;
+        map.serialize_entry(
+            "parallel_tool_calls",
+            &shape.parallel_tool_calls.unwrap_or(true),
+        )?;
+        match &shape.tool_choice {
+            Some(choice) => map.serialize_entry("tool_choice", choice)?,
+            None => map.serialize_entry("tool_choice", "auto")?,
+        }
+        map.serialize_entry("tools", &shape.tools)?;
+        map.serialize_entry("temperature", &shape.temperature)?;
+        map.serialize_entry("top_p", &shape.top_p)?;
+        map.serialize_entry("max_output_tokens", &shape.max_output_tokens)?;
+        map.serialize_entry("store", &true)?;
+        map.serialize_entry("background", &shape.background)?;
+        match &shape.text {
+            Some(text) => map.serialize_entry("text", text)?,
+            None => map.serialize_entry("text", &TEXT_FORMAT)?,
+        }
+        map.serialize_entry("turnstile", &self.extra.seq.map(|seq| SeqObject { seq }))?;
+        map.end()
+    }
+}
+
+/// `{"format": {"type": "text"}}`, the default `text`.
+const TEXT_FORMAT: TextDefault = TextDefault {
+    format: TextKind { kind: "text" },
+};
+
+#[derive(Serialize)]
+struct TextDefault {
+    format: TextKind,
+}
+
+#[derive(Serialize)]
+struct TextKind {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct IdObject<'a> {
+    id: &'a str,
+}
+
+#[derive(Serialize)]
+struct SeqObject {
+    seq: u64,
+}
+
+#[derive(Serialize)]
+struct ErrorObject<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+struct Incomplete<'a> {
+    reason: &'a str,
+}
+
+struct UsageObject(Usage);
+
+impl Serialize for UsageObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Usage {
+            input_tokens,
+            output_tokens,
+        } = self.0;
+        json!({
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens.saturating_add(output_tokens),
+        })
+        .serialize(serializer)
+    }
+}
+
 /// A response's output items: its tool calls that show (MCP calls, and calls left to the
 /// client), then its message — left out when it is empty and the turn left calls to the client.
-pub(crate) fn output_of(calls: &[ToolCallRead], seq: u64, text: &str, status: &str) -> Vec<Value> {
-    let mut output: Vec<Value> = calls.iter().filter_map(output_item).collect();
+pub(crate) fn output_of(
+    calls: &[ToolCallRead],
+    seq: u64,
+    text: &str,
+    status: &str,
+) -> Vec<OutputItem> {
+    let mut output: Vec<OutputItem> = calls
+        .iter()
+        .filter_map(output_item)
+        .map(OutputItem::Other)
+        .collect();
     let leaves_calls = calls
         .iter()
         .any(|c| c.server.is_none() && c.result.is_none());
     if !(text.is_empty() && leaves_calls) {
-        output.push(message(&format!("msg_{seq}"), text, item_status(status)));
+        output.push(OutputItem::Message {
+            id: format!("msg_{seq}"),
+            text: text.to_owned(),
+            status: item_status(status),
+        });
     }
     output
 }
@@ -243,13 +460,26 @@ mod tests {
             call(4, None, Some(ToolStatus::Ok)),
             call(6, None, None),
         ];
-        let output = output_of(&calls, 7, "", "completed");
+        let items = output_of(&calls, 7, "", "completed");
+        let output: Vec<Value> = items.iter().map(OutputItem::to_value).collect();
+        let shape = Arc::new(Shape::default());
+        let object = shape
+            .object("completed", items, Extra::default())
+            .to_value();
+        assert_eq!(object["output"], json!(output));
+        assert_eq!(object["tool_choice"], "auto");
+        assert_eq!(object["text"]["format"]["type"], "text");
         let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["mcp_call", "function_call"], "{output:#?}");
         assert_eq!(output[0]["output"], "r");
         assert_eq!(output[0]["arguments"], "{\"a\":1}");
         assert_eq!(output[1]["call_id"], "call_6");
         let said = output_of(&calls[..2], 7, "hi", "completed");
-        assert_eq!(said.last().unwrap()["type"], "message");
+        let said = said.last().unwrap().to_value();
+        assert_eq!(
+            said,
+            message("msg_7", "hi", "completed"),
+            "typed as it reads"
+        );
     }
 }

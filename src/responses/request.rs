@@ -66,8 +66,25 @@ pub struct ResponseRequest {
 /// A request body, digested: 32 hex digits of the SHA-256 of its JSON as it came.
 pub(crate) fn fingerprint(body: &Value) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(body.to_string().as_bytes());
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    let mut hasher = Sha256::new();
+    serde_json::to_writer(HashWriter(&mut hasher), body).expect("a JSON value serializes");
+    let mut hex = String::with_capacity(32);
+    super::ids::push_hex(&mut hex, &hasher.finalize()[..16]);
+    hex
+}
+
+/// Feeds what is written to a hasher.
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Every field this server reads; the others are refused unless `null`.

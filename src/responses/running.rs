@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::events::{Driven, ResponseEvents};
 use super::items::item_of;
-use super::object::Shape;
+use super::object::{ResponseObject, Shape};
 use super::request::ResponseRequest;
 use super::{
     conversation_key, new_id, now_seconds, seconds, Metadata, ResponseId, Responses, ResponsesError,
@@ -41,13 +41,13 @@ const EVENTS_BUFFER: usize = 64;
 /// A response whose turn has not ended.
 pub(crate) struct Running {
     key: SessionKey,
-    shape: Shape,
+    shape: Arc<Shape>,
     /// Interrupts the turn (`cancel`).
     cancel: CancellationToken,
     /// Cancelled once the turn's outcome is in.
     done: CancellationToken,
     /// The final object, once the outcome is in.
-    last: Mutex<Option<Value>>,
+    last: Mutex<Option<ResponseObject>>,
 }
 
 /// What creating a response gives.
@@ -55,7 +55,7 @@ pub(crate) struct Running {
 #[non_exhaustive]
 pub enum Created {
     /// `background`: the response as created; retrieve polls it.
-    Background(Value),
+    Background(ResponseObject),
     /// The finished response, once its turn is stored.
     Finished(Finished),
     /// `stream`: the response's events.
@@ -66,14 +66,19 @@ pub enum Created {
 /// background: a future that ends with the object once the turn is stored, or with the
 /// turn's error. Dropping it leaves the response running.
 #[derive(Debug)]
-pub struct Finished(oneshot::Receiver<Result<Value, Error>>);
+pub struct Finished(oneshot::Receiver<Result<ResponseObject, Error>>);
 
 impl Future for Finished {
-    type Output = Result<Value, ResponsesError>;
+    type Output = Result<ResponseObject, ResponsesError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.0).poll(cx).map(|answer| match answer {
             Ok(Ok(object)) => Ok(object),
+            // The conversation named does not exist (the session refused the turn).
+            Ok(Err(Error::NotFound { key })) => Err(ResponsesError::not_found_in(
+                "conversation",
+                format!("no conversation {}", key.session_id()),
+            )),
             Ok(Err(error)) => Err(ResponsesError::Runtime(error)),
             Err(_) => Err(ResponsesError::Runtime(Error::InvalidRequest(
                 "the response's task ended without an answer".into(),
@@ -85,7 +90,7 @@ impl Future for Finished {
 /// Where the answer goes.
 enum Sink {
     Background,
-    Finished(oneshot::Sender<Result<Value, Error>>),
+    Finished(oneshot::Sender<Result<ResponseObject, Error>>),
     Events(mpsc::Sender<Driven>),
 }
 
@@ -115,16 +120,36 @@ impl Responses {
         shape.id = id.to_string();
         shape.conversation = key.session_id().to_owned();
         shape.created_at = now_seconds();
+        let shape = Arc::new(shape);
         let (running, owner) = self.enter(&shape, &key);
         let mut options = CallOptions::default();
         if idempotency_key.is_some() {
-            options = options.with_fingerprint(request.fingerprint);
+            options = options.with_fingerprint(request.fingerprint.clone());
+        }
+        if request.conversation.is_some() {
+            options = options.existing_only();
         }
         let options = options
             .with_request_id(id.turn.clone())
             .with_cancellation(running.cancel.clone())
             .with_attributes(Arc::new(attributes) as Attributes)
             .with_preceding(request.brought);
+        // A response that is neither streamed nor in the background only waits for its
+        // outcome: the plain call, on a task of its own (so that it outlives its request),
+        // with no stream to carry.
+        if !request.stream && !request.background {
+            let (tx, rx) = oneshot::channel();
+            let (service, runtime) = (self.clone(), self.runtime().clone());
+            tokio::spawn(async move {
+                let answer = runtime.call_with(&key, request.message, options).await;
+                service
+                    .end(answer, &running, owner, Sink::Finished(tx))
+                    .await;
+            });
+            return Ok(Created::Finished(Finished(rx)));
+        }
+        // The others are admitted before they are answered, so that a refusal (a busy
+        // session, a drain) is the request's answer, not a response that failed later.
         let stream = match self
             .runtime()
             .call_streaming(&key, request.message, options)
@@ -147,11 +172,8 @@ impl Responses {
                 Sink::Events(tx),
                 Created::Events(ResponseEvents::new(created, rx)),
             )
-        } else if request.background {
-            (Sink::Background, Created::Background(created))
         } else {
-            let (tx, rx) = oneshot::channel();
-            (Sink::Finished(tx), Created::Finished(Finished(rx)))
+            (Sink::Background, Created::Background(created))
         };
         let service = self.clone();
         tokio::spawn(async move { service.drive(stream, running, owner, sink).await });
@@ -211,7 +233,7 @@ impl Responses {
 
     /// Puts the response in the map of running ones; a retry of one still running shares its
     /// entry (and its cancel). Returns whether this request made the entry.
-    fn enter(&self, shape: &Shape, key: &SessionKey) -> (Arc<Running>, bool) {
+    fn enter(&self, shape: &Arc<Shape>, key: &SessionKey) -> (Arc<Running>, bool) {
         let mut running = self.inner.running.lock();
         if let Some(existing) = running.get(&shape.id) {
             return (existing.clone(), false);
@@ -237,10 +259,9 @@ impl Responses {
     /// Runs the turn to its end, whoever still listens: its events go to a streaming reader
     /// while it reads, its object to the request that waits for it; then the entry goes.
     async fn drive(self, mut stream: TurnStream, running: Arc<Running>, owner: bool, sink: Sink) {
-        let (mut events, mut finished) = match sink {
-            Sink::Background => (None, None),
-            Sink::Finished(tx) => (None, Some(tx)),
-            Sink::Events(tx) => (Some(tx), None),
+        let mut events = match &sink {
+            Sink::Events(tx) => Some(tx.clone()),
+            _ => None,
         };
         let mut outcome = None;
         while let Some(event) = stream.next().await {
@@ -252,7 +273,7 @@ impl Responses {
                 event => {
                     if let Some(tx) = &events {
                         // A reader that went away leaves the turn running.
-                        if tx.send(Driven::Turn(event)).await.is_err() {
+                        if tx.send(Driven::turn(event)).await.is_err() {
                             events = None;
                         }
                     }
@@ -264,6 +285,23 @@ impl Responses {
                 key: running.key.clone(),
             })
         });
+        let sink = match (sink, events) {
+            // The reader is gone: nobody waits for the end.
+            (Sink::Events(_), None) => Sink::Background,
+            (sink, _) => sink,
+        };
+        self.end(answer, &running, owner, sink).await;
+    }
+
+    /// The turn's outcome is in: the response's final object is kept for whoever asks while the
+    /// entry lives, the entry goes, and the answer goes to whoever waits for it.
+    async fn end(
+        &self,
+        answer: Result<crate::call::Outcome, Error>,
+        running: &Arc<Running>,
+        owner: bool,
+        sink: Sink,
+    ) {
         let object = answer.map(|outcome| {
             let cancelled = running.cancel.is_cancelled();
             running.shape.finished(&outcome, cancelled)
@@ -274,12 +312,16 @@ impl Responses {
         });
         running.done.cancel();
         if owner {
-            self.leave(&running.shape.id, &running);
+            self.leave(&running.shape.id, running);
         }
-        if let Some(tx) = events {
-            let _ = tx.send(Driven::Done(object)).await;
-        } else if let Some(tx) = finished.take() {
-            let _ = tx.send(object);
+        match sink {
+            Sink::Events(tx) => {
+                let _ = tx.send(Driven::Done(Box::new(object))).await;
+            }
+            Sink::Finished(tx) => {
+                let _ = tx.send(object);
+            }
+            Sink::Background => {}
         }
     }
 
@@ -300,10 +342,14 @@ impl Responses {
             )),
             (Some(id), None) => {
                 let key = conversation_key(user, id).map_err(in_param("conversation"))?;
-                // A conversation live here exists: only one that is not needs a store read to
-                // tell (a read per response would cost the route its speed), unless the input
-                // answers calls, which the conversation's newest turn must have left open.
-                if request.outputs.is_empty() && runtime.is_live(&key) {
+                // Whether it exists is the session's to say as it takes the turn
+                // (`existing_only`), for a response answered once stored: a read here would
+                // cost every response its store's time. One answered before its turn ends
+                // (streamed, in the background) must be refused now, and one that answers calls
+                // needs the conversation's newest turn: only a conversation live here needs no
+                // read to tell.
+                let answered_later = !request.stream && !request.background;
+                if request.outputs.is_empty() && (answered_later || runtime.is_live(&key)) {
                     return Ok((key, Vec::new()));
                 }
                 let Some(last) = runtime.last_seq(&key).await? else {
@@ -312,12 +358,9 @@ impl Responses {
                         format!("no conversation {id}"),
                     ));
                 };
-                let open = match request.outputs.is_empty() {
-                    true => Vec::new(),
-                    false => match runtime.turn(&key, last).await? {
-                        Ok(turn) => open_calls(&turn),
-                        Err(_) => Vec::new(),
-                    },
+                let open = match runtime.turn(&key, last).await? {
+                    Ok(turn) => open_calls(&turn),
+                    Err(_) => Vec::new(),
                 };
                 Ok((key, open))
             }
@@ -371,7 +414,7 @@ impl Responses {
 
     /// The response `id` as `user` may see it: while it runs, as it stands; then from its
     /// conversation's log.
-    pub async fn retrieve(&self, user: &str, id: &str) -> Result<Value, ResponsesError> {
+    pub async fn retrieve(&self, user: &str, id: &str) -> Result<ResponseObject, ResponsesError> {
         let (key, turn) = self.named(user, id)?;
         if let Some(running) = self.running_entry(id, &key) {
             let last = running.last.lock().clone();
@@ -388,7 +431,7 @@ impl Responses {
         user: &str,
         id: &str,
         wait: Duration,
-    ) -> Result<Value, ResponsesError> {
+    ) -> Result<ResponseObject, ResponsesError> {
         let (key, turn) = self.named(user, id)?;
         let Some(running) = self.running_entry(id, &key) else {
             return self.stored(&key, id, &turn, false).await;
@@ -430,20 +473,20 @@ impl Responses {
         id: &str,
         turn: &str,
         cancelled: bool,
-    ) -> Result<Value, ResponsesError> {
+    ) -> Result<ResponseObject, ResponsesError> {
         let found = self
             .runtime()
             .find_request(key, turn)
             .await?
             .ok_or_else(|| ResponsesError::not_found(format!("no response {id}")))?;
-        let shape = Shape {
+        let shape = Arc::new(Shape {
             id: id.to_owned(),
             conversation: key.session_id().to_owned(),
             created_at: seconds(found.message().at_ms),
             model: self.inner.default_model.clone(),
             metadata: Metadata::new(),
             ..Shape::default()
-        };
+        });
         Ok(match &found.fate {
             Fate::Superseded => shape.superseded(found.message().seq),
             Fate::Answered { turn, .. } => shape.stored(turn, cancelled),

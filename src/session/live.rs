@@ -226,6 +226,13 @@ impl Live {
             self.answer(request, Err(refused));
             return;
         }
+        // A message for a session that must exist, to one whose log is empty (nothing stored,
+        // nothing written yet): refused, and nothing of it runs or is stored.
+        if request.existing_only && self.journal.next_seq() <= 1 && self.running.is_none() {
+            let key = self.key.clone();
+            self.answer(request, Err(Error::NotFound { key }));
+            return;
+        }
         let (policy, front) = (request.policy, request.front);
         match self.queue.admit(request, policy, front) {
             Admission::Start(request) => self.start(vec![request], myself),

@@ -322,11 +322,11 @@ mod tests {
         while let Some(event) = chunks.recv().await {
             shown.push(match event {
                 Streamed::Chunk(text) => text,
-                Streamed::ToolCall { call_id, name, .. } => {
-                    assert_eq!(call_id, call);
-                    format!("call {name}")
+                Streamed::ToolCall(called) => {
+                    assert_eq!(called.call_id, call);
+                    format!("call {}", called.name)
                 }
-                Streamed::ToolResult { result, ok, .. } => format!("result {result} {ok}"),
+                Streamed::ToolResult(done) => format!("result {} {}", done.result, done.ok),
             });
         }
         assert_eq!(shown, ["hel", "call look", "result \"found\" true", "lo"]);

@@ -251,7 +251,7 @@ impl HttpTarget {
             ),
             Api::Openai => (
                 format!("{base}/v1/responses"),
-                openai::response_body(self.served_as(key), input),
+                openai::response_body(self.served_as(key), input, events),
             ),
         };
         let idempotency = format!("load-{}-{}", self.run_id, turn_of(input).unwrap_or(0));
@@ -292,7 +292,16 @@ impl Target for HttpTarget {
         first_chunk: Option<oneshot::Sender<()>>,
     ) -> Pending<'a> {
         if self.api == Api::Openai {
-            // Always streamed: the events start once the turn has its place in the FIFO.
+            if first_chunk.is_none() && !self.ordered {
+                return Box::pin(async move {
+                    let response = self.post_turn(key, &input, false).await?;
+                    let body = body_of(response, MAX_ANSWER_BYTES)
+                        .await
+                        .map_err(|_| Failure::Other)?;
+                    openai::acknowledge_object(&body)
+                });
+            }
+            // Streamed: the events start once the turn has its place in the FIFO.
             return match self.post_turn(key, &input, true).await {
                 Ok(response) => Box::pin(openai::read_events(response, first_chunk)),
                 Err(failure) => answered(Err(failure)),

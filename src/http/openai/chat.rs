@@ -78,10 +78,13 @@ pub(crate) async fn chat_completions(
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
     let key = checked_idempotency_key(&headers)?;
     let timeout = gateway.config().request_timeout;
-    let answer = gateway
-        .responses()
-        .chat(&user, session.as_deref(), request, key.as_deref())
-        .await;
+    let answer = Box::pin(gateway.responses().chat(
+        &user,
+        session.as_deref(),
+        request,
+        key.as_deref(),
+    ))
+    .await;
     Ok(match answer {
         Err(error) => refusal(error),
         Ok(ChatAnswer::Chunks(chunks)) => chunk_events(chunks, timeout),

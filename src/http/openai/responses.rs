@@ -108,10 +108,8 @@ pub(crate) async fn create_response(
     };
     let key = checked_idempotency_key(&headers)?;
     let timeout = gateway.config().request_timeout;
-    let created = gateway
-        .responses()
-        .create(&user, request, key.as_deref())
-        .await;
+    // Boxed: the creation's future is large, and this handler's is kept in every request's.
+    let created = Box::pin(gateway.responses().create(&user, request, key.as_deref())).await;
     Ok(match created {
         Err(error) => refusal(error),
         Ok(Created::Background(object)) => Json(object).into_response(),

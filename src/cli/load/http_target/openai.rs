@@ -1,9 +1,10 @@
 //! `--api openai`: the load's turns as OpenAI responses. Each session of the run is one
 //! conversation, made (`POST /v1/conversations`, for the session's user) before the clock
-//! starts; each turn is `POST /v1/responses` in it, streamed. The response events are read as
-//! the turnstile route's: the first `response.output_text.delta` is the first chunk, and
-//! `response.completed`/`response.incomplete` carry the answer's place in the log
-//! (`turnstile.seq`). The verification reads the conversation's session back through the
+//! starts; each turn is `POST /v1/responses` in it, streamed when the run streams (`--stream`,
+//! or turns sent as soon as the previous one is queued) and a response object otherwise. The
+//! response events are read as the turnstile route's: the first `response.output_text.delta`
+//! is the first chunk, and `response.completed`/`response.incomplete` (or the object) carry the
+//! answer's place in the log (`turnstile.seq`). The verification reads the conversation's session back through the
 //! turnstile routes, where it is the same session.
 
 use std::collections::HashMap;
@@ -99,14 +100,20 @@ pub(super) async fn open(
         .collect()
 }
 
-/// The body of one turn's `POST /v1/responses`.
-pub(super) fn response_body(conversation: &SessionKey, input: &str) -> String {
+/// The body of one turn's `POST /v1/responses`, streamed or not.
+pub(super) fn response_body(conversation: &SessionKey, input: &str, stream: bool) -> String {
     serde_json::json!({
         "conversation": conversation.session_id(),
         "input": input,
-        "stream": true,
+        "stream": stream,
     })
     .to_string()
+}
+
+/// A response object (not streamed) as the ledger records it.
+pub(super) fn acknowledge_object(body: &[u8]) -> Result<Ack, Failure> {
+    let object: Ended = serde_json::from_slice(body).map_err(|_| Failure::Other)?;
+    object.ack()
 }
 
 /// Reads a response's events: times its first delta, and acknowledges its end.
@@ -144,25 +151,71 @@ pub(super) async fn read_events(
 /// A response's last event as the ledger records it: completed or incomplete with the seq of
 /// its answer (`turnstile.seq`), or the failure its error names.
 fn acknowledge(data: &[u8]) -> Result<Ack, Failure> {
-    let event: Value = serde_json::from_slice(data).map_err(|_| Failure::Other)?;
-    let response = &event["response"];
-    let kind = match response["status"].as_str() {
-        Some("completed") => AckKind::Completed,
-        // A superseded message never ran: its seq is its own input's.
-        Some("incomplete") if response["incomplete_details"]["reason"] == "superseded" => {
-            AckKind::Superseded
-        }
-        Some("incomplete" | "cancelled") => AckKind::Interrupted,
-        Some("failed") => {
-            let code = response["error"]["code"].as_str().unwrap_or_default();
-            return Err(failure_of(None, code));
-        }
-        _ => return Err(Failure::Other),
-    };
-    let seq = response["turnstile"]["seq"]
-        .as_u64()
-        .ok_or(Failure::Other)?;
-    Ok(Ack { seq, kind })
+    let event: LastEvent = serde_json::from_slice(data).map_err(|_| Failure::Other)?;
+    event.response.ack()
+}
+
+/// The fields of a response's last event the ledger reads (the rest is skipped, not kept).
+#[derive(serde::Deserialize)]
+struct LastEvent {
+    response: Ended,
+}
+
+/// The fields of a finished response object the ledger reads.
+#[derive(serde::Deserialize)]
+struct Ended {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    incomplete_details: Option<Reason>,
+    #[serde(default)]
+    error: Option<Code>,
+    #[serde(default)]
+    turnstile: Option<Place>,
+}
+
+#[derive(serde::Deserialize)]
+struct Reason {
+    #[serde(default)]
+    reason: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Code {
+    #[serde(default)]
+    code: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Place {
+    seq: Option<u64>,
+}
+
+impl Ended {
+    /// Completed or incomplete with the seq of its answer, or the failure its error names.
+    fn ack(&self) -> Result<Ack, Failure> {
+        let superseded = self
+            .incomplete_details
+            .as_ref()
+            .is_some_and(|d| d.reason == "superseded");
+        let kind = match self.status.as_str() {
+            "completed" => AckKind::Completed,
+            // A superseded message never ran: its seq is its own input's.
+            "incomplete" if superseded => AckKind::Superseded,
+            "incomplete" | "cancelled" => AckKind::Interrupted,
+            "failed" => {
+                let code = self.error.as_ref().map_or("", |e| e.code.as_str());
+                return Err(failure_of(None, code));
+            }
+            _ => return Err(Failure::Other),
+        };
+        let seq = self
+            .turnstile
+            .as_ref()
+            .and_then(|t| t.seq)
+            .ok_or(Failure::Other)?;
+        Ok(Ack { seq, kind })
+    }
 }
 
 #[cfg(test)]
