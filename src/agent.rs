@@ -60,4 +60,11 @@ pub trait Agent: Send + Sync + 'static {
     fn attributes(&self) -> &'static [&'static str] {
         &[]
     }
+
+    /// The names of the tools this agent offers a model of its own (its own and its MCP
+    /// servers', as they stand now): a front door refuses a caller's tool of the same name
+    /// before any turn runs. None by default.
+    fn tool_names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

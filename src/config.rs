@@ -42,10 +42,11 @@ pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 pub const DEFAULT_MAX_REPLY_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
 
 /// Most entries one message may bring with it (`CallOptions::preceding`): an OpenAI client that
-/// resends its conversation brings its earlier messages and tool calls this way. Twenty is
-/// OpenAI's own bound on the items one request adds; this leaves room for the tool calls and
-/// results among them, and bounds what one message makes a turn write.
-pub const MAX_PRECEDING_ENTRIES: usize = 64;
+/// keeps its own history (LangChain, the Agents SDK's sessions) resends it whole with every
+/// request, its tool calls and results among it, so a few hundred exchanges must fit. Every
+/// entry is bounded by `max_input_bytes` and an HTTP body by its limit; this bounds how many
+/// events one message makes its turn write.
+pub const MAX_PRECEDING_ENTRIES: usize = 1024;
 
 /// Longest reason a `turn_failed` event keeps, in bytes: a sentence or a short paragraph says
 /// what went wrong; an agent's error of megabytes (a server's HTML page, a dump) is cut rather

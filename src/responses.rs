@@ -100,6 +100,9 @@ pub enum ResponsesError {
     /// The runtime refused or failed the call.
     #[error(transparent)]
     Runtime(#[from] Error),
+    /// Something failed that the caller cannot act on (a bug); the detail is for the log.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl ResponsesError {

@@ -105,6 +105,11 @@ impl Runtime {
         self.registry().deps.agent.attributes()
     }
 
+    /// The names of the tools the runtime's agent offers its model ([`crate::Agent::tool_names`]).
+    pub fn agent_tool_names(&self) -> Vec<String> {
+        self.registry().deps.agent.tool_names()
+    }
+
     /// The store sessions are persisted in.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.registry().deps.store

@@ -21,6 +21,7 @@ pub use scope::{
 };
 pub use timing::TurnTiming;
 pub use turn::{
-    answer_to, carries_request, ends_turn, find_request, in_failed_turns, turn_ending_at, Answer,
-    Ending, Fate, NotATurn, RequestRead, ToolCallRead, ToolResultRead, Turn,
+    answer_to, carries_request, ends_turn, find_request, in_failed_turns, open_calls,
+    turn_ending_at, Answer, Ending, Fate, NotATurn, RequestRead, ToolCallRead, ToolResultRead,
+    Turn,
 };

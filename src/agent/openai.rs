@@ -132,6 +132,15 @@ impl Agent for OpenAiAgent {
         crate::agent::attributes::ATTRIBUTES
     }
 
+    /// The library's tools, then those of the MCP servers now.
+    fn tool_names(&self) -> Vec<String> {
+        self.offered()
+            .tools
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect()
+    }
+
     /// Answers the turn; a failure is an [`AgentFailure`] of the error's
     /// [`kind`](OpenAiError::kind), its message scrubbed of secrets, with the [`OpenAiError`]
     /// as its source.

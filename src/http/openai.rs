@@ -153,6 +153,7 @@ pub(crate) fn refusal(error: ResponsesError) -> Response {
         } => about(&param, ApiError::NotFound(message)),
         ResponsesError::NotFound { message, .. } => ApiError::NotFound(message).into_response(),
         ResponsesError::Runtime(error) => ApiError::from(error).of_turn().into_response(),
+        ResponsesError::Internal(detail) => ApiError::Internal(detail).into_response(),
     }
 }
 

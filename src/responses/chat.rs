@@ -152,6 +152,7 @@ impl ChatRequest {
         };
         self.temperature = number("temperature")?;
         self.top_p = number("top_p")?;
+        super::request::check_sampling(self.temperature, self.top_p)?;
         for name in ["max_tokens", "max_completion_tokens"] {
             if let Some(value) = given(name) {
                 let most = value
@@ -162,9 +163,26 @@ impl ChatRequest {
             }
         }
         if let Some(format) = given("response_format") {
+            let schema = format.get("json_schema");
+            let named = schema
+                .and_then(|s| s.get("name"))
+                .is_some_and(Value::is_string);
+            let shaped = schema
+                .and_then(|s| s.get("schema"))
+                .is_some_and(Value::is_object);
             match format.get("type").and_then(Value::as_str) {
                 Some("text") => {}
-                Some("json_object" | "json_schema") => self.response_format = Some(format.clone()),
+                Some("json_object") => self.response_format = Some(format.clone()),
+                Some("json_schema") if named && shaped => {
+                    self.response_format = Some(format.clone())
+                }
+                Some("json_schema") => {
+                    return Err(invalid(
+                        "response_format",
+                        "a json_schema response_format needs json_schema.name and \
+                         json_schema.schema",
+                    ))
+                }
                 _ => {
                     return Err(invalid(
                         "response_format",
@@ -245,9 +263,9 @@ impl Future for ChatCompletion {
         Pin::new(&mut self.0).poll(cx).map(|answer| match answer {
             Ok(Ok(object)) => Ok(object),
             Ok(Err(error)) => Err(ResponsesError::Runtime(error)),
-            Err(_) => Err(ResponsesError::Runtime(Error::InvalidRequest(
+            Err(_) => Err(ResponsesError::Internal(
                 "the completion's task ended without an answer".into(),
-            ))),
+            )),
         })
     }
 }
@@ -410,6 +428,13 @@ impl Responses {
         };
         let mut options =
             CallOptions::default().with_attributes(Arc::new(attributes) as Attributes);
+        if once && idempotency_key.is_some() {
+            return Err(invalid(
+                "Idempotency-Key",
+                "a stateless chat completion keeps nothing a retry could be answered from: send \
+                 its Idempotency-Key with an X-Session-Id, or leave it out",
+            ));
+        }
         let seed = match (once, idempotency_key) {
             (false, Some(k)) => {
                 options.request_id = Some(k.to_owned());

@@ -20,6 +20,10 @@ const READ_CHUNK: usize = 200;
 /// non-item events cannot make one request read without end.
 const MAX_SCAN: u64 = 20_000;
 
+/// The session-state key a conversation made with an `Idempotency-Key` keeps its creation's
+/// fingerprint under, so that the key reused with another body is refused.
+const FINGERPRINT_KEY: &str = "openai.fingerprint";
+
 /// The note that opens every conversation: a session exists once its log has an event.
 const CREATED_NOTE: &str = "conversation created through the OpenAI API";
 
@@ -128,13 +132,32 @@ impl Responses {
         // one with the same key created.
         let mut entries = vec![Entry::Note(CREATED_NOTE.into())];
         entries.extend(entries_of(items)?);
-        // A retry of a creation that was stored answers what was stored.
-        if seed.is_some() {
-            if let Ok(existing) = self.read(&key).await {
-                return Ok(existing);
+        // A retry of a creation that was stored answers what was stored — when it asks for
+        // what the first asked for: the key names one request.
+        let fingerprint =
+            super::request::fingerprint(&json!({"items": items, "metadata": metadata}));
+        if let Some(idempotency_key) = idempotency_key {
+            if let Some(view) = self.runtime().state(&key).await? {
+                let first = view
+                    .record
+                    .state
+                    .get(FINGERPRINT_KEY)
+                    .and_then(|v| v.as_str());
+                if first.is_some_and(|first| first != fingerprint) {
+                    return Err(ResponsesError::Runtime(
+                        crate::error::Error::RequestMismatch {
+                            key,
+                            request_id: idempotency_key.to_owned(),
+                        },
+                    ));
+                }
+                return self.read(&key).await;
             }
         }
-        let state = StateDelta::from([(METADATA_KEY.to_owned(), json!(metadata))]);
+        let mut state = StateDelta::from([(METADATA_KEY.to_owned(), json!(metadata))]);
+        if idempotency_key.is_some() {
+            state.insert(FINGERPRINT_KEY.to_owned(), json!(fingerprint));
+        }
         self.runtime().append(&key, entries, state).await?;
         self.read(&key).await
     }

@@ -19,7 +19,7 @@ use crate::state::{Event, EventKind, OutputStatus, ToolCallRead, ToolStatus};
 /// reported earlier. Fields of other kinds are read as absent; `id` and `status` are accepted
 /// on every kind (clients send back the items they were given).
 #[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 pub struct InputItem {
     /// `message` (the default), `function_call`, `function_call_output` or `mcp_call`.
     #[serde(default, rename = "type")]

@@ -70,12 +70,12 @@ impl Shape {
 
     /// The object of a response still running (or waiting in its session's queue).
     pub(crate) fn in_progress(self: &Arc<Self>) -> ResponseObject {
-        let status = if self.background {
-            "queued"
-        } else {
-            "in_progress"
-        };
-        self.object(status, Vec::new(), Extra::default())
+        self.object("in_progress", Vec::new(), Extra::default())
+    }
+
+    /// The object of a background response as created: `queued`.
+    pub(crate) fn queued(self: &Arc<Self>) -> ResponseObject {
+        self.object("queued", Vec::new(), Extra::default())
     }
 
     /// The object of a response whose turn ended with `outcome`; `cancelled` when a `cancel`
@@ -111,10 +111,12 @@ impl Shape {
     }
 
     /// The object of a response from its stored turn (`merged`: later messages shared it).
-    pub(crate) fn stored(self: &Arc<Self>, turn: &Turn, cancelled: bool) -> ResponseObject {
+    pub(crate) fn stored(self: &Arc<Self>, turn: &Turn) -> ResponseObject {
         let (status, incomplete) = match &turn.ending {
             Ending::Final => ("completed", None),
-            Ending::Interrupted(InterruptReason::Requested) if cancelled => ("cancelled", None),
+            // Cancel is interrupt: a response its cancel (or an interrupt) cut short reads
+            // as cancelled, also once it is read back from the log.
+            Ending::Interrupted(InterruptReason::Requested) => ("cancelled", None),
             Ending::Interrupted(reason) => ("incomplete", Some(reason_name(*reason))),
             Ending::Failed { code, reason } => return self.failed(code, reason, Some(turn.seq)),
         };
@@ -398,6 +400,7 @@ pub(crate) fn status_of(kind: OutcomeKind, cancelled: bool) -> (&'static str, Op
     match kind {
         OutcomeKind::Completed | OutcomeKind::Merged => ("completed", None),
         OutcomeKind::Interrupted(_) if cancelled => ("cancelled", None),
+        OutcomeKind::Interrupted(InterruptReason::Requested) => ("cancelled", None),
         OutcomeKind::Interrupted(reason) => ("incomplete", Some(reason_name(reason))),
         OutcomeKind::Superseded => ("incomplete", Some("superseded".into())),
     }

@@ -26,9 +26,9 @@ pub struct ResponseRequest {
     pub message: String,
     /// Every input item before the message, as log entries, in order.
     pub brought: Vec<Entry>,
-    /// The outputs of function calls among `brought`: `(call_id, index in brought)`.
+    /// The ids of the calls the `function_call_output` items among `brought` answer.
     pub outputs: Vec<String>,
-    /// The calls among `brought`.
+    /// The ids of the `function_call` items among `brought`.
     pub calls: Vec<String>,
     /// `instructions` and the input's system and developer messages, joined.
     pub instructions: Option<String>,
@@ -174,6 +174,7 @@ impl ResponseRequest {
         if let Some(model) = &request.model {
             check_model(model)?;
         }
+        check_sampling(request.temperature, request.top_p)?;
         request.read_settings(&body)?;
         request.read_input(&body)?;
         request.read_tools(&body)?;
@@ -294,13 +295,31 @@ impl ResponseRequest {
                 self.message = text;
             }
         }
-        for s in said {
+        for (at, s) in said.into_iter().enumerate() {
             match &s {
                 Said::Output { call_id, .. } => self.outputs.push(call_id.clone()),
+                Said::Call { call_id, .. } if self.outputs.contains(call_id) => {
+                    return Err(invalid(
+                        "input",
+                        format!(
+                            "input[{at}]: the function call {call_id:?} comes after its output"
+                        ),
+                    ));
+                }
                 Said::Call { call_id, .. } => self.calls.push(call_id.clone()),
                 _ => {}
             }
             self.brought.extend(s.entries());
+        }
+        if self.brought.len() > MAX_PRECEDING_ENTRIES {
+            return Err(invalid(
+                "input",
+                format!(
+                    "input brings {} entries before its message (an mcp_call item is two); at \
+                     most {MAX_PRECEDING_ENTRIES}",
+                    self.brought.len()
+                ),
+            ));
         }
         if self.message.is_empty() && self.outputs.is_empty() && self.brought.is_empty() {
             return Err(invalid(
@@ -336,6 +355,12 @@ impl ResponseRequest {
             Some(choice) => choice,
         };
         let agent_form = match choice {
+            Value::String(mode) if mode == "required" && self.agent_tools.is_empty() => {
+                return Err(invalid(
+                    "tool_choice",
+                    "tool_choice \"required\" needs tools to choose from",
+                ))
+            }
             Value::String(mode) if matches!(mode.as_str(), "auto" | "none" | "required") => {
                 choice.clone()
             }
@@ -421,6 +446,20 @@ impl ResponseRequest {
         self.text = Some((Value::Object(text.clone()), agent_form));
         Ok(())
     }
+}
+
+/// Sampling within OpenAI's ranges: `temperature` 0 to 2, `top_p` 0 to 1.
+pub(crate) fn check_sampling(
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+) -> Result<(), ResponsesError> {
+    if temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+        return Err(invalid("temperature", "temperature is between 0 and 2"));
+    }
+    if top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
+        return Err(invalid("top_p", "top_p is between 0 and 1"));
+    }
+    Ok(())
 }
 
 /// A function tool, in chat-completions form; other kinds of tools are refused.

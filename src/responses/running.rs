@@ -32,11 +32,16 @@ use crate::agent::{
 use crate::call::{Attributes, CallOptions};
 use crate::error::Error;
 use crate::key::SessionKey;
-use crate::state::{Fate, Turn};
+use crate::state::{open_calls, Fate};
 use crate::stream::{StreamEvent, TurnStream};
 
 /// Events a streamed response's reader may fall behind by before its turn waits for it.
 const EVENTS_BUFFER: usize = 64;
+
+/// How long a turn waits for a streaming reader that fell that far behind before it goes on
+/// without it (the response runs to its end, and retrieve finds it): a reader that stopped
+/// reading must not hold a turn, nor the response's place in the map of running ones.
+const READER_WAIT: Duration = Duration::from_secs(30);
 
 /// A response whose turn has not ended.
 pub(crate) struct Running {
@@ -80,9 +85,9 @@ impl Future for Finished {
                 format!("no conversation {}", key.session_id()),
             )),
             Ok(Err(error)) => Err(ResponsesError::Runtime(error)),
-            Err(_) => Err(ResponsesError::Runtime(Error::InvalidRequest(
+            Err(_) => Err(ResponsesError::Internal(
                 "the response's task ended without an answer".into(),
-            ))),
+            )),
         })
     }
 }
@@ -106,9 +111,21 @@ impl Responses {
         idempotency_key: Option<&str>,
     ) -> Result<Created, ResponsesError> {
         let attributes = self.attributes(&request)?;
+        if !request.agent_tools.is_empty() {
+            let taken = self.runtime().agent_tool_names();
+            let clash = request.agent_tools.iter().find_map(|tool| {
+                let name = tool.pointer("/function/name")?.as_str()?;
+                taken.iter().any(|t| t == name).then_some(name)
+            });
+            if let Some(name) = clash {
+                return Err(ResponsesError::invalid(
+                    "tools",
+                    format!("{name:?} is a tool of the server's own; give yours another name"),
+                ));
+            }
+        }
         let seed = idempotency_key.map(|k| format!("{user}\0{k}"));
-        let (key, open) = self.where_to_run(user, &request, seed.as_deref()).await?;
-        check_outputs(&request, &open)?;
+        let key = self.where_to_run(user, &request, seed.as_deref()).await?;
         let id = ResponseId::new(key.session_id(), seed.as_deref());
         let mut shape = Shape::of(
             &request,
@@ -163,7 +180,10 @@ impl Responses {
                 return Err(error.into());
             }
         };
-        let created = shape.in_progress();
+        let created = match request.background {
+            true => shape.queued(),
+            false => shape.in_progress(),
+        };
         // A streamed response in the background streams too: it runs on whether its reader
         // stays or not, as every response does.
         let (sink, answer) = if request.stream {
@@ -272,8 +292,9 @@ impl Responses {
                 }
                 event => {
                     if let Some(tx) = &events {
-                        // A reader that went away leaves the turn running.
-                        if tx.send(Driven::turn(event)).await.is_err() {
+                        // A reader that went away, or stopped reading, leaves the turn running.
+                        let sent = tokio::time::timeout(READER_WAIT, tx.send(Driven::turn(event)));
+                        if !matches!(sent.await, Ok(Ok(()))) {
                             events = None;
                         }
                     }
@@ -306,12 +327,16 @@ impl Responses {
             let cancelled = running.cancel.is_cancelled();
             running.shape.finished(&outcome, cancelled)
         });
-        *running.last.lock() = Some(match &object {
-            Ok(object) => object.clone(),
-            Err(error) => running.shape.failed(error.code(), &error.to_string(), None),
-        });
-        running.done.cancel();
+        // Only the request that made the entry speaks for the response: a retry sharing it
+        // may be refused (another body, a drain) while the response itself runs on.
         if owner {
+            *running.last.lock() = Some(match &object {
+                Ok(object) => object.clone(),
+                Err(error) => running
+                    .shape
+                    .failed(error.code(), &public_failure(error), None),
+            });
+            running.done.cancel();
             self.leave(&running.shape.id, running);
         }
         match sink {
@@ -325,15 +350,16 @@ impl Responses {
         }
     }
 
-    /// The session a response runs in, and the calls waiting there for the client's outputs:
-    /// the named conversation, the previous response's (or a fork of it taken after that
-    /// response, when it is not the newest), or a new one.
+    /// The session a response runs in — the named conversation, the previous response's (or a
+    /// fork of it taken after that response, when it is not the newest), or a new one — once
+    /// the function calls and outputs its input brings are checked against the calls waiting
+    /// there (before anything is written: a refused request makes no fork).
     async fn where_to_run(
         &self,
         user: &str,
         request: &ResponseRequest,
         seed: Option<&str>,
-    ) -> Result<(SessionKey, Vec<String>), ResponsesError> {
+    ) -> Result<SessionKey, ResponsesError> {
         let runtime = self.runtime();
         match (&request.conversation, &request.previous_response_id) {
             (Some(_), Some(_)) => Err(ResponsesError::invalid(
@@ -342,15 +368,12 @@ impl Responses {
             )),
             (Some(id), None) => {
                 let key = conversation_key(user, id).map_err(in_param("conversation"))?;
-                // Whether it exists is the session's to say as it takes the turn
-                // (`existing_only`), for a response answered once stored: a read here would
-                // cost every response its store's time. One answered before its turn ends
-                // (streamed, in the background) must be refused now, and one that answers calls
-                // needs the conversation's newest turn: only a conversation live here needs no
-                // read to tell.
-                let answered_later = !request.stream && !request.background;
-                if request.outputs.is_empty() && (answered_later || runtime.is_live(&key)) {
-                    return Ok((key, Vec::new()));
+                let tools = !request.outputs.is_empty() || !request.calls.is_empty();
+                // A conversation live here exists (and the session checks again as it takes the
+                // turn, `existing_only`): only one that is not needs a store read to tell, and
+                // an input with tool items the calls of its recent log.
+                if !tools && runtime.is_live(&key) {
+                    return Ok(key);
                 }
                 let Some(last) = runtime.last_seq(&key).await? else {
                     return Err(ResponsesError::not_found_in(
@@ -358,16 +381,19 @@ impl Responses {
                         format!("no conversation {id}"),
                     ));
                 };
-                let open = match runtime.turn(&key, last).await? {
-                    Ok(turn) => open_calls(&turn),
-                    Err(_) => Vec::new(),
-                };
-                Ok((key, open))
+                if tools {
+                    let from = last.saturating_sub(OPEN_CALLS_LOOKBACK as u64 - 1).max(1);
+                    let recent = runtime.events(&key, from, OPEN_CALLS_LOOKBACK).await?;
+                    let (known, open) = open_calls(&recent);
+                    check_tool_items(request, &known, &open)?;
+                }
+                Ok(key)
             }
-            (None, Some(previous)) => self.after(user, previous, seed).await,
+            (None, Some(previous)) => self.after(user, previous, request, seed).await,
             (None, None) => {
+                check_tool_items(request, &[], &[])?;
                 let id = new_id("conv_", seed);
-                Ok((conversation_key(user, &id)?, Vec::new()))
+                Ok(conversation_key(user, &id)?)
             }
         }
     }
@@ -378,8 +404,9 @@ impl Responses {
         &self,
         user: &str,
         previous: &str,
+        request: &ResponseRequest,
         seed: Option<&str>,
-    ) -> Result<(SessionKey, Vec<String>), ResponsesError> {
+    ) -> Result<SessionKey, ResponsesError> {
         let missing = || {
             ResponsesError::not_found_in("previous_response_id", format!("no response {previous}"))
         };
@@ -393,10 +420,15 @@ impl Responses {
         let Fate::Answered { turn, .. } = found.fate else {
             return Err(missing());
         };
-        let open = open_calls(&turn);
+        let known: Vec<String> = turn.calls.iter().map(|c| c.call_id.clone()).collect();
+        let open: Vec<String> = turn.open_calls().map(|c| c.call_id.clone()).collect();
+        check_tool_items(request, &known, &open)?;
+        if request.previous_response_id.is_some() {
+            check_answered(request, &open)?;
+        }
         let later = runtime.events(&key, turn.seq + 1, READ_AFTER).await?;
         if !later.iter().any(|event| item_of(event).is_some()) {
-            return Ok((key, open));
+            return Ok(key);
         }
         let fork = conversation_key(
             user,
@@ -406,8 +438,8 @@ impl Responses {
             ),
         )?;
         match runtime.fork(&key, &fork, Some(turn.seq)).await {
-            Ok(_) => Ok((fork, open)),
-            Err(Error::AlreadyExists { .. }) if seed.is_some() => Ok((fork, open)),
+            Ok(_) => Ok(fork),
+            Err(Error::AlreadyExists { .. }) if seed.is_some() => Ok(fork),
             Err(error) => Err(error.into()),
         }
     }
@@ -420,7 +452,7 @@ impl Responses {
             let last = running.last.lock().clone();
             return Ok(last.unwrap_or_else(|| running.shape.in_progress()));
         }
-        self.stored(&key, id, &turn, false).await
+        self.stored(&key, id, &turn).await
     }
 
     /// Interrupts the response's turn if it runs (in this process), and answers the response
@@ -434,7 +466,7 @@ impl Responses {
     ) -> Result<ResponseObject, ResponsesError> {
         let (key, turn) = self.named(user, id)?;
         let Some(running) = self.running_entry(id, &key) else {
-            return self.stored(&key, id, &turn, false).await;
+            return self.stored(&key, id, &turn).await;
         };
         running.cancel.cancel();
         let _ = tokio::time::timeout(wait, running.done.cancelled()).await;
@@ -472,7 +504,6 @@ impl Responses {
         key: &SessionKey,
         id: &str,
         turn: &str,
-        cancelled: bool,
     ) -> Result<ResponseObject, ResponsesError> {
         let found = self
             .runtime()
@@ -489,24 +520,53 @@ impl Responses {
         });
         Ok(match &found.fate {
             Fate::Superseded => shape.superseded(found.message().seq),
-            Fate::Answered { turn, .. } => shape.stored(turn, cancelled),
+            Fate::Answered { turn, .. } => shape.stored(turn),
             Fate::Unanswered => shape.in_progress(),
         })
+    }
+}
+
+/// What a failed response says of its failure, to anyone who retrieves it: a failed turn's
+/// public sentence (the agent's own words are in the history and the log, not here), a store's
+/// fault without its wording, a refusal's own message.
+fn public_failure(error: &Error) -> String {
+    match error {
+        Error::AgentFailed { kind, .. } => kind.public_reason().to_owned(),
+        error if error.store_fault().is_some() => format!(
+            "the store failed this response ({}); retry it with the same Idempotency-Key",
+            error.code()
+        ),
+        Error::SessionFailed { .. } => {
+            "the response's session stopped unexpectedly; it may not have run".to_owned()
+        }
+        error => error.to_string(),
     }
 }
 
 /// Events read after a previous response to tell whether it is the newest of its conversation.
 const READ_AFTER: usize = 200;
 
-/// The call ids a turn left to the client.
-fn open_calls(turn: &Turn) -> Vec<String> {
-    turn.open_calls().map(|c| c.call_id.clone()).collect()
-}
+/// Events of a conversation's log read back for the calls its input's tool items concern.
+const OPEN_CALLS_LOOKBACK: usize = 200;
 
-/// Every function call output answers a call that waits for it (left open by the previous
-/// response, or among the input's own calls), and every call the previous response left open
-/// is answered when any is.
-fn check_outputs(request: &ResponseRequest, open: &[String]) -> Result<(), ResponsesError> {
+/// The function calls and outputs an input brings, against the session's calls (`known`) and
+/// those waiting for an output (`open`): an output answers a waiting call or a call brought
+/// before it in the same input; a call brought is not one the session holds already (its id
+/// would name two calls).
+fn check_tool_items(
+    request: &ResponseRequest,
+    known: &[String],
+    open: &[String],
+) -> Result<(), ResponsesError> {
+    if let Some(twice) = request.calls.iter().find(|call| known.contains(call)) {
+        return Err(ResponsesError::invalid(
+            "input",
+            format!(
+                "the function call {twice:?} is in the conversation already: send only its \
+                 function_call_output"
+            ),
+        ));
+    }
     for output in &request.outputs {
         if !open.contains(output) && !request.calls.contains(output) {
             return Err(ResponsesError::invalid(
@@ -515,18 +575,21 @@ fn check_outputs(request: &ResponseRequest, open: &[String]) -> Result<(), Respo
             ));
         }
     }
-    if let Some(missing) = open.iter().find(|call| !request.outputs.contains(call)) {
-        if request.previous_response_id.is_some() || !request.outputs.is_empty() {
-            return Err(ResponsesError::invalid(
-                "input",
-                format!(
-                    "the function call {missing:?} waits for its output: send a \
-                     function_call_output item for it"
-                ),
-            ));
-        }
-    }
     Ok(())
+}
+
+/// Every call the previous response left to the client is answered.
+fn check_answered(request: &ResponseRequest, open: &[String]) -> Result<(), ResponsesError> {
+    match open.iter().find(|call| !request.outputs.contains(call)) {
+        Some(missing) => Err(ResponsesError::invalid(
+            "input",
+            format!(
+                "the function call {missing:?} waits for its output: send a \
+                 function_call_output item for it"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 fn in_param(param: &'static str) -> impl Fn(ResponsesError) -> ResponsesError {

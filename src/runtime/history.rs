@@ -21,6 +21,10 @@ const READ_CHUNK: usize = 200;
 /// whole for one lookup).
 pub const MAX_REQUEST_SCAN: Seq = 20_000;
 
+/// Events read back at most from a message for the entries it brought: every entry of its turn
+/// (its own, and a merged turn's other messages' with theirs), within their bound.
+const BROUGHT_LOOKBACK: usize = 2 * MAX_PRECEDING_ENTRIES + 64;
+
 /// Events read back from a turn's end to find its start at first: most turns are a few events.
 const TURN_FIRST_LOOK: usize = 32;
 
@@ -83,34 +87,53 @@ impl Runtime {
         let Some(last) = self.last_seq(key).await? else {
             return Ok(None);
         };
-        let Some(at) = self.request_seq(key, id, last).await? else {
+        let Some(mut events) = self.request_chunk(key, id, last).await? else {
             return Ok(None);
         };
-        // The entries that came with it lie right before it, within their bound.
-        let from = at.saturating_sub(MAX_PRECEDING_ENTRIES as Seq).max(1);
-        let mut events = self.events(key, from, (at - from + 1) as usize).await?;
-        let message = events
-            .iter()
-            .rposition(|event| event.seq == at)
-            .ok_or_else(|| Error::InvalidRequest(format!("event {at} of {key} went missing")))?;
-        events.truncate(message + 1);
-        let first = events
-            .iter()
-            .rposition(|event| !carries_request(event, id))
-            .map_or(0, |before| before + 1);
-        let came = events.split_off(first);
+        // The entries that came with it lie before it, among the entries and messages of its
+        // turn (all of which carry request ids): read back until an event carries none.
+        let mut came: Vec<Event> = Vec::new();
+        let mut scanned = 0;
+        loop {
+            let first = events.first().map_or(1, |e| e.seq);
+            while let Some(event) = events.pop() {
+                scanned += 1;
+                let ours = carries_request(&event, id);
+                if !came.is_empty() && event.request_id.is_none() {
+                    events.clear();
+                    scanned = usize::MAX;
+                    break;
+                }
+                if came.is_empty() || ours {
+                    came.push(event);
+                }
+            }
+            if first <= 1 || scanned >= BROUGHT_LOOKBACK {
+                break;
+            }
+            let from = first.saturating_sub(READ_CHUNK as Seq).max(1);
+            events = self.events(key, from, (first - from) as usize).await?;
+        }
+        came.reverse();
         let fate = self.fate_of(key, &came).await?;
         Ok(Some(RequestRead { events: came, fate }))
     }
 
-    /// The seq of the message carrying `id`, from the newest event back.
-    async fn request_seq(&self, key: &SessionKey, id: &str, last: Seq) -> Result<Option<Seq>> {
+    /// The chunk of the log that holds the message carrying `id`, up to it (it is the last),
+    /// from the newest event back.
+    async fn request_chunk(
+        &self,
+        key: &SessionKey,
+        id: &str,
+        last: Seq,
+    ) -> Result<Option<Vec<Event>>> {
         let mut end = last;
         while end > 0 && last - end < MAX_REQUEST_SCAN {
             let from = end.saturating_sub(READ_CHUNK as Seq - 1).max(1);
-            let events = self.events(key, from, (end - from + 1) as usize).await?;
+            let mut events = self.events(key, from, (end - from + 1) as usize).await?;
             if let Some(at) = find_request(&events, id) {
-                return Ok(Some(events[at].seq));
+                events.truncate(at + 1);
+                return Ok(Some(events));
             }
             end = from - 1;
         }

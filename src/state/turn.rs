@@ -364,10 +364,11 @@ pub fn carries_request(event: &Event, id: &str) -> bool {
     })
 }
 
-/// Which of `history`'s events belong to failed turns: each `turn_failed` event and the messages
-/// right before it (its turn's, answered or merged; superseded ones stand apart). The model's
-/// context leaves them out by default: a question that was never answered, followed by the
-/// same question sent again, reads to a model as a question asked twice.
+/// Which of `history`'s events belong to failed turns: each `turn_failed` event, the messages
+/// right before it (its turn's, answered or merged; superseded ones stand apart) and the
+/// entries those messages brought (before them, with their request ids). The model's context
+/// leaves them out by default: a question that was never answered, followed by the same
+/// question sent again, reads to a model as a question asked twice.
 pub fn in_failed_turns(history: &[Event]) -> Vec<bool> {
     let mut marked = vec![false; history.len()];
     for (at, event) in history.iter().enumerate() {
@@ -375,18 +376,61 @@ pub fn in_failed_turns(history: &[Event]) -> Vec<bool> {
             continue;
         }
         marked[at] = true;
+        let mut first = at;
+        let mut ids: Vec<&str> = Vec::new();
         for before in (0..at).rev() {
             match &history[before].kind {
                 EventKind::UserInput { disposition, .. }
                     if *disposition != InputDisposition::Superseded =>
                 {
-                    marked[before] = true
+                    marked[before] = true;
+                    first = before;
+                    ids.extend(history[before].request_id.as_deref().map(request_of));
                 }
                 _ => break,
             }
         }
+        for before in (0..first).rev() {
+            let brought = history[before]
+                .request_id
+                .as_deref()
+                .is_some_and(|id| ids.contains(&request_of(id)));
+            if !brought {
+                break;
+            }
+            marked[before] = true;
+        }
     }
     marked
+}
+
+/// The request id a stored one names (before the fingerprint, if it carries one).
+fn request_of(stored: &str) -> &str {
+    stored.split_once(' ').map_or(stored, |(id, _)| id)
+}
+
+/// The tool calls of `events` (a stretch of a log), as a caller answering calls needs them:
+/// every call's id, and those still open — no result answers them — in order. Calls and results
+/// of failed turns do not count: a result a failed turn brought answered nothing, and its call
+/// waits again.
+pub fn open_calls(events: &[Event]) -> (Vec<String>, Vec<String>) {
+    let failed = in_failed_turns(events);
+    let mut calls: Vec<&str> = Vec::new();
+    let mut answered: Vec<&str> = Vec::new();
+    for (event, failed) in events.iter().zip(failed) {
+        match &event.kind {
+            _ if failed => {}
+            EventKind::ToolCall { call_id, .. } => calls.push(call_id),
+            EventKind::ToolResult { call_id, .. } => answered.push(call_id),
+            _ => {}
+        }
+    }
+    let open = calls
+        .iter()
+        .filter(|call| !answered.contains(call))
+        .map(|call| (*call).to_owned())
+        .collect();
+    (calls.into_iter().map(str::to_owned).collect(), open)
 }
 
 #[cfg(test)]

@@ -347,9 +347,10 @@ pub(super) fn conversation(
                 arguments,
                 ..
             } => {
-                // A result recorded later in the window proves the pair is complete.
+                // A result recorded later in the window proves the pair is complete; a call
+                // whose id was sent already (a client that brought it again) is that call.
                 let later = answered.iter().any(|id| id == call_id);
-                if !later {
+                if !later || sent.contains_key(call_id.as_str()) {
                     continue;
                 }
                 let wire_id = format!("call_{}", event.seq);

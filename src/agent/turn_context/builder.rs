@@ -21,7 +21,7 @@ use crate::state_keys::StateKeys;
 /// attributes, a fresh cancellation token and no stream.
 ///
 /// ```
-/// use turnstile::{Agent, MockLlmAgent, SessionKey, TurnContext};
+/// use turnstile::{Agent, MockLlmAgent, SessionKey, Streamed, TurnContext};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -34,8 +34,10 @@ use crate::state_keys::StateKeys;
 /// let reply = MockLlmAgent::new().run(turn).await.unwrap();
 ///
 /// let mut streamed = String::new();
-/// while let Some(chunk) = chunks.recv().await {
-///     streamed.push_str(&chunk);
+/// while let Some(event) = chunks.recv().await {
+///     if let Streamed::Chunk(chunk) = event {
+///         streamed.push_str(&chunk);
+///     }
 /// }
 /// assert_eq!(streamed, reply);
 /// assert_eq!(recording.output(), reply);

@@ -2,14 +2,14 @@
 //! response is ([`crate::responses`]); these handlers read the request and format the answer —
 //! a response object, or its typed events as server-sent events.
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
 
 use super::stream::response_events;
-use super::{acting_user, refusal};
+use super::{about, acting_user, refusal};
 use crate::http::answer::{checked_idempotency_key, within};
 use crate::http::auth::Caller;
 use crate::http::error::ApiError;
@@ -75,6 +75,18 @@ pub(crate) struct CreateResponseBody {
     truncation: Option<String>,
 }
 
+/// The refusal of a query parameter on a route that takes none (`stream`, `include`, `after`…
+/// are not built here), naming it; `None` when there is none.
+fn no_query(query: Option<&str>) -> Option<Response> {
+    let query = query.filter(|q| !q.is_empty())?;
+    let name = query.split('&').next()?.split('=').next().unwrap_or(query);
+    let name: String = name.chars().take(64).collect();
+    let error = ApiError::BadRequest(format!(
+        "the query parameter {name:?} is not supported on this route; leave it out"
+    ));
+    Some(about(&name, error))
+}
+
 /// A response's path.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Path)]
@@ -130,8 +142,12 @@ pub(crate) async fn get_response(
     caller: Caller,
     headers: HeaderMap,
     ApiPath(id): ApiPath<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let user = acting_user(&caller, &headers)?;
+    if let Some(refused) = no_query(query.as_deref()) {
+        return Ok(refused);
+    }
     Ok(match gateway.responses().retrieve(&user, &id).await {
         Ok(object) => Json(object).into_response(),
         Err(error) => refusal(error),
@@ -148,8 +164,12 @@ pub(crate) async fn cancel_response(
     caller: Caller,
     headers: HeaderMap,
     ApiPath(id): ApiPath<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let user = acting_user(&caller, &headers)?;
+    if let Some(refused) = no_query(query.as_deref()) {
+        return Ok(refused);
+    }
     let wait = gateway.config().request_timeout;
     Ok(match gateway.responses().cancel(&user, &id, wait).await {
         Ok(object) => Json(object).into_response(),
@@ -165,8 +185,12 @@ pub(crate) async fn response_input_items(
     caller: Caller,
     headers: HeaderMap,
     ApiPath(id): ApiPath<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let user = acting_user(&caller, &headers)?;
+    if let Some(refused) = no_query(query.as_deref()) {
+        return Ok(refused);
+    }
     Ok(match gateway.responses().input_items(&user, &id).await {
         Ok(items) => {
             let count = items.len().max(1);

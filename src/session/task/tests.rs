@@ -277,3 +277,51 @@ fn brought_entries_precede_their_message_with_its_request_id() {
     assert_eq!(written.turn_len, 6);
     assert_eq!(written.superseded_seqs, vec![12]);
 }
+
+/// Merged messages' entries all come first, then the messages; a turn that never ran (no
+/// permit) writes neither its messages nor their entries.
+#[test]
+fn merged_messages_entries_come_first_and_a_turn_that_never_ran_writes_none() {
+    let first = [Entry::User("before a".into())];
+    let second = [Entry::Agent("before b".into())];
+    let messages = [
+        Message {
+            preceding: &first,
+            text: "a",
+            request_id: Some("ra".into()),
+        },
+        Message {
+            preceding: &second,
+            text: "b",
+            request_id: Some("rb".into()),
+        },
+    ];
+    let write = |end| TurnWrite {
+        messages: &messages,
+        record: TurnRecord::default(),
+        end,
+        duration_ms: 0,
+        superseded: &[],
+    };
+    let written = turn_events(
+        write(TurnEnd::Output("ab".into(), OutputStatus::Final)),
+        1,
+        0,
+    );
+    let shown: Vec<(Option<&str>, Option<&str>)> = written
+        .events
+        .iter()
+        .map(|e| (e.text(), e.request_id.as_deref()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (Some("before a"), Some("ra")),
+            (Some("before b"), Some("rb")),
+            (Some("a"), Some("ra")),
+            (Some("b"), Some("rb")),
+            (Some("ab"), None),
+        ]
+    );
+    assert!(turn_events(write(TurnEnd::Nothing), 1, 0).events.is_empty());
+}

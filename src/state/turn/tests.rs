@@ -293,3 +293,35 @@ fn a_turns_calls_get_their_starts_and_the_model_its_own_time() {
     assert_eq!(untimed.call_starts(), vec![None, None]);
     assert_eq!(untimed.model_ms(), None);
 }
+
+#[test]
+fn a_failed_turn_marks_the_entries_its_message_brought() {
+    let mut brought = result(1, "c", ToolStatus::Ok);
+    brought.request_id = Some("r fp".into());
+    let mut message = input(2, InputDisposition::Answered);
+    message.request_id = Some("r fp".into());
+    let events = vec![call(0, "c"), brought, message, failed(3)];
+    assert_eq!(in_failed_turns(&events), vec![false, true, true, true]);
+}
+
+/// A call stays open until a result answers it; a result a failed turn brought answers
+/// nothing, so the call waits again.
+#[test]
+fn a_call_is_open_until_a_result_outside_a_failed_turn_answers_it() {
+    let mut retried = result(4, "c2", ToolStatus::Ok);
+    retried.request_id = Some("r1".into());
+    let mut message = asked(5, "r1", InputDisposition::Answered);
+    message.request_id = Some("r1".into());
+    let events = vec![
+        input(1, InputDisposition::Answered),
+        call(2, "c1"),
+        call(3, "c2"),
+        retried,
+        message,
+        failed(6),
+        result(7, "c1", ToolStatus::Ok),
+    ];
+    let (known, open) = open_calls(&events);
+    assert_eq!(known, ["c1", "c2"]);
+    assert_eq!(open, ["c2"]);
+}

@@ -57,7 +57,7 @@ rest = list(stream)
 kinds = [e.type for e in seen + rest]
 check(kinds[-1] == "response.incomplete", f"the cancelled stream ends with {kinds[-1]}")
 kept = b.responses.retrieve(seen[0].response.id)
-check(kept.status == "incomplete", f"the stored cancelled response is {kept.status}")
+check(kept.status == "cancelled", f"the stored cancelled response is {kept.status}")
 
 # The SDK's retry header through every process: one response, one stored turn.
 retried = [

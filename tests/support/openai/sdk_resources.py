@@ -45,6 +45,7 @@ partial = cancelled.output_text
 check(partial and len(partial) < len("word " * 20), f"the partial output: {partial!r}")
 kept = client.responses.retrieve(response_id)
 check(kept.output_text == partial, f"kept {kept.output_text!r} vs {partial!r}")
+check(kept.status == "cancelled", f"read back from the log: {kept.status}")
 
 # A function tool the client runs.
 tools = [

@@ -103,7 +103,7 @@ check(kinds[-1] == "response.incomplete", f"a cancelled stream ends with {kinds[
 partial = (seen + rest)[-1].response
 check(partial.status in ("cancelled", "incomplete"), f"partial status {partial.status}")
 kept = alice.responses.retrieve(partial.id)
-check(kept.status == "incomplete", f"the stored cancelled response is {kept.status}")
+check(kept.status == "cancelled", f"the stored cancelled response is {kept.status}")
 check(kept.output_text == partial.output_text, "the partial output is kept")
 
 # Continue from the newest response with previous_response_id: same conversation.
