@@ -183,22 +183,43 @@ async fn a_running_response_is_retrieved_in_progress_and_cancelled_from_anywhere
 #[tokio::test]
 async fn a_response_in_a_conversation_that_does_not_exist_is_refused_and_starts_nothing() {
     let (responses, _) = service();
-    let live_before = responses.runtime().live_sessions();
-    let refused = within(responses.create(
-        "u",
-        request(json!({"input": "hi", "conversation": "conv_nowhere"})),
-        None,
-    ))
+    let missing = |extra: Value| {
+        let mut body = json!({"input": "hi", "conversation": "conv_nowhere"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().cloned().unwrap_or_default());
+        request(body)
+    };
+    fn not_found<T>(refused: &Result<T, ResponsesError>) -> bool {
+        matches!(refused, Err(ResponsesError::NotFound { param: Some(p), .. }) if p == "conversation")
+    }
+    // Answered once stored: the session refuses the turn, and is let go of at once.
+    let refused = finished(
+        within(responses.create("u", missing(json!({})), None))
+            .await
+            .unwrap(),
+    )
     .await;
-    assert!(
-        matches!(&refused, Err(ResponsesError::NotFound { param: Some(p), .. }) if p == "conversation"),
-        "{refused:?}"
-    );
-    assert_eq!(
-        responses.runtime().live_sessions(),
-        live_before,
-        "no session started"
-    );
+    assert!(not_found(&refused), "{refused:?}");
+    eventually("the woken session is let go of", || {
+        responses.runtime().live_sessions() == 0
+    })
+    .await;
+    // Streamed or in the background: refused before any event.
+    for extra in [json!({"stream": true}), json!({"background": true})] {
+        let refused = within(responses.create("u", missing(extra.clone()), None)).await;
+        let refused = refused.map(|_| ());
+        assert!(not_found(&refused), "{extra}: {refused:?}");
+    }
+    assert_eq!(responses.runtime().live_sessions(), 0, "no session started");
+    let stored = within(
+        responses
+            .runtime()
+            .last_seq(&turnstile::SessionKey::new("u", "conv_nowhere").unwrap()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored, None, "nothing stored");
 }
 
 #[tokio::test]

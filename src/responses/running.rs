@@ -159,6 +159,10 @@ impl Responses {
             let (service, runtime) = (self.clone(), self.runtime().clone());
             tokio::spawn(async move {
                 let answer = runtime.call_with(&key, request.message, options).await;
+                if matches!(answer, Err(Error::NotFound { .. })) {
+                    // The conversation does not exist: the session its turn woke holds nothing.
+                    runtime.passivate(&key);
+                }
                 service
                     .end(answer, &running, owner, Sink::Finished(tx))
                     .await;
@@ -369,10 +373,14 @@ impl Responses {
             (Some(id), None) => {
                 let key = conversation_key(user, id).map_err(in_param("conversation"))?;
                 let tools = !request.outputs.is_empty() || !request.calls.is_empty();
-                // A conversation live here exists (and the session checks again as it takes the
-                // turn, `existing_only`): only one that is not needs a store read to tell, and
-                // an input with tool items the calls of its recent log.
-                if !tools && runtime.is_live(&key) {
+                // Whether it exists is the session's to say as it takes the turn
+                // (`existing_only`; a refused one is passivated at once): for a response
+                // answered once stored, no lookup here. One answered before its turn ends
+                // (streamed, in the background) must be refused now: a conversation live here
+                // exists; one that is not needs a store read, as does an input with tool items
+                // (the calls of its recent log).
+                let answered_later = !request.stream && !request.background;
+                if !tools && (answered_later || runtime.is_live(&key)) {
                     return Ok(key);
                 }
                 let Some(last) = runtime.last_seq(&key).await? else {

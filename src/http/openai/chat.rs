@@ -37,17 +37,22 @@ pub(crate) struct ChatBody {
     #[schema(value_type = Option<Object>)]
     stream_options: Option<Value>,
     /// Sampling temperature.
+    #[schema(minimum = 0, maximum = 2)]
     temperature: Option<f64>,
     /// Nucleus sampling.
+    #[schema(minimum = 0, maximum = 1)]
     top_p: Option<f64>,
     /// The most tokens the answer may take (`max_completion_tokens` alike).
+    #[schema(minimum = 1)]
     max_tokens: Option<u64>,
     /// The most tokens the answer may take.
+    #[schema(minimum = 1)]
     max_completion_tokens: Option<u64>,
     /// `{"type": "text" | "json_object" | "json_schema", …}`.
     #[schema(value_type = Option<Object>)]
     response_format: Option<Value>,
     /// Only 1.
+    #[schema(minimum = 1, maximum = 1)]
     n: Option<u64>,
 }
 

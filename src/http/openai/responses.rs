@@ -63,15 +63,19 @@ pub(crate) struct CreateResponseBody {
     #[schema(value_type = Option<Object>)]
     text: Option<Value>,
     /// Sampling temperature.
+    #[schema(minimum = 0, maximum = 2)]
     temperature: Option<f64>,
     /// Nucleus sampling.
+    #[schema(minimum = 0, maximum = 1)]
     top_p: Option<f64>,
     /// The most tokens the answer may take.
+    #[schema(minimum = 1)]
     max_output_tokens: Option<u64>,
     /// Only empty.
     #[schema(value_type = Option<Vec<String>>)]
     include: Option<Value>,
     /// Only `auto`: the session's context window always applies.
+    #[schema(pattern = "^auto$")]
     truncation: Option<String>,
 }
 
