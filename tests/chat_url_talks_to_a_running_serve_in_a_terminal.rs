@@ -5,7 +5,9 @@
 //! interrupted, a line typed while a reply streams is not echoed into it but answered after it
 //! at its own prompt, and `/quit` leaves. A user token cannot open another user's session, and a
 //! missing token variable is named. With `--api openai` the same goes through OpenAI's routes:
-//! a new conversation is made by the first message and reopened by the id it shows.
+//! a new conversation is made by the first message and reopened by the id it shows. Escape
+//! sequences and bidi controls in the stored history are shown as text, never sent to the
+//! terminal.
 
 #![cfg(all(feature = "http", unix))]
 
@@ -173,6 +175,34 @@ async fn a_terminal_chat_with_serve_shows_history_streams_and_interrupts() {
     assert!(
         kept.starts_with("mock re"),
         "the partial reply is kept: {kept:?}"
+    );
+}
+
+#[tokio::test]
+async fn escape_sequences_in_the_stored_history_are_shown_not_obeyed() {
+    let serve = Serve::start(ServeStore::Memory, 0, 1, &[]);
+    let hostile = "title\u{1b}]0;pwned\u{7}\u{1b}[2Jcleared\u{202e}dlrow";
+    let answer = reqwest::Client::new()
+        .post(format!("{}/v1/sessions/alice/terminal/turns", serve.base))
+        .bearer_auth(ALICE)
+        .json(&json!({ "input": hostile }))
+        .send()
+        .await
+        .expect("a turn");
+    assert_eq!(answer.status(), 200);
+
+    let (child, screen) = start(&serve.base, "alice/terminal");
+    // The message and the reply that repeats it, each with its controls shown as text.
+    let shown = "title^[]0;pwned^G^[[2Jcleared\\u{202e}dlrow";
+    screen.shows(shown, 2).await;
+    screen.shows("you> ", 2).await;
+    quit(child, &screen).await;
+    let text = screen.text();
+    assert!(
+        !text.contains("\u{1b}]0;pwned")
+            && !text.contains("\u{1b}[2J")
+            && !text.contains('\u{202e}'),
+        "a control sequence reached the terminal: {text:?}"
     );
 }
 

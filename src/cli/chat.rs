@@ -23,8 +23,10 @@ use super::mcp_arg::{self, McpArgs};
 #[cfg(feature = "http")]
 mod remote;
 mod typed;
+mod visible;
 
 use typed::Typed;
+use visible::Visible;
 
 /// Options of `turnstile chat`.
 #[derive(Debug, Args)]
@@ -135,6 +137,8 @@ where
     R: AsyncBufRead + Unpin,
     W: Write,
 {
+    // Replies are untrusted text: their control characters are shown, never obeyed.
+    let out = &mut Visible::new(out);
     let io = |e: std::io::Error| format!("terminal: {e}");
     writeln!(
         out,
@@ -314,10 +318,27 @@ mod tests {
         talk: tokio::task::JoinHandle<Result<(), String>>,
     }
 
+    /// Replies with escape sequences that would retitle the window and clear the screen, in
+    /// two chunks.
+    struct Hostile;
+
+    #[async_trait]
+    impl Agent for Hostile {
+        async fn run(&self, turn: TurnContext) -> Result<String, AgentError> {
+            turn.emit("\u{1b}]0;pwned\u{7}").await;
+            turn.emit("\u{1b}[2J\u{1b}[Hgone\u{9b}").await;
+            Ok("\u{1b}]0;pwned\u{7}\u{1b}[2J\u{1b}[Hgone\u{9b}".into())
+        }
+    }
+
     fn chat(session: &str) -> Chat {
+        chat_with(session, Endless)
+    }
+
+    fn chat_with(session: &str, agent: impl Agent + 'static) -> Chat {
         let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
         let runtime = Runtime::builder()
-            .agent(Endless)
+            .agent(agent)
             .store_arc(store.clone())
             .build()
             .unwrap();
@@ -410,6 +431,33 @@ mod tests {
             })
             .collect();
         assert_eq!(inputs, ["first", "typed meanwhile"]);
+    }
+
+    #[tokio::test]
+    async fn a_reply_s_escape_sequences_are_shown_not_obeyed() {
+        let Chat {
+            mut keyboard,
+            screen,
+            talk,
+            ..
+        } = chat_with("ada/hostile", Hostile);
+        keyboard.write_all(b"hello \x1b[31mred\n").await.unwrap();
+        screen
+            .shows("^[]0;pwned^G^[[2J^[[Hgone\\u{9b}\nyou> ")
+            .await;
+        keyboard.write_all(b"/quit\n").await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
+            .await
+            .expect("the chat ended")
+            .unwrap()
+            .unwrap();
+        let shown = screen.0.lock().clone();
+        assert!(
+            !shown.iter().any(|b| matches!(b, 0x1b | 0x07)),
+            "a control character reached the terminal: {:?}",
+            screen.text()
+        );
+        assert!(!screen.text().contains('\u{9b}'), "{:?}", screen.text());
     }
 
     fn tokio_stream_of(

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncBufRead;
 use turnstile::SessionKey;
 
-use super::Typed;
+use super::{Typed, Visible};
 use crate::cli::answer_body::{body_of, MAX_ANSWER_BYTES};
 use crate::cli::sse::SseReader;
 
@@ -268,6 +268,9 @@ where
     R: AsyncBufRead + Unpin,
     W: Write,
 {
+    // Replies, stored history and the server's messages are untrusted text: their control
+    // characters are shown, never obeyed.
+    let out = &mut Visible::new(out);
     let io = |e: std::io::Error| format!("terminal: {e}");
     let lines = remote.history(history).await?;
     let key = &remote.key;
