@@ -53,7 +53,7 @@ pub use config::{
 pub use error::ApiError;
 pub use gateway::{Gateway, DEFAULT_MODEL};
 pub use headers::{FORWARDED_HEADER, OWNER_HEADER, SERVED_BY_HEADER};
-pub use listen::default_max_connections;
+pub use listen::{default_max_connections, Lingering};
 pub use openai::{
     DEFAULT_USER, MAX_CONVERSATION_ID_BYTES, MAX_ITEMS, MAX_LIST_LIMIT, MAX_METADATA_KEY_BYTES,
     MAX_METADATA_PAIRS, MAX_METADATA_VALUE_BYTES, SESSION_HEADER, USER_HEADER,
@@ -61,7 +61,7 @@ pub use openai::{
 pub use openapi::openapi_json;
 pub use state::{MAX_STATE_EDIT_KEYS, MAX_STATE_KEY_BYTES};
 
-use crate::DrainReport;
+use crate::{DrainReport, Error};
 
 /// Why [`Gateway::serve`] did not serve.
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +189,22 @@ impl Gateway {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<DrainReport, ServeError> {
+        let (report, lingering) = self.serve_lingering(listener, shutdown).await?;
+        lingering.close().await;
+        Ok(report)
+    }
+
+    /// [`Gateway::serve`] for a process with more to do after the drain (close its store, stop
+    /// its tool servers): the listener is handed back still open in a [`Lingering`], which
+    /// answers every connection `503 draining` (with `Retry-After`) until it is closed, so that
+    /// clients and load balancers hear that answer, not a refused connection, until the process
+    /// is gone. It holds no part of the gateway: the runtime and its store can be dropped while
+    /// it answers.
+    pub async fn serve_lingering(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(DrainReport, Lingering), ServeError> {
         let addr = listener.local_addr()?;
         if self.tokens().is_empty() && !addr.ip().is_loopback() {
             return Err(ServeError::OpenOnNonLoopback { addr });
@@ -222,27 +238,33 @@ impl Gateway {
             max_connections: self.config().max_connections.max(1),
         };
         let force = CancellationToken::new();
+        // What answers once the gateway is done with: every request `503 draining`.
+        let draining = Router::new().fallback(|| async { ApiError::Runtime(Error::Draining) });
         let server = listen::serve(
             listener,
             self.router(),
+            draining,
             limits,
             drained.clone(),
             force.clone(),
         );
+        tokio::pin!(server);
         let grace = self.config().connection_grace;
-        tokio::select! {
-            _ = futures::future::join(server, signal) => {}
+        let lingering = tokio::select! {
+            (lingering, ()) = futures::future::join(&mut server, signal) => lingering,
             () = async { drained.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!(?grace, "connections still open after the grace period; closing");
                 force.cancel();
+                server.await
             }
-        }
+        };
         let done = report.lock().take();
         // The server only ends through the signal, which always leaves a report; if axum ever
         // ended on its own, drain now so that nothing is left unflushed.
-        match done {
-            Some(done) => Ok(done),
-            None => Ok(self.runtime().drain(deadline).await),
-        }
+        let done = match done {
+            Some(done) => done,
+            None => self.runtime().drain(deadline).await,
+        };
+        Ok((done, lingering))
     }
 }

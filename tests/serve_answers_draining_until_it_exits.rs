@@ -1,5 +1,8 @@
-//! A `serve --cluster` process told to stop (`SIGTERM`) with 200 live sessions and no turn
-//! running keeps its listener open until it exits: a client that polls meanwhile, on a new
+//! A `serve` process told to stop (`SIGTERM`) with 200 live sessions, no turn running and no
+//! connection open keeps answering until it exits, through the drain and the file store's close
+//! after it: a client polling `/readyz` on a new connection each time gets `503 draining`, never
+//! a refused connection. The same with `--cluster` on Redis: the process
+//! keeps its listener open until it exits: a client that polls meanwhile, on a new
 //! connection each time, gets `503 draining` with `Retry-After` from `/readyz` (and would for a
 //! turn) — never a refused connection — while the sessions stop and give their leases back,
 //! and afterwards while a slow client's request still holds its connection open (the process
@@ -20,6 +23,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use support::cluster::{turn, Cluster, ClusterOptions};
+use support::http::ALICE;
+use support::serve::{Serve, ServeStore};
 
 const SESSIONS: usize = 200;
 
@@ -76,51 +81,103 @@ async fn a_draining_process_answers_503_until_it_exits() {
     let signalled = Instant::now();
     cluster.members[0].signal("TERM");
 
-    // A poller on fresh connections.
-    let fresh = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .build()
-        .expect("a client");
-    let polls = Arc::new(Mutex::new(Vec::<Poll>::new()));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let base = cluster.members[0].base.clone();
-    let poller = tokio::spawn({
-        let (polls, stop) = (polls.clone(), stop.clone());
-        async move {
-            while !stop.is_cancelled() {
-                let sent = Instant::now();
-                let request = fresh.get(format!("{base}/readyz"));
-                let answer = match request.timeout(Duration::from_secs(5)).send().await {
-                    Ok(response) => {
-                        let status = response.status().as_u16();
-                        let retry = response
-                            .headers()
-                            .get("retry-after")
-                            .and_then(|v| v.to_str().ok())
-                            .map(str::to_owned);
-                        let body = response.text().await.unwrap_or_default();
-                        Ok((status, retry, body))
-                    }
-                    Err(error) => Err(format!("{error:?}")),
-                };
-                polls.lock().push(Poll { sent, answer });
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        }
-    });
-
+    let poller = Poller::start(cluster.members[0].base.clone());
     assert!(
         cluster.members[0].wait_exit(Duration::from_secs(30)).await,
         "the drained process exits 0"
     );
     let exited = Instant::now();
     drop(slow);
-    // A few more polls, all refused now.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    stop.cancel();
-    poller.await.expect("the poller ran");
+    let polls = poller.stop().await;
+    answered_until_exit(&polls, signalled, exited, 10);
+}
 
-    let polls = polls.lock().clone();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_connection_open_a_draining_process_answers_503_until_it_exits() {
+    // The file store: after the drain its journal is written behind into the sessions' files
+    // as it closes, which takes a while with 200 sessions.
+    let mut serve = Serve::start(ServeStore::File, 0, 1, &[]);
+    let client = reqwest::Client::new();
+    for s in 0..SESSIONS {
+        let answer = client
+            .post(serve.url(&format!("/v1/sessions/alice/s{s}/turns")))
+            .bearer_auth(ALICE)
+            .json(&serde_json::json!({"input": "hi"}))
+            .send()
+            .await
+            .expect("a turn");
+        assert_eq!(answer.status(), 200);
+    }
+    // No connection of the test's stays open: the poller's are new each time.
+    drop(client);
+    let signalled = Instant::now();
+    let poller = Poller::start(serve.base.clone());
+    let status = tokio::task::spawn_blocking(move || {
+        let status = serve.terminate(Duration::from_secs(30));
+        (status, Instant::now())
+    });
+    let (status, exited) = status.await.expect("the process was waited for");
+    assert!(status.success(), "the drained process exits 0: {status}");
+    let polls = poller.stop().await;
+    // The drain and the store's close take a fraction of a second here: a few polls.
+    answered_until_exit(&polls, signalled, exited, 5);
+}
+
+/// A client polling `/readyz` on a new connection each time, until stopped.
+struct Poller {
+    polls: Arc<Mutex<Vec<Poll>>>,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Poller {
+    fn start(base: String) -> Self {
+        let fresh = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("a client");
+        let polls = Arc::new(Mutex::new(Vec::<Poll>::new()));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn({
+            let (polls, stop) = (polls.clone(), stop.clone());
+            async move {
+                while !stop.is_cancelled() {
+                    let sent = Instant::now();
+                    let request = fresh.get(format!("{base}/readyz"));
+                    let answer = match request.timeout(Duration::from_secs(5)).send().await {
+                        Ok(response) => {
+                            let status = response.status().as_u16();
+                            let retry = response
+                                .headers()
+                                .get("retry-after")
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_owned);
+                            let body = response.text().await.unwrap_or_default();
+                            Ok((status, retry, body))
+                        }
+                        Err(error) => Err(format!("{error:?}")),
+                    };
+                    polls.lock().push(Poll { sent, answer });
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+        });
+        Self { polls, stop, task }
+    }
+
+    /// Polls a little longer (refused by now), then stops and returns every poll.
+    async fn stop(self) -> Vec<Poll> {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.stop.cancel();
+        self.task.await.expect("the poller ran");
+        let polls = self.polls.lock().clone();
+        polls
+    }
+}
+
+/// Every poll from the drain's first `503` until `EXIT_SLACK` before the exit was answered
+/// `503 draining` with `Retry-After`: none found the port closed; at least `min_polls` of them.
+fn answered_until_exit(polls: &[Poll], signalled: Instant, exited: Instant, min_polls: usize) {
     // The drain begins when the process has handled the signal: polls from its first 503 on
     // (one sent before that may still find it ready).
     let began = polls
@@ -137,7 +194,7 @@ async fn a_draining_process_answers_503_until_it_exits() {
         .filter(|p| p.sent >= began && p.sent + EXIT_SLACK < exited)
         .collect();
     assert!(
-        during.len() >= 10,
+        during.len() >= min_polls,
         "the drain was polled {} times in {:?}",
         during.len(),
         exited - signalled

@@ -1,5 +1,5 @@
 //! `turnstile serve`: the HTTP gateway. Parses options, opens the stores, builds the runtime and
-//! hands everything to [`turnstile::http::Gateway::serve`]; SIGTERM or Ctrl-C drains and exits.
+//! hands everything to [`turnstile::http::Gateway::serve_lingering`]; SIGTERM or Ctrl-C drains and exits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +13,8 @@ use turnstile::backend::{open_store, StoreUrl};
 use turnstile::config::Ownership;
 use turnstile::{
     channel::open_pairings, channel::ChannelRouter, context::ExtractiveSummarizer, http::Gateway,
-    http::HttpConfig, http::ServeError, http::Tokens, OverlapPolicy, Runtime, Store,
+    http::HttpConfig, http::Lingering, http::ServeError, http::Tokens, OverlapPolicy, Runtime,
+    Store,
 };
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
@@ -193,7 +194,10 @@ pub async fn run(args: ServeArgs) -> Result<ExitCode, String> {
     let mcp = mcp_arg::connect(&args.mcp, args.agent == AgentChoice::OpenAi).await?;
     let served = serve_with_tools(&args, &mcp, prepared, shutdown).await;
     mcp.shutdown().await;
-    served
+    let (code, lingering) = served?;
+    // Until here new connections were still answered `503 draining`; refused from now on.
+    lingering.close().await;
+    Ok(code)
 }
 
 /// What `serve` set up before the runtime: its listener, store, tokens and extras.
@@ -207,13 +211,14 @@ struct Prepared {
 }
 
 /// Builds the runtime (with `mcp`'s tools for the model) and serves until `shutdown`, then
-/// drains.
+/// drains and closes the store; the listener, still answering `503 draining`, is handed back
+/// for the rest of the exit.
 async fn serve_with_tools(
     args: &ServeArgs,
     mcp: &Mcp,
     prepared: Prepared,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<ExitCode, String> {
+) -> Result<(ExitCode, Lingering), String> {
     let Prepared {
         tokens,
         listener,
@@ -249,16 +254,22 @@ async fn serve_with_tools(
     if let Some(address) = gateway.runtime().address() {
         println!("turnstile serve: cluster member at {address}");
     }
-    let report = gateway
-        .serve(listener, shutdown)
+    let (report, lingering) = gateway
+        .serve_lingering(listener, shutdown)
         .await
         .map_err(|e| e.to_string())?;
+    // The store closes (the file store writes what its journal holds behind into the session
+    // files) on a blocking thread, while the lingering listener answers.
+    let closing = tokio::task::spawn_blocking(move || drop(opened));
+    if closing.await.is_err() {
+        eprintln!("turnstile serve: closing the store panicked");
+    }
     if report.left > 0 {
         eprintln!(
             "turnstile serve: {} sessions could not be flushed before exit",
             report.left
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok((ExitCode::FAILURE, lingering));
     }
     if !report.clean {
         eprintln!(
@@ -267,7 +278,7 @@ async fn serve_with_tools(
         );
     }
     eprintln!("turnstile serve: drained, exiting");
-    Ok(ExitCode::SUCCESS)
+    Ok((ExitCode::SUCCESS, lingering))
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {

@@ -81,15 +81,18 @@ const LATE_GRACE: Duration = Duration::from_secs(1);
 /// open. Meanwhile the listener stays open: a connection accepted after `stop` is served one
 /// request (the router answers what a stopping server answers, `503 draining` for a turn) and
 /// closed, so that clients and load balancers hear the documented answer rather than a refused
-/// connection until the server is gone.
+/// connection until the server is gone. Once the old connections are gone the listener is
+/// handed on, still open, in the returned [`Lingering`], which answers every request `draining`
+/// (and holds nothing of `router`) until it is closed.
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
+    draining: Router,
     limits: ConnectionLimits,
     stop: CancellationToken,
     force: CancellationToken,
-) {
-    let accept = Accept {
+) -> Lingering {
+    let mut accept = Accept {
         listener,
         router,
         read: limits.read,
@@ -106,8 +109,8 @@ pub(crate) async fn serve(
     // answer each, until the last of the old ones is gone (or `force`).
     connections.close();
     let late = TaskTracker::new();
-    // Cut when the server returns: nothing of it outlives `serve`.
-    let late_force = force.child_token();
+    // Cut when the lingering listener closes: nothing of it outlives the server.
+    let late_force = CancellationToken::new();
     let one_request = Ends {
         stop: CancellationToken::new(),
         force: late_force.clone(),
@@ -120,12 +123,57 @@ pub(crate) async fn serve(
         }
     };
     accept.until(old_ones_done, &late, &one_request).await;
-    // New clients are refused from now on rather than queued for a server that has stopped.
-    drop(accept);
-    late.close();
-    if tokio::time::timeout(LATE_GRACE, late.wait()).await.is_err() {
-        late_force.cancel();
-        late.wait().await;
+    // From now on the server's own routes are done with; what is left of the process (its
+    // store closing, its tool servers stopping) is answered `draining` by a router that holds
+    // none of them.
+    accept.router = draining;
+    let closed = CancellationToken::new();
+    let task = tokio::spawn({
+        let closed = closed.clone();
+        async move {
+            accept.until(closed.cancelled(), &late, &one_request).await;
+            // New clients are refused from now on rather than queued for a server that has
+            // stopped.
+            drop(accept);
+            late.close();
+            if tokio::time::timeout(LATE_GRACE, late.wait()).await.is_err() {
+                late_force.cancel();
+                late.wait().await;
+            }
+        }
+    });
+    Lingering {
+        closed,
+        task: Some(task),
+    }
+}
+
+/// A stopped server's listener, still open: every connection accepted is answered one
+/// request, `503 draining`, and closed. Dropping it stops accepting at once (connections being
+/// answered are cut); [`Lingering::close`] also gives them up to a second to be answered.
+#[derive(Debug)]
+pub struct Lingering {
+    closed: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Lingering {
+    /// Stops accepting (new connections are refused from now on) and waits, up to a second, for
+    /// the connections being answered.
+    pub async fn close(mut self) {
+        self.closed.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Lingering {
+    fn drop(&mut self) {
+        self.closed.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
     }
 }
 
