@@ -88,7 +88,12 @@ pub fn tapped(name: &str, log: &Path, program: &Path, args: &[&str]) -> String {
 
 /// The `--mcp` spec of the Python fixture server (`fixture.py`).
 pub fn fixture(name: &str) -> String {
-    format!("{name}=stdio:{} {SCRIPTS}/fixture.py", python().display())
+    format!("{name}=stdio:{}", fixture_command())
+}
+
+/// The command line of the fixture server, `python3 …/fixture.py`.
+pub fn fixture_command() -> String {
+    format!("{} {SCRIPTS}/fixture.py", python().display())
 }
 
 /// What a tap recorded so far: `(to_server, message)` per line.

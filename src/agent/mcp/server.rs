@@ -245,7 +245,7 @@ impl Server {
         });
         let Connection {
             service,
-            process,
+            mut process,
             ct,
             peer,
             cut,
@@ -259,7 +259,10 @@ impl Server {
         let ended = loop {
             tokio::select! {
                 () = stop.cancelled() => break None,
-                quit = &mut done => break Some(quit),
+                quit = &mut done => break Some(format!("{quit:?}")),
+                // The process can exit while its output stays open (a child of its own holds
+                // the pipe): the connection ends with it all the same.
+                () = exited(process.as_mut()) => break Some("the process exited".to_owned()),
                 () = self.relist.notified() => {
                     // At most one listing per interval, however many notifications came.
                     tokio::select! {
@@ -289,7 +292,7 @@ impl Server {
             (Some(cut), _) => cut,
             (None, Some(Ok(status))) => format!("the process exited ({status})"),
             (None, Some(Err(error))) => format!("the process could not be reaped: {error}"),
-            (None, None) => format!("the connection ended ({quit:?})"),
+            (None, None) => format!("the connection ended ({quit})"),
         };
         Some(McpError::Stopped {
             server: self.name().to_owned(),
@@ -417,5 +420,13 @@ impl ClientHandler for Handler {
             Implementation::new("turnstile", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// Completes when `process` has exited; never without one (a server over HTTP).
+async fn exited(process: Option<&mut Process>) {
+    match process {
+        Some(process) => process.exited().await,
+        None => std::future::pending().await,
     }
 }

@@ -1,6 +1,7 @@
 //! A stdio server's process: spawned in a process group of its own with a cleared environment,
 //! its stdout read in bounded lines, its stderr sent to the log (bounded and rate-limited), and
-//! stopped — stdin closed, then SIGTERM, then SIGKILL to the group — and reaped.
+//! stopped — stdin closed, then SIGTERM, then SIGKILL to the group — and reaped, and what is
+//! left of its group after it stopped as well.
 //!
 //! The process group keeps a terminal's Ctrl-C (sent to the foreground group, which `turnstile
 //! chat` turns into an interrupt) away from the servers, and lets a server started through a
@@ -39,6 +40,9 @@ pub(super) type StdioTransport =
 /// A running stdio server's process.
 pub(super) struct Process {
     child: Box<dyn ChildWrapper>,
+    /// Its process id, which is also its group's (the child forgets it once reaped); cleared
+    /// once [`Process::stop`] ends, and the group killed on drop while it is still here.
+    pid: Option<u32>,
     /// Why its stdout was cut, once it was (a line over [`MAX_MESSAGE_BYTES`]).
     pub cut: Arc<Mutex<Option<String>>>,
 }
@@ -85,18 +89,38 @@ impl Process {
         // rmcp's own bound stays above ours, so that ours is the one that acts.
         let transport = AsyncRwTransport::new_client(reader, stdin)
             .with_max_line_length(MAX_MESSAGE_BYTES.saturating_add(2));
-        Ok((Process { child, cut }, transport))
+        let pid = child.id();
+        Ok((Process { child, pid, cut }, transport))
     }
 
     /// The process id.
     pub(super) fn id(&self) -> Option<u32> {
-        self.child.id()
+        self.pid
     }
 
     /// Stops the process (its stdin is closed already, when the connection ended): waits
     /// [`SHUTDOWN_GRACE`] for it to exit, sends its group SIGTERM and waits again, then kills
-    /// the group; always reaps it. Returns how it ended.
+    /// the group; always reaps it. Then whatever is left of its group (a launcher's children, a
+    /// helper the server started, which outlive it when they ignore SIGTERM or were never told)
+    /// gets SIGTERM, [`SHUTDOWN_GRACE`] and SIGKILL. Returns how the server ended.
     pub(super) async fn stop(mut self) -> io::Result<ExitStatus> {
+        let status = self.stop_leader().await;
+        #[cfg(unix)]
+        if let Some(group) = self.pid {
+            stop_group(group).await;
+        }
+        // Stopped: nothing is left for the drop to kill. (A stop cut short kills the group.)
+        self.pid = None;
+        status
+    }
+
+    /// Completes once the process has exited (it is reaped; [`Process::stop`] then answers its
+    /// status at once). Cancel-safe.
+    pub(super) async fn exited(&mut self) {
+        let _ = self.child.wait().await;
+    }
+
+    async fn stop_leader(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.wait_for(SHUTDOWN_GRACE).await? {
             return Ok(status);
         }
@@ -117,6 +141,53 @@ impl Process {
             Ok(status) => status.map(Some),
             Err(_) => Ok(None),
         }
+    }
+}
+
+impl Drop for Process {
+    /// A process dropped without [`Process::stop`] (its start was cut short, the stop itself
+    /// was): its leader is killed (`kill_on_drop`), and so is the rest of its group, at once.
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(group) = self.pid.take().and_then(|pid| i32::try_from(pid).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// How often a group whose leader is gone is looked at while it is given time to exit: its
+/// members are not this process's children, so there is no exit to wait for.
+#[cfg(unix)]
+const GROUP_LOOK_EVERY: Duration = Duration::from_millis(10);
+
+/// Stops what is left of the process group `group` once its leader is reaped: SIGTERM, up to
+/// [`SHUTDOWN_GRACE`] for its members to exit, then SIGKILL. The id is not reused while a
+/// member is left, so a signal can only reach the group it names; an id the group no longer
+/// holds answers ESRCH, or EPERM where another user's group took it (left alone).
+#[cfg(unix)]
+async fn stop_group(group: u32) {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    let Ok(raw) = i32::try_from(group) else {
+        return;
+    };
+    let pgid = Pid::from_raw(raw);
+    let left = || killpg(pgid, None).is_ok();
+    if !left() {
+        return;
+    }
+    let _ = killpg(pgid, Signal::SIGTERM);
+    let deadline = Instant::now() + SHUTDOWN_GRACE;
+    while left() && Instant::now() < deadline {
+        tokio::time::sleep(GROUP_LOOK_EVERY).await;
+    }
+    if left() {
+        tracing::info!(target: "turnstile::mcp", group,
+            "processes of an MCP server's group outlived it and SIGTERM; killing them");
+        let _ = killpg(pgid, Signal::SIGKILL);
     }
 }
 
