@@ -6,7 +6,7 @@
 //! first send — and afterwards every session holds exactly the turns acknowledged, once each,
 //! in order.
 //!
-//! The test fails, saying how to install it, when `haproxy` is missing; `.ci/run` installs it.
+//! The test fails, saying how to install it, when `haproxy` is missing; `scripts/test.sh` installs it.
 #![cfg(all(feature = "http", feature = "redis"))]
 
 mod support;
@@ -163,7 +163,7 @@ async fn start_haproxy(frontend: u16, servers: &[u16]) -> Haproxy {
         .unwrap_or_else(|e| match e.kind() {
             std::io::ErrorKind::NotFound => panic!(
                 "haproxy is not installed: the deployment test runs the real one; install it \
-                 with `apt-get install haproxy` (.ci/run does this when it is missing)"
+                 with `apt-get install haproxy` (scripts/test.sh does this when it is missing)"
             ),
             _ => panic!("could not start haproxy: {e}"),
         });

@@ -1,4 +1,4 @@
-//! Property: the OpenAI Agents SDK — the version `.ci/run` installs — runs an agent through
+//! Property: the OpenAI Agents SDK — the version `scripts/test.sh` installs — runs an agent through
 //! `turnstile serve --agent openai` over three turns of a `SQLiteSession`, with a function tool
 //! the SDK runs itself: its instructions reach the model, the history it resends (assistant
 //! messages, the tool's call and output among it) is the model's context, the tool's call comes

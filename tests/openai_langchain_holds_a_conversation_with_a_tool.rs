@@ -1,4 +1,4 @@
-//! Property: LangChain's `ChatOpenAI(use_responses_api=True)` — the version `.ci/run` installs —
+//! Property: LangChain's `ChatOpenAI(use_responses_api=True)` — the version `scripts/test.sh` installs —
 //! holds a conversation through `turnstile serve --agent openai` as it does through OpenAI: it
 //! sends the whole history with each turn (its earlier assistant messages were refused before),
 //! a tool bound with `bind_tools` comes back as a call that the client runs and answers, and

@@ -133,7 +133,7 @@ fn require(path: &str) {
     assert!(
         Path::new(path).exists(),
         "{path} is missing: the page tests need a real browser. Install it with \
-         `apt-get install -y chromium chromium-driver` (.ci/run does this when it is missing)"
+         `apt-get install -y chromium chromium-driver` (scripts/test.sh does this when it is missing)"
     );
 }
 
@@ -471,7 +471,7 @@ impl Drop for Browser {
     }
 }
 
-/// The pinned axe-core version `.ci/run` installs (`npm install -g axe-core@…`).
+/// The pinned axe-core version `scripts/test.sh` installs (`npm install -g axe-core@…`).
 pub const AXE_CORE_VERSION: &str = "4.14.1";
 
 /// axe-core's browser script, read once from the global npm folder (or `$TURNSTILE_AXE_CORE`,
@@ -493,7 +493,7 @@ fn axe_source() -> &'static str {
             });
         let install = format!(
             "the accessibility checks need axe-core, which is missing at {}: install it with \
-             `npm install -g axe-core@{AXE_CORE_VERSION}` (.ci/run does this when it is \
+             `npm install -g axe-core@{AXE_CORE_VERSION}` (scripts/test.sh does this when it is \
              missing) or point TURNSTILE_AXE_CORE at its axe.min.js",
             path.display()
         );

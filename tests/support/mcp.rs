@@ -1,5 +1,5 @@
 //! The MCP servers the tests run: the reference servers (`@modelcontextprotocol/server-everything`
-//! from npm, `mcp-server-time` from PyPI; `.ci/run` installs them), a tap that records what
+//! from npm, `mcp-server-time` from PyPI; `scripts/test.sh` installs them), a tap that records what
 //! passes between turnstile and a stdio server, and a small server built on the Python SDK for
 //! what the reference servers do not do (a huge result). A test whose server is missing fails
 //! saying how to install it.
@@ -17,7 +17,7 @@ use turnstile::{InMemoryStore, McpServer, McpTools, OpenAiAgent, Runtime, Store}
 
 use super::fake_openai::{FakeOpenAi, Reply};
 
-/// The versions `.ci/run` installs.
+/// The versions `scripts/test.sh` installs.
 pub const EVERYTHING_PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 pub const TIME_PACKAGE: &str = "mcp-server-time==2026.10.19";
 
@@ -33,7 +33,7 @@ pub fn installed(program: &str, install: &str) -> PathBuf {
         .unwrap_or_else(|| {
             panic!(
                 "the MCP server {program} is not installed; install it with `{install}` \
-                 (.ci/run does)"
+                 (scripts/test.sh does)"
             )
         })
 }
@@ -65,7 +65,7 @@ pub fn python() -> PathBuf {
     assert!(
         found,
         "the Python package `mcp` is not installed; install it with `python3 -m pip install \
-         {TIME_PACKAGE}` (.ci/run does)"
+         {TIME_PACKAGE}` (scripts/test.sh does)"
     );
     python
 }

@@ -1,5 +1,5 @@
 //! The official `openai` SDKs as clients of `turnstile serve` — the Python package and the npm
-//! package, the versions `.ci/run` installs — and runners for the scripts in
+//! package, the versions `scripts/test.sh` installs — and runners for the scripts in
 //! `tests/support/openai/`. A test whose client is missing fails saying how to install it; it
 //! never skips.
 
@@ -9,10 +9,10 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// The version `.ci/run` installs (pinned: the tests read the SDK's typed events and pages).
+/// The version `scripts/test.sh` installs (pinned: the tests read the SDK's typed events and pages).
 pub const OPENAI_PYTHON_PACKAGE: &str = "openai==3.60.0";
 
-/// The npm package's version `.ci/run` installs (globally), for the Node scripts.
+/// The npm package's version `scripts/test.sh` installs (globally), for the Node scripts.
 pub const OPENAI_NPM_PACKAGE: &str = "openai@7.60.0";
 
 /// The folder of the scripts.
@@ -28,15 +28,15 @@ pub fn python() -> PathBuf {
     assert!(
         found,
         "python3 with the official `openai` package is needed; install it with `python3 -m pip \
-         install {OPENAI_PYTHON_PACKAGE}` (.ci/run does)"
+         install {OPENAI_PYTHON_PACKAGE}` (scripts/test.sh does)"
     );
     PathBuf::from("python3")
 }
 
-/// The LangChain package `.ci/run` installs (pinned), for `langchain_turns.py`.
+/// The LangChain package `scripts/test.sh` installs (pinned), for `langchain_turns.py`.
 pub const LANGCHAIN_PACKAGE: &str = "langchain-openai==1.8.1";
 
-/// The OpenAI Agents SDK `.ci/run` installs (pinned), for `agents_turns.py`.
+/// The OpenAI Agents SDK `scripts/test.sh` installs (pinned), for `agents_turns.py`.
 pub const AGENTS_PACKAGE: &str = "openai-agents==0.24.0";
 
 /// `python3`, with `module` importable; fails the test saying to install `package`.
@@ -49,7 +49,7 @@ pub fn python_with(module: &str, package: &str) -> PathBuf {
     assert!(
         found,
         "python3 with `{module}` is needed; install it with `python3 -m pip install {package}` \
-         (.ci/run does)"
+         (scripts/test.sh does)"
     );
     PathBuf::from("python3")
 }
@@ -79,7 +79,7 @@ pub fn run_script(script: &str, args: &[&str]) -> serde_json::Value {
     printed_json(script, &output)
 }
 
-/// The global npm folder, where `.ci/run` installs the `openai` package; fails the test saying
+/// The global npm folder, where `scripts/test.sh` installs the `openai` package; fails the test saying
 /// how to install it when node, npm or the package is missing.
 pub fn node_modules() -> PathBuf {
     let root = Command::new("npm")
@@ -92,7 +92,7 @@ pub fn node_modules() -> PathBuf {
     root.unwrap_or_else(|| {
         panic!(
             "node with the official `openai` npm package is needed; install it with `npm install \
-             -g {OPENAI_NPM_PACKAGE}` (.ci/run does)"
+             -g {OPENAI_NPM_PACKAGE}` (scripts/test.sh does)"
         )
     })
 }

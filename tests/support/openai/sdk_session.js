@@ -1,6 +1,6 @@
 // Drives `turnstile serve` with the official `openai` npm package, as a user of the Node SDK
 // would, and checks what it gets back. Run by tests/openai_node_sdk_*.rs with NODE_PATH set to
-// the global npm folder (where .ci/run installs the package).
+// the global npm folder (where scripts/test.sh installs the package).
 //
 // Usage: node sdk_session.js BASE_URL ALICE_TOKEN BOB_TOKEN
 // Exits non-zero with the failed check's message on stderr; on success prints one JSON line with
