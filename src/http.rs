@@ -161,6 +161,10 @@ impl Gateway {
             .merge(console::routes())
             .fallback(middleware::not_found)
             .method_not_allowed_fallback(middleware::method_not_allowed)
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                middleware::same_origin,
+            ))
             .layer(axum::middleware::from_fn(middleware::record))
             .layer(DefaultBodyLimit::max(self.config().body_limit))
             .layer(axum::middleware::from_fn_with_state(

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::Method;
+use axum::http::{header, HeaderMap, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -32,6 +32,75 @@ pub(crate) async fn timeout(
         Ok(response) => response,
         Err(_) => ApiError::RequestTimeout { after }.into_response(),
     }
+}
+
+/// The longest `Origin` a refusal quotes, in bytes; the rest is left out.
+const MAX_QUOTED_ORIGIN: usize = 100;
+
+/// On a server without tokens (anyone who reaches it may do anything), refuses a request that
+/// changes something — any method but GET, HEAD, OPTIONS and TRACE — when a browser says it
+/// comes from a page of another origin: its `Sec-Fetch-Site` is neither `same-origin` nor `none`
+/// (typed by the user), or its `Origin` names another host than its `Host`. Otherwise any page
+/// the server's user opens could post to it (a form's body-less POST needs no JSON), clearing
+/// or passivating sessions. Programs that are not browsers send neither header and pass; so do
+/// the server's own pages. With tokens a browser has no credential to send, and nothing is
+/// checked.
+pub(crate) async fn same_origin(
+    State(gateway): State<Gateway>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if gateway.tokens().is_empty() && !request.method().is_safe() {
+        if let Some(refusal) = from_another_origin(request.headers()) {
+            return refusal.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Why a request's headers say a page of another origin sent it, if they do.
+fn from_another_origin(headers: &HeaderMap) -> Option<ApiError> {
+    let refused = |what: String| {
+        ApiError::Forbidden(format!(
+            "a server without tokens takes no request that changes anything from a page of \
+             another origin ({what}); open the page from this server, or give the server tokens"
+        ))
+    };
+    if let Some(site) = headers.get("sec-fetch-site") {
+        if !matches!(site.as_bytes(), b"same-origin" | b"none") {
+            let site = String::from_utf8_lossy(site.as_bytes());
+            return Some(refused(format!(
+                "Sec-Fetch-Site: {}",
+                cut(&site, MAX_QUOTED_ORIGIN)
+            )));
+        }
+    }
+    let origin = headers.get(header::ORIGIN)?;
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|origin| origin.split_once("://"))
+        .map(|(_, host)| host);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    match (origin_host, host) {
+        (Some(origin_host), Some(host)) if origin_host.eq_ignore_ascii_case(host) => None,
+        _ => {
+            let origin = String::from_utf8_lossy(origin.as_bytes());
+            Some(refused(format!(
+                "Origin: {}",
+                cut(&origin, MAX_QUOTED_ORIGIN)
+            )))
+        }
+    }
+}
+
+/// `text` up to `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// Counts requests by route and status, and times them until the response head is ready
@@ -75,4 +144,61 @@ pub(crate) fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Respon
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into());
     ApiError::Internal(format!("a handler panicked: {detail}")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    #[test]
+    fn requests_of_programs_and_of_the_server_s_own_pages_pass() {
+        for pairs in [
+            &[("host", "127.0.0.1:8080")][..],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "none")],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "http://127.0.0.1:8080"),
+            ],
+            // Behind a proxy that speaks TLS: the host is what counts.
+            &[("host", "chat.example"), ("origin", "https://Chat.Example")],
+        ] {
+            assert!(from_another_origin(&headers(pairs)).is_none(), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn requests_from_pages_of_other_origins_are_refused() {
+        for pairs in [
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "cross-site")][..],
+            &[("host", "127.0.0.1:8080"), ("sec-fetch-site", "same-site")],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "http://127.0.0.1:9090"),
+            ],
+            &[
+                ("host", "127.0.0.1:8080"),
+                ("origin", "http://evil.example"),
+            ],
+            &[("host", "127.0.0.1:8080"), ("origin", "null")],
+            &[("origin", "http://127.0.0.1:8080")],
+        ] {
+            let refusal = from_another_origin(&headers(pairs)).expect("refused");
+            assert!(
+                matches!(&refusal, ApiError::Forbidden(m) if m.contains("another origin")),
+                "{pairs:?}: {refusal:?}"
+            );
+        }
+    }
 }

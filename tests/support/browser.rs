@@ -57,26 +57,35 @@ impl Server {
 
     /// Starts `serve` with the agent these arguments choose (`--agent openai --base-url …`).
     pub async fn with_agent(agent: &[&str]) -> Self {
-        Self::at("127.0.0.1:0", agent).await
+        Self::at("127.0.0.1:0", agent, true).await
+    }
+
+    /// Starts `serve` with the mock agent and no tokens (open to whoever reaches it, as on
+    /// loopback by default).
+    pub async fn open() -> Self {
+        Self::at("127.0.0.1:0", &["--agent", "mock", "--latency", "0"], false).await
     }
 
     /// Starts `serve` again where `self` was (after [`Server::stop`]), with the mock agent: a
     /// server that comes back, with an empty memory store.
     pub async fn restart_at(base: &str) -> Self {
         let addr = base.trim_start_matches("http://");
-        Self::at(addr, &["--agent", "mock", "--latency", "10"]).await
+        Self::at(addr, &["--agent", "mock", "--latency", "10"], true).await
     }
 
-    async fn at(addr: &str, agent: &[&str]) -> Self {
+    async fn at(addr: &str, agent: &[&str], with_tokens: bool) -> Self {
         let tokens = tempfile::tempdir().expect("a temporary folder");
         let file = tokens.path().join("tokens");
         std::fs::write(&file, format!("{ADMIN} admin\n{ALICE} user:alice\n"))
             .expect("write the tokens file");
-        let mut child = Command::new(TURNSTILE)
+        let mut command = Command::new(TURNSTILE);
+        command
             .args(["serve", "--addr", addr, "--store", "memory"])
-            .args(agent)
-            .arg("--tokens")
-            .arg(&file)
+            .args(agent);
+        if with_tokens {
+            command.arg("--tokens").arg(&file);
+        }
+        let mut child = command
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
