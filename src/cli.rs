@@ -67,7 +67,7 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
-pub use logs::init_tracing;
+pub use logs::{init_tracing, say, Said};
 
 /// Runs the chosen command.
 pub async fn run(cli: Cli) -> ExitCode {
@@ -81,7 +81,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("turnstile: {err}");
+            logs::say(logs::Said::Error, &format!("turnstile: {err}"));
             ExitCode::FAILURE
         }
     }

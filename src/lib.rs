@@ -105,7 +105,7 @@ pub use runtime::{
     MAX_REQUEST_SCAN, MAX_TURN_EVENTS,
 };
 pub use session::SessionView;
-pub use stats::{RuntimeStats, TurnTimes};
+pub use stats::{publish_alert_counters, RuntimeStats, TurnTimes};
 #[allow(deprecated)]
 pub use store::MemoryStore;
 pub use store::{InMemoryStore, Owner, Page, PageRequest, SessionMeta, Store, StoreError};

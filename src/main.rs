@@ -21,7 +21,10 @@ fn main() -> std::process::ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("turnstile: cannot start the tokio runtime: {err}");
+            cli::say(
+                cli::Said::Error,
+                &format!("turnstile: cannot start the tokio runtime: {err}"),
+            );
             return std::process::ExitCode::FAILURE;
         }
     };

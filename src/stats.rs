@@ -16,6 +16,57 @@ pub(crate) fn store_error(store: &'static str, op: &'static str) {
     metrics::counter!("turnstile_store_errors_total", "store" => store, "op" => op).increment(1);
 }
 
+/// Every code `turnstile_turn_errors_total` counts by: [`Error::code`](crate::Error::code)'s
+/// codes, the agent's failures' among them.
+const TURN_ERROR_CODES: [&str; 28] = [
+    "invalid_key",
+    "too_large",
+    "busy",
+    "overloaded",
+    "at_capacity",
+    "concurrency_limit_exceeded",
+    "draining",
+    "agent_failed",
+    "model_rate_limited",
+    "model_unavailable",
+    "model_timeout",
+    "model_refused",
+    "model_malformed",
+    "not_owner",
+    "fenced",
+    "not_replicated",
+    "store",
+    "activation",
+    "deleted",
+    "session_failed",
+    "already_exists",
+    "not_found",
+    "invalid_request",
+    "request_mismatch",
+    "timeout",
+    "owned_elsewhere",
+    "artifact_store",
+    "memory",
+];
+
+/// Creates the counters an operator alerts on at 0 in the installed `metrics` recorder —
+/// `turnstile_turn_errors_total` for every code, `turnstile_leases_lost_total` for every reason
+/// and `turnstile_lease_renewals_total` for every outcome — so that they are exported from the
+/// start: an alert on their rate (Prometheus' `rate()`, `increase()`) needs a series that
+/// existed before its first increment, or it misses that increment. Cheap; call it once the
+/// recorder is installed (`Gateway::with_metrics` does).
+pub fn publish_alert_counters() {
+    for code in TURN_ERROR_CODES {
+        metrics::counter!("turnstile_turn_errors_total", "code" => code).increment(0);
+    }
+    for reason in ["write", "refused", "lapsed"] {
+        metrics::counter!("turnstile_leases_lost_total", "reason" => reason).increment(0);
+    }
+    for outcome in ["renewed", "lost", "unanswered"] {
+        metrics::counter!("turnstile_lease_renewals_total", "outcome" => outcome).increment(0);
+    }
+}
+
 /// Live counters, updated lock-free.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
@@ -209,4 +260,28 @@ pub struct RuntimeStats {
     ///
     /// [`Runtime::turn_times`]: crate::Runtime::turn_times
     pub turns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Error, FailureKind};
+
+    #[test]
+    fn every_turn_error_code_is_published() {
+        for kind in FailureKind::ALL {
+            assert!(TURN_ERROR_CODES.contains(&kind.code()), "{kind:?}");
+        }
+        for error in [
+            Error::Draining,
+            Error::InvalidRequest(String::new()),
+            Error::Timeout(Duration::from_secs(1)),
+        ] {
+            assert!(TURN_ERROR_CODES.contains(&error.code()), "{error:?}");
+        }
+        let mut unique = TURN_ERROR_CODES.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), TURN_ERROR_CODES.len());
+    }
 }

@@ -1,5 +1,6 @@
 //! `/metrics` renders the Prometheus text of the installed recorder: the gateway's request
-//! counters and the runtime's own metrics. Admin only; 404 when no recorder is given.
+//! counters and the runtime's own metrics, and the counters an operator alerts on at 0 from the
+//! start. Admin only; 404 when no recorder is given.
 
 #![cfg(feature = "http")]
 
@@ -53,6 +54,16 @@ async fn metrics_show_requests_and_turns_in_prometheus_text() {
                 && l.contains(r#"store="memory""#)),
         "{text}"
     );
+
+    // What an operator alerts on is there from the start, at 0, before anything happened.
+    for series in [
+        r#"turnstile_turn_errors_total{code="store"} 0"#,
+        r#"turnstile_turn_errors_total{code="model_unavailable"} 0"#,
+        r#"turnstile_leases_lost_total{reason="lapsed"} 0"#,
+        r#"turnstile_lease_renewals_total{outcome="unanswered"} 0"#,
+    ] {
+        assert!(text.lines().any(|l| l == series), "no {series} in:\n{text}");
+    }
 
     let (status, _) = gw.send(get("/metrics", ALICE)).await;
     assert_eq!(status, StatusCode::FORBIDDEN);

@@ -1,6 +1,7 @@
 //! Property: `turnstile serve` writes its log to stderr one record per line, without terminal
 //! colours when stderr is not a terminal — also when a model server's error it logs holds line
-//! breaks and escape sequences — and with `--log-format json` one JSON object per line.
+//! breaks and escape sequences — and with `--log-format json` one JSON object per line, up to
+//! the last line it writes as it exits (`drained, exiting`).
 
 #![cfg(all(feature = "openai", feature = "http"))]
 
@@ -15,9 +16,9 @@ use support::serve::{ModelServe, Serve};
 /// What the model server says: two lines and a colour escape.
 const UPSTREAM: &str = "first line\nsecond line \u{1b}[31mred";
 
-/// Runs one turn the model refuses, with `extra` flags, and returns the log once the refusal
-/// is in it.
-async fn failing_turn(extra: &[&str]) -> String {
+/// Runs one turn the model refuses, with `extra` flags, and returns the server and its log
+/// once the refusal is in it.
+async fn failing_turn(extra: &[&str]) -> (Serve, String) {
     let fake = FakeOpenAi::start(vec![Reply::Status {
         status: 400,
         retry_after: None,
@@ -41,7 +42,7 @@ async fn failing_turn(extra: &[&str]) -> String {
     .unwrap()
     .status();
     assert_eq!(status, 502);
-    eventually_ok(
+    let logs = eventually_ok(
         "the failure is logged",
         std::time::Duration::from_millis(5),
         || {
@@ -54,13 +55,14 @@ async fn failing_turn(extra: &[&str]) -> String {
             }
         },
     )
-    .await
+    .await;
+    (serve, logs)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_records_are_single_uncoloured_lines() {
     // Plain is the default.
-    let logs = failing_turn(&[]).await;
+    let (_serve, logs) = failing_turn(&[]).await;
     assert!(!logs.contains('\u{1b}'), "no escape sequences: {logs:?}");
     for line in logs.lines().filter(|l| !l.is_empty()) {
         assert!(
@@ -80,7 +82,10 @@ async fn plain_records_are_single_uncoloured_lines() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_records_are_one_object_per_line() {
-    let logs = failing_turn(&["--log-format", "json"]).await;
+    let (mut serve, _) = failing_turn(&["--log-format", "json"]).await;
+    let status = serve.terminate(std::time::Duration::from_secs(20));
+    assert!(status.success(), "{status}");
+    let logs = serve.logs();
     let records: Vec<Value> = logs
         .lines()
         .filter(|l| !l.is_empty())
@@ -96,5 +101,10 @@ async fn json_records_are_one_object_per_line() {
             .iter()
             .any(|r| r.to_string().contains("second line") && r["level"] == "WARN"),
         "{records:?}"
+    );
+    assert!(
+        records.iter().any(|r| r["level"] == "INFO"
+            && r["fields"]["message"] == "turnstile serve: drained, exiting"),
+        "the last line is a record too: {records:?}"
     );
 }

@@ -7,6 +7,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -36,10 +37,49 @@ impl FromStr for LogFormat {
     }
 }
 
+/// The target of what the binary tells its operator besides its log records (see [`say`]):
+/// never filtered out.
+const SAID: &str = "turnstile::said";
+
+/// The format chosen at start-up.
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
+/// How important a line [`say`] writes is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Said {
+    /// How things went (`drained, exiting`).
+    Info,
+    /// Something the operator should look at.
+    Warn,
+    /// Why the program stops.
+    Error,
+}
+
+/// Writes a line for the operator on stderr, whatever `RUST_LOG` says: as it is in the plain
+/// format; in the JSON format as a record like every other (target `turnstile::said`), so that
+/// every line of stderr parses as JSON.
+pub fn say(level: Said, line: &str) {
+    if FORMAT.get() != Some(&LogFormat::Json) {
+        eprintln!("{line}");
+        return;
+    }
+    match level {
+        Said::Info => tracing::info!(target: SAID, "{line}"),
+        Said::Warn => tracing::warn!(target: SAID, "{line}"),
+        Said::Error => tracing::error!(target: SAID, "{line}"),
+    }
+}
+
 /// Logs to stderr in `format`, filtered by `RUST_LOG`.
 pub fn init_tracing(format: LogFormat) {
+    let _ = FORMAT.set(format);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_FILTER))
+        .add_directive(
+            format!("{SAID}=info")
+                .parse()
+                .expect("a valid filter directive"),
+        );
     let terminal = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -19,6 +19,7 @@ use turnstile::{
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
 use super::limits_arg::TurnLimitArgs;
+use super::logs::{say, Said};
 use super::mcp_arg::{self, Mcp, McpArgs};
 use cluster::{cluster_ownership, shared_store};
 
@@ -262,22 +263,26 @@ async fn serve_with_tools(
     // files) on a blocking thread, while the lingering listener answers.
     let closing = tokio::task::spawn_blocking(move || drop(opened));
     if closing.await.is_err() {
-        eprintln!("turnstile serve: closing the store panicked");
+        say(Said::Error, "turnstile serve: closing the store panicked");
     }
     if report.left > 0 {
-        eprintln!(
-            "turnstile serve: {} sessions could not be flushed before exit",
-            report.left
+        say(
+            Said::Error,
+            &format!(
+                "turnstile serve: {} sessions could not be flushed before exit",
+                report.left
+            ),
         );
         return Ok((ExitCode::FAILURE, lingering));
     }
     if !report.clean {
-        eprintln!(
+        say(
+            Said::Warn,
             "turnstile serve: the drain did not finish cleanly: turns were interrupted at its \
-             deadline, or background work was still running after its grace"
+             deadline, or background work was still running after its grace",
         );
     }
-    eprintln!("turnstile serve: drained, exiting");
+    say(Said::Info, "turnstile serve: drained, exiting");
     Ok((ExitCode::SUCCESS, lingering))
 }
 

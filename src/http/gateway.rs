@@ -11,7 +11,7 @@ use super::error::ApiError;
 use super::forward::Forwarder;
 use crate::channel::ChannelRouter;
 use crate::responses::Responses;
-use crate::Runtime;
+use crate::{publish_alert_counters, Runtime};
 
 /// The model `GET /v1/models` lists when [`Gateway::with_models`] names none.
 pub const DEFAULT_MODEL: &str = "turnstile";
@@ -91,8 +91,10 @@ impl Gateway {
         self
     }
 
-    /// Serves `/metrics` from this Prometheus recorder's handle.
+    /// Serves `/metrics` from this Prometheus recorder's handle (the recorder installed), with
+    /// the counters an operator alerts on there from the start ([`publish_alert_counters`]).
     pub fn with_metrics(mut self, handle: PrometheusHandle) -> Self {
+        publish_alert_counters();
         self.settings().metrics = Some(handle);
         self
     }
