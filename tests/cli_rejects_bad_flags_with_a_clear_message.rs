@@ -119,6 +119,10 @@ fn serve_refuses_meaningless_limits_and_an_empty_tokens_file() {
         &with(&["--drain-timeout=-1"]),
         "--drain-timeout must be a positive number of seconds",
     );
+    refused(
+        &with(&["--capacity-wait=-1"]),
+        "--capacity-wait must be a number of seconds, 0 or more",
+    );
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "# nobody yet\n\n").unwrap();

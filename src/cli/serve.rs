@@ -36,6 +36,11 @@ const SECONDS_BUCKETS: [f64; 12] = [
 /// they cannot pile up in memory.
 const METRICS_UPKEEP: Duration = Duration::from_secs(5);
 
+/// How long a message waits for a session slot at `--capacity` by default: a passivation
+/// (the least recently used idle session flushed and stopped) takes milliseconds, a burst of
+/// new sessions a while; past this the caller hears 429 and can retry elsewhere.
+const DEFAULT_CAPACITY_WAIT: Duration = Duration::from_secs(5);
+
 /// Options of `turnstile serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -97,6 +102,11 @@ pub struct ServeArgs {
     /// Most live sessions (others are passivated, least recently used first).
     #[arg(long)]
     capacity: Option<usize>,
+    /// Seconds a message for a session that is not live waits for a slot when `--capacity` is
+    /// reached (an idle session is being passivated to make room) before 429 `at_capacity`;
+    /// 0 refuses at once.
+    #[arg(long, default_value_t = DEFAULT_CAPACITY_WAIT.as_secs_f64())]
+    capacity_wait: f64,
     /// Events the agent sees (the context window).
     #[arg(long)]
     window: Option<usize>,
@@ -315,6 +325,10 @@ async fn build_runtime(
     );
     if let Some(capacity) = args.capacity {
         builder = builder.with_capacity(capacity);
+    }
+    match Duration::try_from_secs_f64(args.capacity_wait) {
+        Ok(wait) => builder = builder.with_capacity_wait(wait),
+        Err(_) => return Err("--capacity-wait must be a number of seconds, 0 or more".into()),
     }
     if let Some(window) = args.window {
         builder = builder.with_window(window);
