@@ -147,6 +147,9 @@ pub(super) struct Chunk {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Choice {
+    /// Which of the answers asked for this is part of: only the first (0) is asked for.
+    #[serde(default)]
+    pub index: u64,
     #[serde(default)]
     pub delta: Delta,
     #[serde(default)]
@@ -225,8 +228,9 @@ impl Round {
             self.usage = Some(usage.into());
         }
         let mut added = String::new();
-        // Only the first choice counts: the request never asks for more than one.
-        if let Some(choice) = chunk.choices.into_iter().next() {
+        // Only the first answer counts: the request never asks for more than one, and a server
+        // that sends others anyway (another `index`) must not have them merged into the reply.
+        if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
             if let Some(text) = choice.delta.content {
                 added.push_str(&text);
             }

@@ -174,6 +174,24 @@ fn tool_call_fragments_are_joined_by_index() {
 }
 
 #[test]
+fn only_the_first_answer_is_kept_when_a_server_sends_others() {
+    let mut round = Round::default();
+    let chunks = [
+        json!({"choices":[{"index":0,"delta":{"content":"one "}}]}),
+        json!({"choices":[{"index":1,"delta":{"content":"OTHER "}}]}),
+        json!({"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"two"}}]}),
+        json!({"choices":[{"index":1,"delta":{},"finish_reason":"stop"}]}),
+    ];
+    let added: Vec<String> = chunks
+        .into_iter()
+        .map(|c| round.apply(serde_json::from_value(c).unwrap()).unwrap())
+        .collect();
+    assert_eq!(added, ["one ", "", "two", ""]);
+    assert_eq!(round.text, "one two");
+    assert!(!round.finished, "the other answer's end is not this one's");
+}
+
+#[test]
 fn a_failed_result_keeps_its_error_marking() {
     let history = [
         input(1, "time?"),
