@@ -6,6 +6,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# npm and pip install the packages below; Debian's own Python refuses pip installs outside a
+# virtual environment (PEP 668) unless told, which is fine on a machine that runs tests.
+if ! command -v npm >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+fi
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip
+fi
+export PIP_BREAK_SYSTEM_PACKAGES=1
+
 # The Redis store's tests start their own redis-server on a free loopback port.
 if ! command -v redis-server >/dev/null 2>&1; then
   apt-get update -qq

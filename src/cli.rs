@@ -16,6 +16,7 @@ mod mcp_arg;
 mod serve;
 mod sessions;
 mod sse;
+mod visible;
 
 /// One actor per live conversation session, for chat and LLM-agent backends.
 #[derive(Debug, Parser)]

@@ -202,8 +202,9 @@ impl Gateway {
     /// its tool servers): the listener is handed back still open in a [`Lingering`], which
     /// answers every connection `503 draining` (with `Retry-After`) until it is closed, so that
     /// clients and load balancers hear that answer, not a refused connection, until the process
-    /// is gone. It holds no part of the gateway: the runtime and its store can be dropped while
-    /// it answers.
+    /// is gone. It holds no part of the gateway (connections accepted during the drain, each
+    /// answered once, may hold it for a moment more): the runtime and its store can be dropped
+    /// while it answers.
     pub async fn serve_lingering(
         self,
         listener: TcpListener,

@@ -23,10 +23,9 @@ use super::mcp_arg::{self, McpArgs};
 #[cfg(feature = "http")]
 mod remote;
 mod typed;
-mod visible;
 
+use super::visible::Visible;
 use typed::Typed;
-use visible::Visible;
 
 /// Options of `turnstile chat`.
 #[derive(Debug, Args)]

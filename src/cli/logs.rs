@@ -56,11 +56,13 @@ pub enum Said {
 }
 
 /// Writes a line for the operator on stderr, whatever `RUST_LOG` says: as it is in the plain
-/// format; in the JSON format as a record like every other (target `turnstile::said`), so that
+/// format (control characters shown as text, see `visible`); in the JSON format as a record like every other (target `turnstile::said`), so that
 /// every line of stderr parses as JSON.
 pub fn say(level: Said, line: &str) {
     if FORMAT.get() != Some(&LogFormat::Json) {
-        eprintln!("{line}");
+        // An error may quote a peer (a server's message): its control characters are shown.
+        let mut stderr = super::visible::Visible::new(std::io::stderr().lock());
+        let _ = writeln!(stderr, "{line}");
         return;
     }
     match level {

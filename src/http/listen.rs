@@ -129,7 +129,7 @@ pub(crate) async fn serve(
     accept.router = draining;
     let closed = CancellationToken::new();
     let task = tokio::spawn({
-        let closed = closed.clone();
+        let (closed, late_force) = (closed.clone(), late_force.clone());
         async move {
             accept.until(closed.cancelled(), &late, &one_request).await;
             // New clients are refused from now on rather than queued for a server that has
@@ -144,6 +144,7 @@ pub(crate) async fn serve(
     });
     Lingering {
         closed,
+        cut: late_force,
         task: Some(task),
     }
 }
@@ -154,6 +155,8 @@ pub(crate) async fn serve(
 #[derive(Debug)]
 pub struct Lingering {
     closed: CancellationToken,
+    /// Cuts the connections being answered.
+    cut: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -171,6 +174,7 @@ impl Lingering {
 impl Drop for Lingering {
     fn drop(&mut self) {
         self.closed.cancel();
+        self.cut.cancel();
         if let Some(task) = self.task.take() {
             task.abort();
         }
@@ -275,6 +279,8 @@ async fn serve_connection(
     tokio::pin!(connection);
     let ended = tokio::select! {
         ended = connection.as_mut() => ended,
+        // Dropping the connection closes its socket and drops its response.
+        () = ends.force.cancelled() => Ok(()),
         () = ends.stop.cancelled() => {
             connection.as_mut().graceful_shutdown();
             tokio::select! {

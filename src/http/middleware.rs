@@ -40,7 +40,8 @@ const MAX_QUOTED_ORIGIN: usize = 100;
 /// On a server without tokens (anyone who reaches it may do anything), refuses a request that
 /// changes something — any method but GET, HEAD, OPTIONS and TRACE — when a browser says it
 /// comes from a page of another origin: its `Sec-Fetch-Site` is neither `same-origin` nor `none`
-/// (typed by the user), or its `Origin` names another host than its `Host`. Otherwise any page
+/// (typed by the user), or, from a browser that sends no `Sec-Fetch-Site`, its `Origin` names
+/// another host than its `Host`. Otherwise any page
 /// the server's user opens could post to it (a form's body-less POST needs no JSON), clearing
 /// or passivating sessions. Programs that are not browsers send neither header and pass; so do
 /// the server's own pages. With tokens a browser has no credential to send, and nothing is
@@ -66,15 +67,19 @@ fn from_another_origin(headers: &HeaderMap) -> Option<ApiError> {
              another origin ({what}); open the page from this server, or give the server tokens"
         ))
     };
+    // A browser that says where the request comes from is believed: its judgement holds behind
+    // a proxy that rewrites `Host`, and across a forward to another process of a cluster.
     if let Some(site) = headers.get("sec-fetch-site") {
-        if !matches!(site.as_bytes(), b"same-origin" | b"none") {
-            let site = String::from_utf8_lossy(site.as_bytes());
-            return Some(refused(format!(
-                "Sec-Fetch-Site: {}",
-                cut(&site, MAX_QUOTED_ORIGIN)
-            )));
+        if matches!(site.as_bytes(), b"same-origin" | b"none") {
+            return None;
         }
+        let site = String::from_utf8_lossy(site.as_bytes());
+        return Some(refused(format!(
+            "Sec-Fetch-Site: {}",
+            cut(&site, MAX_QUOTED_ORIGIN)
+        )));
     }
+    // An older browser says only `Origin`.
     let origin = headers.get(header::ORIGIN)?;
     let origin_host = origin
         .to_str()
@@ -173,6 +178,13 @@ mod tests {
             ],
             // Behind a proxy that speaks TLS: the host is what counts.
             &[("host", "chat.example"), ("origin", "https://Chat.Example")],
+            // Forwarded to another process, or behind a proxy that rewrote `Host`: the
+            // browser's word stands.
+            &[
+                ("host", "127.0.0.1:8081"),
+                ("origin", "http://127.0.0.1:8080"),
+                ("sec-fetch-site", "same-origin"),
+            ],
         ] {
             assert!(from_another_origin(&headers(pairs)).is_none(), "{pairs:?}");
         }

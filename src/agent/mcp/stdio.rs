@@ -170,12 +170,23 @@ const GROUP_LOOK_EVERY: Duration = Duration::from_millis(10);
 #[cfg(unix)]
 async fn stop_group(group: u32) {
     use nix::sys::signal::{killpg, Signal};
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     use nix::unistd::Pid;
     let Ok(raw) = i32::try_from(group) else {
         return;
     };
     let pgid = Pid::from_raw(raw);
-    let left = || killpg(pgid, None).is_ok();
+    let left = || {
+        // Members that exited after being handed to this process (it runs as PID 1, or as a
+        // subreaper) are reaped here, or their zombies would count as left. ECHILD (none of
+        // the group is this process's child) ends it at once.
+        while let Ok(status) = waitpid(Pid::from_raw(-raw), Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        killpg(pgid, None).is_ok()
+    };
     if !left() {
         return;
     }

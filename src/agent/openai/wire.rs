@@ -147,9 +147,10 @@ pub(super) struct Chunk {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Choice {
-    /// Which of the answers asked for this is part of: only the first (0) is asked for.
+    /// Which of the answers asked for this is part of: only the first (0) is asked for; none
+    /// (or `null`) is taken as the first.
     #[serde(default)]
-    pub index: u64,
+    pub index: Option<u64>,
     #[serde(default)]
     pub delta: Delta,
     #[serde(default)]
@@ -230,7 +231,11 @@ impl Round {
         let mut added = String::new();
         // Only the first answer counts: the request never asks for more than one, and a server
         // that sends others anyway (another `index`) must not have them merged into the reply.
-        if let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) {
+        if let Some(choice) = chunk
+            .choices
+            .into_iter()
+            .find(|c| c.index.unwrap_or(0) == 0)
+        {
             if let Some(text) = choice.delta.content {
                 added.push_str(&text);
             }

@@ -22,9 +22,10 @@ use serde_json::{json, Value};
 use tokio::io::AsyncBufRead;
 use turnstile::SessionKey;
 
-use super::{Typed, Visible};
+use super::Typed;
 use crate::cli::answer_body::{body_of, MAX_ANSWER_BYTES};
 use crate::cli::sse::SseReader;
+use crate::cli::visible::Visible;
 
 mod openai;
 

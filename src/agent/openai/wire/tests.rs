@@ -181,13 +181,14 @@ fn only_the_first_answer_is_kept_when_a_server_sends_others() {
         json!({"choices":[{"index":1,"delta":{"content":"OTHER "}}]}),
         json!({"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"two"}}]}),
         json!({"choices":[{"index":1,"delta":{},"finish_reason":"stop"}]}),
+        json!({"choices":[{"index":null,"delta":{"content":"!"}}]}),
     ];
     let added: Vec<String> = chunks
         .into_iter()
         .map(|c| round.apply(serde_json::from_value(c).unwrap()).unwrap())
         .collect();
-    assert_eq!(added, ["one ", "", "two", ""]);
-    assert_eq!(round.text, "one two");
+    assert_eq!(added, ["one ", "", "two", "", "!"]);
+    assert_eq!(round.text, "one two!");
     assert!(!round.finished, "the other answer's end is not this one's");
 }
 

@@ -1,7 +1,7 @@
-//! What `turnstile chat` writes to a terminal, with control characters made visible: a reply,
-//! a stored history line or a server's error message is untrusted text, and an escape sequence
-//! in it would otherwise drive the terminal (retitle the window, clear the screen, move the
-//! cursor, rewrite what was shown).
+//! What the binary writes to a terminal, with control characters made visible: a reply in
+//! `turnstile chat`, a stored history line or a server's error message is untrusted text, and an
+//! escape sequence in it would otherwise drive the terminal (retitle the window, clear the
+//! screen, move the cursor, rewrite what was shown).
 
 use std::io::{self, Write};
 
