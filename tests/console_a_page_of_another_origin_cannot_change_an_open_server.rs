@@ -2,7 +2,10 @@
 //! from a page of another origin. In a real Chromium, a page served from a second origin posts
 //! to the server as an attacker's page would — a form's body-less POST (`…/clear`, which needs
 //! no JSON body) and a `no-cors` fetch — and both are refused (403, nothing cleared), while the
-//! same request from a page of the server's own origin clears the session.
+//! same request from a page of the server's own origin clears the session. A page that reaches
+//! the server under a name of its own resolving to loopback (DNS rebinding: Chromium maps the
+//! name to 127.0.0.1), which the browser takes for that page's own origin, is refused too,
+//! reads included.
 
 #![cfg(feature = "http")]
 
@@ -116,6 +119,52 @@ async fn a_page_of_another_origin_cannot_clear_a_session_of_an_open_server() {
         cleared(&events(&server).await),
         1,
         "the session was cleared"
+    );
+    browser.stop().await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_page_under_a_name_rebound_to_loopback_is_refused_reads_included() {
+    let server = Server::open().await;
+    let answer = reqwest::Client::new()
+        .post(server.url("/v1/sessions/alice/chat/turns"))
+        .json(&json!({"input": "remember this"}))
+        .send()
+        .await
+        .expect("a turn");
+    assert_eq!(answer.status(), 200);
+    let port = server.base.rsplit(':').next().expect("a port").to_owned();
+    let browser = Browser::with_args(&["--host-resolver-rules=MAP rebound.test 127.0.0.1"]).await;
+    // The page the browser believes is rebound.test's own: the server answers it under that
+    // name.
+    let rebound = format!("http://rebound.test:{port}");
+    browser
+        .client
+        .goto(&format!("{rebound}/healthz"))
+        .await
+        .expect("open the rebound page");
+    let read = browser
+        .eval(&format!(
+            "return await fetch('{rebound}/v1/sessions/alice/chat/events').then(r => r.status);"
+        ))
+        .await;
+    assert_eq!(read, json!(403), "a read under the rebound name");
+    let clear = browser
+        .eval(&format!(
+            "return await fetch('{rebound}/v1/sessions/alice/chat/clear', {{method: 'POST'}})\
+             .then(r => r.text());"
+        ))
+        .await;
+    let clear = clear.as_str().unwrap_or_default().to_owned();
+    assert!(
+        clear.contains("forbidden") && clear.contains("rebound.test"),
+        "{clear}"
+    );
+    assert_eq!(
+        cleared(&events(&server).await),
+        0,
+        "a page under a rebound name cleared the session"
     );
     browser.stop().await;
     server.stop().await;

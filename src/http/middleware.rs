@@ -37,7 +37,8 @@ pub(crate) async fn timeout(
 /// The longest `Origin` a refusal quotes, in bytes; the rest is left out.
 const MAX_QUOTED_ORIGIN: usize = 100;
 
-/// On a server without tokens (anyone who reaches it may do anything), refuses a request that
+/// On a server without tokens (anyone who reaches it may do anything), refuses a request
+/// addressed to a name that is not loopback ([`addressed_elsewhere`]), and a request that
 /// changes something — any method but GET, HEAD, OPTIONS and TRACE — when a browser says it
 /// comes from a page of another origin: its `Sec-Fetch-Site` is neither `same-origin` nor `none`
 /// (typed by the user), or, from a browser that sends no `Sec-Fetch-Site`, its `Origin` names
@@ -51,12 +52,54 @@ pub(crate) async fn same_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    if gateway.tokens().is_empty() && !request.method().is_safe() {
-        if let Some(refusal) = from_another_origin(request.headers()) {
+    if gateway.tokens().is_empty() {
+        if let Some(refusal) = addressed_elsewhere(request.headers()) {
             return refusal.into_response();
+        }
+        if !request.method().is_safe() {
+            if let Some(refusal) = from_another_origin(request.headers()) {
+                return refusal.into_response();
+            }
         }
     }
     next.run(request).await
+}
+
+/// Why a request to a server without tokens is refused for the name it was addressed to, if it
+/// is: such a server listens on loopback only, so a `Host` that is not a loopback name
+/// (`localhost`, `127.0.0.0/8`, `[::1]`, any port) means a page reached it through a name of its
+/// own that resolves to loopback (DNS rebinding), where the browser takes the server for that
+/// page's own origin — or a proxy exposes the open server under another name. No `Host`
+/// (HTTP/1.0) passes.
+fn addressed_elsewhere(headers: &HeaderMap) -> Option<ApiError> {
+    let host = headers.get(header::HOST)?;
+    let loopback = host.to_str().ok().is_some_and(is_loopback_name);
+    if loopback {
+        return None;
+    }
+    let host = String::from_utf8_lossy(host.as_bytes());
+    Some(ApiError::Forbidden(format!(
+        "a server without tokens answers only requests addressed to a loopback name \
+         (localhost, 127.0.0.1, [::1]), not Host: {}; give the server tokens to reach it under \
+         another name",
+        cut(&host, MAX_QUOTED_ORIGIN)
+    )))
+}
+
+/// Whether `host` (a `Host` header: a name or address, maybe a port) names loopback.
+fn is_loopback_name(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        // `[::1]` or `[::1]:8080`.
+        Some(rest) => match rest.split_once(']') {
+            Some((address, port)) if port.is_empty() || port.starts_with(':') => address,
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(name, _port)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Why a request's headers say a page of another origin sent it, if they do.
@@ -188,6 +231,39 @@ mod tests {
         ] {
             assert!(from_another_origin(&headers(pairs)).is_none(), "{pairs:?}");
         }
+    }
+
+    #[test]
+    fn only_loopback_names_are_answered() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8080",
+            "127.0.0.1",
+            "127.0.0.1:8080",
+            "127.1.2.3:9",
+            "[::1]",
+            "[::1]:8080",
+        ] {
+            assert!(is_loopback_name(host), "{host}");
+            assert!(addressed_elsewhere(&headers(&[("host", host)])).is_none());
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "localhost.evil.example",
+            "10.0.0.1:8080",
+            "[::2]:8080",
+            "[::1]x",
+            "",
+        ] {
+            assert!(!is_loopback_name(host), "{host}");
+        }
+        let refusal = addressed_elsewhere(&headers(&[("host", "rebound.example:8080")]));
+        assert!(
+            matches!(&refusal, Some(ApiError::Forbidden(m)) if m.contains("rebound.example")),
+            "{refusal:?}"
+        );
+        assert!(addressed_elsewhere(&HeaderMap::new()).is_none(), "no Host");
     }
 
     #[test]

@@ -155,6 +155,15 @@ impl Browser {
     /// Starts chromedriver on a free port and opens a headless window whose page (viewport)
     /// is `width`×`height` CSS pixels.
     pub async fn sized(width: u32, height: u32) -> Self {
+        Self::sized_with(width, height, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium arguments (`--host-resolver-rules=…`, say).
+    pub async fn with_args(args: &[&str]) -> Self {
+        Self::sized_with(1280, 900, args).await
+    }
+
+    async fn sized_with(width: u32, height: u32, args: &[&str]) -> Self {
         require(CHROMIUM);
         require(CHROMEDRIVER);
         let port = free_port();
@@ -174,17 +183,24 @@ impl Browser {
             .tempdir()
             .expect("a temporary profile folder");
         let mut caps = serde_json::Map::new();
+        // No sandbox: tests run as root in CI, where Chromium refuses its sandbox.
+        let mut all_args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-extensions",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        all_args.push(format!("--window-size={width},{height}"));
+        all_args.push(format!("--user-data-dir={}", profile.path().display()));
+        all_args.extend(args.iter().map(|a| (*a).to_owned()));
         caps.insert(
             "goog:chromeOptions".into(),
-            json!({
-                "binary": CHROMIUM,
-                // No sandbox: tests run as root in CI, where Chromium refuses its sandbox.
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage",
-                         format!("--window-size={width},{height}"),
-                         format!("--user-data-dir={}", profile.path().display()),
-                         "--no-first-run", "--disable-extensions"],
-            }),
+            json!({ "binary": CHROMIUM, "args": all_args }),
         );
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         // chromedriver listens a moment after it starts: retry the session until then.
