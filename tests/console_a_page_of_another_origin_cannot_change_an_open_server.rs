@@ -57,8 +57,8 @@ async fn other_origin(target: String) -> String {
     base
 }
 
-#[tokio::test]
-async fn a_page_of_another_origin_cannot_clear_a_session_of_an_open_server() {
+/// A `serve` without tokens whose session `alice/chat` holds one turn.
+async fn open_server_with_a_turn() -> Server {
     let server = Server::open().await;
     let answer = reqwest::Client::new()
         .post(server.url("/v1/sessions/alice/chat/turns"))
@@ -67,6 +67,12 @@ async fn a_page_of_another_origin_cannot_clear_a_session_of_an_open_server() {
         .await
         .expect("a turn");
     assert_eq!(answer.status(), 200);
+    server
+}
+
+#[tokio::test]
+async fn a_page_of_another_origin_cannot_clear_a_session_of_an_open_server() {
+    let server = open_server_with_a_turn().await;
     let target = server.url("/v1/sessions/alice/chat/clear");
     let attacker = other_origin(target.clone()).await;
     let browser = Browser::start().await;
@@ -126,14 +132,7 @@ async fn a_page_of_another_origin_cannot_clear_a_session_of_an_open_server() {
 
 #[tokio::test]
 async fn a_page_under_a_name_rebound_to_loopback_is_refused_reads_included() {
-    let server = Server::open().await;
-    let answer = reqwest::Client::new()
-        .post(server.url("/v1/sessions/alice/chat/turns"))
-        .json(&json!({"input": "remember this"}))
-        .send()
-        .await
-        .expect("a turn");
-    assert_eq!(answer.status(), 200);
+    let server = open_server_with_a_turn().await;
     let port = server.base.rsplit(':').next().expect("a port").to_owned();
     let browser = Browser::with_args(&["--host-resolver-rules=MAP rebound.test 127.0.0.1"]).await;
     // The page the browser believes is rebound.test's own: the server answers it under that

@@ -63,6 +63,22 @@ fn with_a_stubborn_helper(dir: &std::path::Path) -> (String, std::path::PathBuf)
     )
 }
 
+/// `serve` with the stubborn launcher's server (see [`with_a_stubborn_helper`]) in `dir`:
+/// `(serve, the file its helper's id is written to)`.
+fn serve_with_a_stubborn_helper(
+    fake: &FakeOpenAi,
+    dir: &std::path::Path,
+) -> (Serve, std::path::PathBuf) {
+    let (spec, pid_file) = with_a_stubborn_helper(dir);
+    let serve = Serve::model(ModelServe {
+        base_url: &fake.base_url,
+        key: "sk-unused-key-0000",
+        log: "warn,turnstile::mcp=info",
+        extra: &["--mcp", &spec],
+    });
+    (serve, pid_file)
+}
+
 /// The helper's process id, once the launcher wrote it.
 async fn helper(pid_file: &std::path::Path) -> u32 {
     let mut pid = None;
@@ -91,13 +107,7 @@ fn running(pid: u32) -> bool {
 async fn a_helper_that_ignores_sigterm_is_stopped_with_its_server_on_drain() {
     let fake = FakeOpenAi::start(Vec::new()).await;
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let (spec, pid_file) = with_a_stubborn_helper(dir.path());
-    let mut serve = Serve::model(ModelServe {
-        base_url: &fake.base_url,
-        key: "sk-unused-key-0000",
-        log: "warn,turnstile::mcp=info",
-        extra: &["--mcp", &spec],
-    });
+    let (mut serve, pid_file) = serve_with_a_stubborn_helper(&fake, dir.path());
     let helper = helper(&pid_file).await;
     let _cleanup = KillOnDrop(helper);
     assert!(running(helper), "the helper {helper} runs");
@@ -114,13 +124,7 @@ async fn a_helper_that_ignores_sigterm_is_stopped_with_its_server_on_drain() {
 async fn a_helper_that_ignores_sigterm_is_stopped_when_its_server_dies_and_restarts() {
     let fake = FakeOpenAi::start(Vec::new()).await;
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let (spec, pid_file) = with_a_stubborn_helper(dir.path());
-    let mut serve = Serve::model(ModelServe {
-        base_url: &fake.base_url,
-        key: "sk-unused-key-0000",
-        log: "warn,turnstile::mcp=info",
-        extra: &["--mcp", &spec],
-    });
+    let (mut serve, pid_file) = serve_with_a_stubborn_helper(&fake, dir.path());
     let first = helper(&pid_file).await;
     let _cleanup = KillOnDrop(first);
     let children = serve.children();

@@ -378,12 +378,7 @@ mod tests {
         press.send(()).unwrap();
         screen.shows("[interrupted]").await;
         screen.shows("[interrupted]\nyou> ").await;
-        keyboard.write_all(b"/quit\n").await.unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
-            .await
-            .expect("the chat ended")
-            .unwrap()
-            .unwrap();
+        quit(&mut keyboard, talk).await;
         let events = store.read_events(&key, 1, usize::MAX).await.unwrap();
         let interrupted = events.iter().any(|e| {
             matches!(&e.kind, EventKind::AgentOutput { text, status, .. }
@@ -413,12 +408,7 @@ mod tests {
             .await;
         press.send(()).unwrap();
         screen.shows("thinking…\n[interrupted]\nyou> ").await;
-        keyboard.write_all(b"/quit\n").await.unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
-            .await
-            .expect("the chat ended")
-            .unwrap()
-            .unwrap();
+        quit(&mut keyboard, talk).await;
         let inputs: Vec<String> = store
             .read_events(&key, 1, usize::MAX)
             .await
@@ -444,12 +434,7 @@ mod tests {
         screen
             .shows("^[]0;pwned^G^[[2J^[[Hgone\\u{9b}\nyou> ")
             .await;
-        keyboard.write_all(b"/quit\n").await.unwrap();
-        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
-            .await
-            .expect("the chat ended")
-            .unwrap()
-            .unwrap();
+        quit(&mut keyboard, talk).await;
         let shown = screen.0.lock().clone();
         assert!(
             !shown.iter().any(|b| matches!(b, 0x1b | 0x07)),
@@ -457,6 +442,19 @@ mod tests {
             screen.text()
         );
         assert!(!screen.text().contains('\u{9b}'), "{:?}", screen.text());
+    }
+
+    /// Types `/quit` and waits for the chat to end well.
+    async fn quit(
+        keyboard: &mut tokio::io::DuplexStream,
+        talk: tokio::task::JoinHandle<Result<(), String>>,
+    ) {
+        keyboard.write_all(b"/quit\n").await.unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), talk)
+            .await
+            .expect("the chat ended")
+            .unwrap()
+            .unwrap();
     }
 
     fn tokio_stream_of(
