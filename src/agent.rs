@@ -27,7 +27,7 @@ pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError, MAX_CALLER_TOOLS};
 pub(crate) use turn_context::{
-    floor_char_boundary, millis, BeforeAgent, ToolEntry, TurnMarks, TurnRecord,
+    floor_char_boundary, millis, AgentEnding, BeforeAgent, ToolEntry, TurnMarks, TurnRecord,
 };
 pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
 

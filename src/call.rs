@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::parse::ParseError;
 use crate::state::{
-    Author, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq, ToolCallRead,
-    ToolStatus, Usage,
+    Author, EventKind, IncompleteReason, InputDisposition, InterruptReason, OutputStatus, Seq,
+    ToolCallRead, ToolStatus, Usage,
 };
 
 /// Per-call attributes handed to the agent (request ids, locale, feature flags). Never persisted.
@@ -244,6 +244,11 @@ pub enum OutcomeKind {
     Completed,
     /// Its turn was cut short; the output is what had been produced.
     Interrupted(InterruptReason),
+    /// Its turn finished, but the reply stops short: the model reached its token limit or a
+    /// content filter stopped it. The output is what the model produced.
+    Incomplete(IncompleteReason),
+    /// The model refused to answer: the output is its refusal.
+    Refused,
     /// A newer message arrived first (`Latest`); it never ran, but it is in the history.
     Superseded,
     /// It was answered together with other messages (`Merge`); the output is that turn's.
@@ -256,6 +261,8 @@ impl OutcomeKind {
         match self {
             Self::Completed => "completed",
             Self::Interrupted(_) => "interrupted",
+            Self::Incomplete(_) => "incomplete",
+            Self::Refused => "refused",
             Self::Superseded => "superseded",
             Self::Merged => "merged",
         }

@@ -8,8 +8,8 @@ mod timing;
 mod turn;
 
 pub use event::{
-    Author, Event, EventKind, Extra, InputDisposition, InterruptReason, OutputStatus, Seq,
-    ToolStatus, Usage,
+    Author, Event, EventKind, Extra, IncompleteReason, InputDisposition, InterruptReason,
+    OutputStatus, Seq, ToolStatus, Usage,
 };
 pub(crate) use record::FIRST_SCHEMA_VERSION;
 pub use record::{

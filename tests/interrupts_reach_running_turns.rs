@@ -184,6 +184,9 @@ async fn an_interrupt_racing_the_end_of_a_turn_leaves_a_consistent_history() {
             EventKind::AgentOutput { status, .. } => Some(match status {
                 OutputStatus::Final => OutcomeKind::Completed,
                 OutputStatus::Interrupted(r) => OutcomeKind::Interrupted(*r),
+                OutputStatus::Incomplete(_) | OutputStatus::Refused => {
+                    panic!("the mock agent ends no turn {status:?}")
+                }
             }),
             _ => None,
         })

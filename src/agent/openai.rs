@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use super::{Agent, AgentError, AgentFailure, TurnContext};
 use crate::context::MissingKey;
-use crate::state::Usage;
+use crate::state::{IncompleteReason, Usage};
 
 mod builder;
 mod error;
@@ -221,6 +221,7 @@ impl OpenAiAgent {
                 turn.report_usage(usage);
             }
             if asked.calls.is_empty() {
+                report_ending(turn, &asked);
                 return Ok(reply);
             }
             if round.last {
@@ -510,6 +511,20 @@ fn with_callers_tools(tools: &ToolSet, options: &TurnOptions) -> Result<Vec<Valu
 const DRAIN_WAIT: Duration = Duration::from_millis(100);
 /// The most bytes read after `[DONE]`; a server that goes on talking loses its connection.
 const DRAIN_BYTES: usize = 16 * 1024;
+
+/// Tells the turn how the model's last answer ended when it is not an answer: a refusal (kept
+/// as one, not as text), or a reply cut by the token limit or a content filter.
+fn report_ending(turn: &TurnContext, asked: &wire::Round) {
+    if !asked.refusal.is_empty() {
+        turn.report_refusal(asked.refusal.clone());
+        return;
+    }
+    match asked.finish_reason.as_deref() {
+        Some("length") => turn.report_incomplete(IncompleteReason::MaxTokens),
+        Some("content_filter") => turn.report_incomplete(IncompleteReason::ContentFilter),
+        _ => {}
+    }
+}
 
 /// Reads what is left of a finished response (usually just the end of its chunked encoding), so
 /// that its connection goes back to the pool instead of being closed: dropping a body half-read

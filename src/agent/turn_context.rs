@@ -14,7 +14,7 @@ use crate::context::{
     chat_messages, memory_block, render, ContextMessage, MissingKey, TemplateError,
 };
 use crate::key::SessionKey;
-use crate::state::{Event, Scope, ScopedState, StateDelta, Usage};
+use crate::state::{Event, IncompleteReason, Scope, ScopedState, StateDelta, Usage};
 
 mod artifacts;
 mod builder;
@@ -81,11 +81,23 @@ pub(crate) struct TurnRecord {
     pub tools: Vec<ToolEntry>,
     /// Reported token usage.
     pub usage: Option<Usage>,
+    /// How the agent said its reply ends, when not as an answer: `None` for a plain answer.
+    pub ending: Option<AgentEnding>,
     /// An emit went past the turn's largest reply: `partial` holds what fitted, and the turn
     /// was cancelled.
     pub reply_limited: bool,
     /// When the turn's phases happened, for its timing record.
     pub marks: TurnMarks,
+}
+
+/// How an agent said its returned reply ends ([`TurnContext::report_incomplete`],
+/// [`TurnContext::report_refusal`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AgentEnding {
+    /// The reply stops short.
+    Incomplete(IncompleteReason),
+    /// The model refused; this is the refusal's text (the turn's output).
+    Refused(String),
 }
 
 /// When a turn's phases happened, marked by the runtime (and by the first chunk emitted) as the
@@ -438,5 +450,26 @@ impl TurnContext {
     /// Reports the turn's token usage; it is added to the session's statistics.
     pub fn report_usage(&self, usage: Usage) {
         self.record.lock().usage = Some(usage);
+    }
+
+    /// Says that the reply this turn returns stops short of an answer: the model reached its
+    /// output token limit, or a content filter stopped it. The turn ends
+    /// [`OutputStatus::Incomplete`](crate::state::OutputStatus::Incomplete) with the returned
+    /// text, and its callers get [`OutcomeKind::Incomplete`](crate::OutcomeKind::Incomplete).
+    /// An interrupt still wins: a turn cut short is `Interrupted`.
+    pub fn report_incomplete(&self, reason: IncompleteReason) {
+        let mut record = self.record.lock();
+        if !matches!(record.ending, Some(AgentEnding::Refused(_))) {
+            record.ending = Some(AgentEnding::Incomplete(reason));
+        }
+    }
+
+    /// Says that the model refused to answer, with its refusal: the turn's output is `text`
+    /// (whatever the agent returns), recorded as
+    /// [`OutputStatus::Refused`](crate::state::OutputStatus::Refused) so that no reader takes
+    /// it for an answer. A refusal outranks [`Self::report_incomplete`]; it is cut at the
+    /// runtime's `max_reply_bytes` like any reply.
+    pub fn report_refusal(&self, text: impl Into<String>) {
+        self.record.lock().ending = Some(AgentEnding::Refused(text.into()));
     }
 }

@@ -13,7 +13,7 @@ use clap::Args;
 use futures::{Stream, StreamExt};
 use tokio::io::AsyncBufRead;
 use turnstile::backend::{open_store, StoreUrl};
-use turnstile::state::InterruptReason;
+use turnstile::state::{IncompleteReason, InterruptReason};
 use turnstile::{CallOptions, OutcomeKind, Runtime, SessionKey, StreamEvent};
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
@@ -203,6 +203,14 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
                             writeln!(out, "\n[cut short: the reply reached --max-reply-bytes]")
                         }
                         OutcomeKind::Interrupted(_) => writeln!(out, "\n[interrupted]"),
+                        OutcomeKind::Incomplete(IncompleteReason::MaxTokens) => {
+                            writeln!(out, "\n[incomplete: the model reached its token limit]")
+                        }
+                        OutcomeKind::Incomplete(_) => {
+                            writeln!(out, "\n[incomplete: a content filter stopped the model]")
+                        }
+                        // A refusal is not streamed: it is the outcome's output.
+                        OutcomeKind::Refused => writeln!(out, "[refused] {}", outcome.output),
                         _ => writeln!(out),
                     };
                 }

@@ -23,7 +23,7 @@ use super::error::ApiError;
 use super::gateway::Gateway;
 use crate::channel::{ChannelMessage, ChannelRoute};
 use crate::key::SessionKey;
-use crate::state::InterruptReason;
+use crate::state::{IncompleteReason, InterruptReason};
 use crate::{CallOptions, Outcome, OutcomeKind, OverlapPolicy};
 use crate::{StreamEvent, TurnStream};
 
@@ -67,12 +67,12 @@ pub(crate) fn checked_idempotency_key(headers: &HeaderMap) -> Result<Option<Stri
 /// and, for channel messages, where the message went.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct OutcomeBody {
-    /// `completed`, `interrupted`, `superseded` or `merged`.
+    /// `completed`, `interrupted`, `incomplete`, `refused`, `superseded` or `merged`.
     #[schema(value_type = String)]
     outcome: &'static str,
-    /// Why the turn was interrupted.
+    /// Why the turn was interrupted, or why its reply is incomplete.
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<InterruptReason>,
+    reason: Option<OutcomeReason>,
     /// The reply (what was streamed, when interrupted).
     output: String,
     /// The seq of the event that answers the message.
@@ -88,6 +88,14 @@ pub(crate) struct OutcomeBody {
     paired: Option<bool>,
 }
 
+/// Why a turn ended as it did: an interrupted one's reason, or an incomplete one's.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+enum OutcomeReason {
+    Interrupted(InterruptReason),
+    Incomplete(IncompleteReason),
+}
+
 /// A session, by its ids.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 struct SessionRef {
@@ -101,7 +109,8 @@ impl OutcomeBody {
     /// otherwise post as a channel account to look its pairing up.
     pub(super) fn of(outcome: Outcome, route: Option<&ChannelRoute>, show_user: bool) -> Self {
         let reason = match outcome.kind {
-            OutcomeKind::Interrupted(reason) => Some(reason),
+            OutcomeKind::Interrupted(reason) => Some(OutcomeReason::Interrupted(reason)),
+            OutcomeKind::Incomplete(reason) => Some(OutcomeReason::Incomplete(reason)),
             _ => None,
         };
         Self {

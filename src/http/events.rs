@@ -86,10 +86,11 @@ pub(crate) struct TurnBody {
     /// The event that ends the turn (`agent_output` or `turn_failed`): the `seq` its callers
     /// were answered with.
     seq: Seq,
-    /// `final`, `interrupted` or `failed`.
+    /// `final`, `interrupted`, `incomplete`, `refused` or `failed`.
     status: &'static str,
-    /// Why an interrupted turn was cut short (`requested`, `superseded`, `deadline`…), or a
-    /// failed turn's code (`model_timeout`…).
+    /// Why an interrupted turn was cut short (`requested`, `superseded`, `deadline`…), why an
+    /// incomplete one stops short (`max_tokens`, `content_filter`), or a failed turn's code
+    /// (`model_timeout`…).
     reason: Option<String>,
     /// The seqs of the messages it answered (several when merged).
     inputs: Vec<Seq>,
@@ -158,6 +159,8 @@ fn body_of(turn: Turn) -> TurnBody {
                 why.as_ref().and_then(|v| v.as_str()).map(str::to_owned),
             )
         }
+        Ending::Incomplete(why) => ("incomplete", Some(why.as_str().to_owned())),
+        Ending::Refused => ("refused", None),
         Ending::Failed { code, .. } => ("failed", Some(code.clone())),
     };
     let model_ms = turn.model_ms();

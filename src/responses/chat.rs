@@ -28,7 +28,7 @@ use crate::call::{Attributes, CallOptions, Entry, Outcome, OutcomeKind};
 use crate::error::Error;
 use crate::key::SessionKey;
 use crate::runtime::Runtime;
-use crate::state::{InterruptReason, Usage};
+use crate::state::{IncompleteReason, InterruptReason, Usage};
 use crate::stream::{StreamEvent, TurnStream};
 
 /// Every field a chat completion request may carry here; the others are refused unless `null`.
@@ -286,11 +286,16 @@ impl Head {
     }
 
     fn completion(&self, outcome: &Outcome) -> Value {
+        // A refusal is not content: OpenAI's clients read it from `refusal`.
+        let (content, refusal) = match outcome.kind {
+            OutcomeKind::Refused => (None, Some(&outcome.output)),
+            _ => (Some(&outcome.output), None),
+        };
         json!({
             "id": self.id, "object": "chat.completion", "created": self.created,
             "model": self.model,
             "choices": [{"index": 0,
-                "message": {"role": "assistant", "content": outcome.output, "refusal": null},
+                "message": {"role": "assistant", "content": content, "refusal": refusal},
                 "finish_reason": finish_reason(outcome.kind), "logprobs": null}],
             "usage": usage(outcome.usage),
         })
@@ -334,6 +339,11 @@ impl ChatChunks {
                     return Some(ChatChunk::Chunk(chunk));
                 }
                 Some(StreamEvent::Outcome(Ok(outcome))) => {
+                    if outcome.kind == OutcomeKind::Refused {
+                        let refusal = json!({"refusal": outcome.output});
+                        self.queue
+                            .push_back(ChatChunk::Chunk(self.head.chunk(refusal, None)));
+                    }
                     let reason = finish_reason(outcome.kind);
                     self.queue
                         .push_back(ChatChunk::Chunk(self.head.chunk(json!({}), Some(reason))));
@@ -381,7 +391,9 @@ impl Drop for ChatChunks {
 
 fn finish_reason(kind: OutcomeKind) -> &'static str {
     match kind {
-        OutcomeKind::Completed | OutcomeKind::Merged => "stop",
+        OutcomeKind::Completed | OutcomeKind::Merged | OutcomeKind::Refused => "stop",
+        OutcomeKind::Incomplete(IncompleteReason::MaxTokens) => "length",
+        OutcomeKind::Incomplete(IncompleteReason::ContentFilter) => "content_filter",
         OutcomeKind::Interrupted(InterruptReason::ReplyLimit) => "length",
         // Cut short otherwise: the closest of OpenAI's reasons.
         OutcomeKind::Interrupted(_) | OutcomeKind::Superseded => "length",

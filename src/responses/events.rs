@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::items::{arguments_text, message, result_text};
+use super::items::{arguments_text, message, refusal as refusal_item, result_text};
 use super::object::ResponseObject;
 use crate::error::Error;
 use crate::stream::StreamEvent;
@@ -253,8 +253,13 @@ impl ResponseEvents {
         at
     }
 
-    /// Opens the message item, once.
+    /// Opens the message item, once, with a text part.
     fn open_message(&mut self) -> usize {
+        self.open_message_with("output_text")
+    }
+
+    /// Opens the message item, once, its first part of `kind` (`output_text` or `refusal`).
+    fn open_message_with(&mut self, kind: &str) -> usize {
         if let Some(at) = self.message {
             return at;
         }
@@ -262,10 +267,14 @@ impl ResponseEvents {
             "role": "assistant", "content": []});
         let at = self.add_item(item);
         self.message = Some(at);
+        let part = match kind {
+            "refusal" => json!({"type": "refusal", "refusal": ""}),
+            _ => json!({"type": "output_text", "text": "", "annotations": []}),
+        };
         self.push(
             "response.content_part.added",
             &json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
-                "part": {"type": "output_text", "text": "", "annotations": []}}),
+                "part": part}),
         );
         at
     }
@@ -283,9 +292,8 @@ impl ResponseEvents {
         self.text.push_str(&text);
     }
 
-    /// Closes the message item with the stored text in `status`.
-    fn close_message(&mut self, text: &str, status: &str) {
-        let at = self.open_message();
+    /// Ends the message's text part (index 0) with `text`.
+    fn close_text_part(&mut self, at: usize, text: &str) {
         let part = json!({"type": "output_text", "text": text, "annotations": []});
         self.push(
             "response.output_text.done",
@@ -297,7 +305,56 @@ impl ResponseEvents {
             &json!({"item_id": self.message_id, "output_index": at, "content_index": 0,
                 "part": part}),
         );
+    }
+
+    /// Closes the message item with the stored text in `status`.
+    fn close_message(&mut self, text: &str, status: &str) {
+        let at = self.open_message();
+        self.close_text_part(at, text);
         let item = message(&self.message_id, text, status);
+        self.items[at] = item.clone();
+        self.push(
+            "response.output_item.done",
+            &json!({"output_index": at, "item": item}),
+        );
+    }
+
+    /// Closes the message with the model's refusal: a `refusal` part after any text streamed
+    /// (`response.refusal.delta`, `response.refusal.done`), the item `completed`.
+    fn refuse(&mut self, refusal: &str) {
+        let streamed = self.message.is_some();
+        let at = self.open_message_with("refusal");
+        let mut content = Vec::new();
+        if streamed {
+            let text = std::mem::take(&mut self.text);
+            self.close_text_part(at, &text);
+            content.push(json!({"type": "output_text", "text": text, "annotations": []}));
+            self.push(
+                "response.content_part.added",
+                &json!({"item_id": self.message_id, "output_index": at, "content_index": 1,
+                    "part": {"type": "refusal", "refusal": ""}}),
+            );
+        }
+        let index = content.len();
+        let part = json!({"type": "refusal", "refusal": refusal});
+        for (kind, field) in [
+            ("response.refusal.delta", "delta"),
+            ("response.refusal.done", "refusal"),
+        ] {
+            self.push(
+                kind,
+                &json!({"item_id": self.message_id, "output_index": at, "content_index": index,
+                    field: refusal}),
+            );
+        }
+        self.push(
+            "response.content_part.done",
+            &json!({"item_id": self.message_id, "output_index": at, "content_index": index,
+                "part": part}),
+        );
+        content.push(part);
+        let mut item = refusal_item(&self.message_id, refusal);
+        item["content"] = Value::Array(content);
         self.items[at] = item.clone();
         self.push(
             "response.output_item.done",
@@ -338,12 +395,16 @@ impl ResponseEvents {
                 &json!({"output_index": at, "item": item}),
             );
         }
-        let said = output
-            .iter()
-            .find(|i| i["type"] == "message")
+        let message = output.iter().find(|i| i["type"] == "message");
+        let refused = message
+            .and_then(|i| i["content"][0]["refusal"].as_str())
+            .map(str::to_owned);
+        let said = message
             .and_then(|i| i["content"][0]["text"].as_str())
             .map(str::to_owned);
-        if let Some(text) = said {
+        if let Some(refusal) = refused {
+            self.refuse(&refusal);
+        } else if let Some(text) = said {
             self.close_message(&text, item_status);
         } else if self.message.is_some() {
             let text = std::mem::take(&mut self.text);

@@ -282,6 +282,11 @@ pub fn item_of(event: &Event) -> Option<Value> {
             "type": "message", "id": format!("msg_{seq}"), "status": "completed",
             "role": "user", "content": [{"type": "input_text", "text": text}],
         }),
+        EventKind::AgentOutput {
+            text,
+            status: OutputStatus::Refused,
+            ..
+        } => refusal(&format!("msg_{seq}"), text),
         EventKind::AgentOutput { text, status, .. } => json!({
             "type": "message", "id": format!("msg_{seq}"),
             "status": match status { OutputStatus::Final => "completed", _ => "incomplete" },
@@ -367,6 +372,14 @@ pub(crate) fn message(id: &str, text: &str, status: &str) -> Value {
     json!({
         "type": "message", "id": id, "status": status, "role": "assistant",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
+    })
+}
+
+/// The assistant message item of a model's refusal: a `refusal` content part, not text.
+pub(crate) fn refusal(id: &str, refusal: &str) -> Value {
+    json!({
+        "type": "message", "id": id, "status": "completed", "role": "assistant",
+        "content": [{"type": "refusal", "refusal": refusal}],
     })
 }
 

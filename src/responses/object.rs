@@ -7,11 +7,11 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::items::{message, output_item};
+use super::items::{message, output_item, refusal};
 use super::request::ResponseRequest;
 use super::Metadata;
 use crate::call::{Outcome, OutcomeKind};
-use crate::state::{Ending, InterruptReason, ToolCallRead, Turn, Usage};
+use crate::state::{Ending, IncompleteReason, InterruptReason, ToolCallRead, Turn, Usage};
 
 /// What a response echoes of its request, and where it ran.
 #[derive(Debug, Clone, Default)]
@@ -84,7 +84,10 @@ impl Shape {
         let (status, incomplete) = status_of(outcome.kind, cancelled);
         let output = match outcome.kind {
             OutcomeKind::Superseded => Vec::new(),
-            _ => output_of(&outcome.calls, outcome.seq, &outcome.output, status),
+            kind => {
+                let said = Said::of(&outcome.output, kind == OutcomeKind::Refused);
+                output_of(&outcome.calls, outcome.seq, said, status)
+            }
         };
         let extra = Extra {
             usage: outcome.usage,
@@ -118,6 +121,8 @@ impl Shape {
             // as cancelled, also once it is read back from the log.
             Ending::Interrupted(InterruptReason::Requested) => ("cancelled", None),
             Ending::Interrupted(reason) => ("incomplete", Some(reason_name(*reason))),
+            Ending::Incomplete(reason) => ("incomplete", Some(incomplete_name(*reason).into())),
+            Ending::Refused => ("completed", None),
             Ending::Failed { code, reason } => return self.failed(code, reason, Some(turn.seq)),
         };
         let extra = Extra {
@@ -126,7 +131,8 @@ impl Shape {
             error: None,
             seq: Some(turn.seq),
         };
-        let output = output_of(&turn.calls, turn.seq, &turn.output, status);
+        let said = Said::of(&turn.output, turn.ending == Ending::Refused);
+        let output = output_of(&turn.calls, turn.seq, said, status);
         self.object(status, output, extra)
     }
 
@@ -176,6 +182,23 @@ pub(crate) enum OutputItem {
         status: &'static str,
     },
     Other(Value),
+}
+
+/// What a turn's output says: an answer's text, or the model's refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Said<'a> {
+    Text(&'a str),
+    Refusal(&'a str),
+}
+
+impl<'a> Said<'a> {
+    /// The output `text` of a turn, a refusal when `refused`.
+    pub(crate) fn of(text: &'a str, refused: bool) -> Self {
+        match refused {
+            true => Self::Refusal(text),
+            false => Self::Text(text),
+        }
+    }
 }
 
 impl OutputItem {
@@ -374,7 +397,7 @@ impl Serialize for UsageObject {
 pub(crate) fn output_of(
     calls: &[ToolCallRead],
     seq: u64,
-    text: &str,
+    said: Said<'_>,
     status: &str,
 ) -> Vec<OutputItem> {
     let mut output: Vec<OutputItem> = calls
@@ -385,12 +408,18 @@ pub(crate) fn output_of(
     let leaves_calls = calls
         .iter()
         .any(|c| c.server.is_none() && c.result.is_none());
-    if !(text.is_empty() && leaves_calls) {
-        output.push(OutputItem::Message {
-            id: format!("msg_{seq}"),
-            text: text.to_owned(),
-            status: item_status(status),
-        });
+    match said {
+        Said::Refusal(refused) => {
+            output.push(OutputItem::Other(refusal(&format!("msg_{seq}"), refused)));
+        }
+        Said::Text(text) if !(text.is_empty() && leaves_calls) => {
+            output.push(OutputItem::Message {
+                id: format!("msg_{seq}"),
+                text: text.to_owned(),
+                status: item_status(status),
+            });
+        }
+        Said::Text(_) => {}
     }
     output
 }
@@ -402,7 +431,17 @@ pub(crate) fn status_of(kind: OutcomeKind, cancelled: bool) -> (&'static str, Op
         OutcomeKind::Interrupted(_) if cancelled => ("cancelled", None),
         OutcomeKind::Interrupted(InterruptReason::Requested) => ("cancelled", None),
         OutcomeKind::Interrupted(reason) => ("incomplete", Some(reason_name(reason))),
+        OutcomeKind::Incomplete(reason) => ("incomplete", Some(incomplete_name(reason).into())),
+        OutcomeKind::Refused => ("completed", None),
         OutcomeKind::Superseded => ("incomplete", Some("superseded".into())),
+    }
+}
+
+/// Why a response is incomplete, in OpenAI's words (`incomplete_details.reason`).
+pub(crate) fn incomplete_name(reason: IncompleteReason) -> &'static str {
+    match reason {
+        IncompleteReason::MaxTokens => "max_output_tokens",
+        IncompleteReason::ContentFilter => "content_filter",
     }
 }
 
@@ -463,7 +502,7 @@ mod tests {
             call(4, None, Some(ToolStatus::Ok)),
             call(6, None, None),
         ];
-        let items = output_of(&calls, 7, "", "completed");
+        let items = output_of(&calls, 7, Said::Text(""), "completed");
         let output: Vec<Value> = items.iter().map(OutputItem::to_value).collect();
         let shape = Arc::new(Shape::default());
         let object = shape
@@ -477,7 +516,7 @@ mod tests {
         assert_eq!(output[0]["output"], "r");
         assert_eq!(output[0]["arguments"], "{\"a\":1}");
         assert_eq!(output[1]["call_id"], "call_6");
-        let said = output_of(&calls[..2], 7, "hi", "completed");
+        let said = output_of(&calls[..2], 7, Said::Text("hi"), "completed");
         let said = said.last().unwrap().to_value();
         assert_eq!(
             said,

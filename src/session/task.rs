@@ -15,8 +15,8 @@ use tracing::Instrument;
 
 use super::{SessionMsg, TurnControl, TurnFinished};
 use crate::agent::{
-    floor_char_boundary, millis, stored_reason, Agent, AgentFailure, BeforeAgent, FailureKind,
-    ToolEntry, TurnContext, TurnRecord,
+    floor_char_boundary, millis, stored_reason, Agent, AgentEnding, AgentFailure, BeforeAgent,
+    FailureKind, ToolEntry, TurnContext, TurnRecord,
 };
 use crate::call::Entry;
 use crate::config::RuntimeConfig;
@@ -206,12 +206,21 @@ pub(crate) fn settle(
     config: &RuntimeConfig,
 ) -> (TurnEnd, Option<Error>) {
     match result {
-        TaskResult::Completed(mut text) => {
+        TaskResult::Completed(text) => {
+            let (mut text, status) = match &record.ending {
+                None => (text, OutputStatus::Final),
+                Some(AgentEnding::Incomplete(reason)) => (text, OutputStatus::Incomplete(*reason)),
+                Some(AgentEnding::Refused(refusal)) => (refusal.clone(), OutputStatus::Refused),
+            };
             if text.len() <= config.max_reply_bytes {
-                return (TurnEnd::Output(text, OutputStatus::Final), None);
+                return (TurnEnd::Output(text, status), None);
             }
             text.truncate(floor_char_boundary(&text, config.max_reply_bytes));
-            let status = OutputStatus::Interrupted(InterruptReason::ReplyLimit);
+            let status = match status {
+                // A refusal cut short is still a refusal, not a part of an answer.
+                OutputStatus::Refused => OutputStatus::Refused,
+                _ => OutputStatus::Interrupted(InterruptReason::ReplyLimit),
+            };
             (TurnEnd::Output(text, status), None)
         }
         TaskResult::Interrupted => {

@@ -335,6 +335,33 @@ pub enum OutputStatus {
     Final,
     /// The turn was cut short; the text is what had been produced.
     Interrupted(InterruptReason),
+    /// The agent finished, but its reply stops short of an answer: the model reached its output
+    /// token limit or a content filter stopped it (schema version 4). The text is what the model
+    /// produced.
+    Incomplete(IncompleteReason),
+    /// The model refused to answer: the text is its refusal, not an answer (schema version 4).
+    Refused,
+}
+
+/// Why a finished turn's reply stops short ([`OutputStatus::Incomplete`]).
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IncompleteReason {
+    /// The model reached its limit of output tokens (OpenAI's `finish_reason: "length"`).
+    MaxTokens,
+    /// A content filter stopped the model (OpenAI's `finish_reason: "content_filter"`).
+    ContentFilter,
+}
+
+impl IncompleteReason {
+    /// The snake-case name, as stored and shown in the HTTP API.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::MaxTokens => "max_tokens",
+            Self::ContentFilter => "content_filter",
+        }
+    }
 }
 
 /// Why a turn was cut short.

@@ -14,10 +14,11 @@ use crate::key::SessionKey;
 /// only when it folds such an event, so sessions without artifacts stay readable by builds that
 /// know only version 1, and one with artifacts is refused by them as newer instead of failing
 /// on an event kind they do not know. Version 3 adds, the same way, the `turn_failed` event kind
-/// and the interrupt reason `reply_limit`. Readers refuse anything newer (see
+/// and the interrupt reason `reply_limit`, and version 4 the output statuses `incomplete` and
+/// `refused`. Readers refuse anything newer (see
 /// [`SchemaError::Newer`]); fields they do not know in a record of their own version are kept
 /// and written back unchanged.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The version a new head starts at: the oldest that can hold it (see [`SCHEMA_VERSION`]).
 pub(crate) const FIRST_SCHEMA_VERSION: u32 = 1;
@@ -27,6 +28,9 @@ const ARTIFACTS_SCHEMA_VERSION: u32 = 2;
 
 /// The version that introduced `turn_failed` events and the interrupt reason `reply_limit`.
 const FAILED_TURNS_SCHEMA_VERSION: u32 = 3;
+
+/// The version that introduced the output statuses `incomplete` and `refused`.
+const ENDINGS_SCHEMA_VERSION: u32 = 4;
 
 /// Why persisted data could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -179,12 +183,14 @@ impl SessionRecord {
                 if matches!(status, OutputStatus::Interrupted(_)) {
                     add(&mut stats.interrupted, 1);
                 }
-                if matches!(
-                    status,
-                    OutputStatus::Interrupted(InterruptReason::ReplyLimit)
-                ) {
-                    self.schema_version = self.schema_version.max(FAILED_TURNS_SCHEMA_VERSION);
-                }
+                let needs = match status {
+                    OutputStatus::Interrupted(InterruptReason::ReplyLimit) => {
+                        FAILED_TURNS_SCHEMA_VERSION
+                    }
+                    OutputStatus::Incomplete(_) | OutputStatus::Refused => ENDINGS_SCHEMA_VERSION,
+                    OutputStatus::Final | OutputStatus::Interrupted(_) => FIRST_SCHEMA_VERSION,
+                };
+                self.schema_version = self.schema_version.max(needs);
                 self.shutdown_interrupted =
                     matches!(status, OutputStatus::Interrupted(InterruptReason::Shutdown));
                 add(&mut stats.total_turn_ms, *duration_ms);

@@ -15,7 +15,9 @@
 
 use serde_json::Value;
 
-use super::event::{Event, EventKind, InputDisposition, InterruptReason, OutputStatus, Seq};
+use super::event::{
+    Event, EventKind, IncompleteReason, InputDisposition, InterruptReason, OutputStatus, Seq,
+};
 use super::event::{ToolStatus, Usage};
 use super::timing::TurnTiming;
 
@@ -26,6 +28,10 @@ pub enum Ending {
     Final,
     /// It was cut short; its output is what had been produced.
     Interrupted(InterruptReason),
+    /// The agent finished, but the reply stops short (a token limit, a content filter).
+    Incomplete(IncompleteReason),
+    /// The model refused: the output is its refusal.
+    Refused,
     /// The agent (or the model behind it) failed: no output, no tool events.
     Failed {
         /// The stable code its callers were answered with (`model_timeout`…).
@@ -177,6 +183,8 @@ pub fn turn_ending_at(events: &[Event], seq: Seq) -> Result<Turn, NotATurn> {
             let ending = match status {
                 OutputStatus::Final => Ending::Final,
                 OutputStatus::Interrupted(reason) => Ending::Interrupted(*reason),
+                OutputStatus::Incomplete(reason) => Ending::Incomplete(*reason),
+                OutputStatus::Refused => Ending::Refused,
             };
             (ending, text.clone(), *usage, *duration_ms)
         }

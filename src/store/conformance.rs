@@ -402,7 +402,9 @@ pub async fn text_and_unknown_fields_round_trip_exactly(store: Arc<dyn Store>) {
 /// and raise the head they are folded into to version 3 — only that head: a session without
 /// them stays at the version older builds read.
 pub async fn failed_turns_round_trip_and_raise_only_their_heads_version(store: Arc<dyn Store>) {
-    use crate::state::{InterruptReason, OutputStatus, FIRST_SCHEMA_VERSION, SCHEMA_VERSION};
+    use crate::state::{
+        IncompleteReason, InterruptReason, OutputStatus, FIRST_SCHEMA_VERSION, SCHEMA_VERSION,
+    };
     let plain = key("versions", "plain");
     store
         .append(&plain, 0, &turn_events(1, "hello", None))
@@ -434,7 +436,36 @@ pub async fn failed_turns_round_trip_and_raise_only_their_heads_version(store: A
     let loaded = store.load(&k, 10).await.expect("load");
     assert_eq!(loaded.events, events, "the new kinds round-trip exactly");
     let record = loaded.record.expect("stored head");
-    assert_eq!(record.schema_version, SCHEMA_VERSION);
+    assert_eq!(
+        record.schema_version, 3,
+        "failed turns and reply_limit came with 3"
+    );
     assert_eq!((record.stats.failed, record.stats.turns), (1, 1));
     assert_eq!(record.stats.interrupted, 1);
+
+    let k = key("versions", "endings");
+    let mut events = turn_events(1, "write an essay", None);
+    events[1].kind = EventKind::AgentOutput {
+        text: "the essay, cut at the token limit".into(),
+        status: OutputStatus::Incomplete(IncompleteReason::MaxTokens),
+        duration_ms: 5,
+        usage: None,
+    };
+    let mut refused = turn_events(3, "something refused", None);
+    refused[1].kind = EventKind::AgentOutput {
+        text: "I can't help with that.".into(),
+        status: OutputStatus::Refused,
+        duration_ms: 5,
+        usage: None,
+    };
+    events.extend(refused);
+    store.append(&k, 0, &events).await.expect("append");
+    let loaded = store.load(&k, 10).await.expect("load");
+    assert_eq!(
+        loaded.events, events,
+        "the model's endings round-trip exactly"
+    );
+    let record = loaded.record.expect("stored head");
+    assert_eq!(record.schema_version, SCHEMA_VERSION, "they came with 4");
+    assert_eq!((record.stats.turns, record.stats.interrupted), (2, 0));
 }

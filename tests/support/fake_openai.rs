@@ -288,7 +288,8 @@ fn error_response(status: u16, retry_after: Option<u64>, message: &str) -> Respo
     response
 }
 
-fn chunk(delta: Value, finish: Option<&str>) -> String {
+/// One chunk of the first answer, with `delta` and `finish` as its finish reason.
+pub fn chunk(delta: Value, finish: Option<&str>) -> String {
     let body = json!({
         "id": "chatcmpl-test", "object": "chat.completion.chunk", "model": "fake",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],

@@ -20,6 +20,10 @@ pub(super) const MAX_TOOL_CALLS_PER_ROUND: usize = 64;
 /// to its arguments costs.
 pub(super) const MAX_TOOL_CALL_BYTES: usize = 1 << 20;
 
+/// The most bytes of refusal one response may send: a refusal is a sentence or two, and a
+/// server that never stops sending one has its stream refused as malformed.
+pub(super) const MAX_REFUSAL_BYTES: usize = 64 << 10;
+
 /// One message of a chat-completions request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(super) struct Message {
@@ -161,6 +165,9 @@ pub(super) struct Choice {
 pub(super) struct Delta {
     #[serde(default)]
     pub content: Option<String>,
+    /// A piece of the model's refusal (instead of content).
+    #[serde(default)]
+    pub refusal: Option<String>,
     #[serde(default)]
     pub tool_calls: Vec<ToolCallDelta>,
 }
@@ -217,6 +224,10 @@ pub(super) struct Round {
     pub calls: Vec<AskedCall>,
     pub usage: Option<Usage>,
     pub finished: bool,
+    /// The first answer's `finish_reason`, as the server gave it (`stop`, `length`…).
+    pub finish_reason: Option<String>,
+    /// The model's refusal, when it refused instead of answering.
+    pub refusal: String,
     /// Bytes of tool-call names, ids and arguments received (see [`MAX_TOOL_CALL_BYTES`]).
     call_bytes: usize,
 }
@@ -239,10 +250,23 @@ impl Round {
             if let Some(text) = choice.delta.content {
                 added.push_str(&text);
             }
+            if let Some(refusal) = choice.delta.refusal {
+                if self.refusal.len().saturating_add(refusal.len()) > MAX_REFUSAL_BYTES {
+                    return Err(format!(
+                        "a refusal of more than {MAX_REFUSAL_BYTES} bytes in one response"
+                    ));
+                }
+                self.refusal.push_str(&refusal);
+            }
             for part in choice.delta.tool_calls {
                 self.add_call_part(part)?;
             }
-            self.finished |= choice.finish_reason.is_some();
+            if let Some(reason) = choice.finish_reason {
+                self.finished = true;
+                // Bounded: a reason is a word; a server's longer one is kept as its first 64 bytes.
+                let end = crate::agent::floor_char_boundary(&reason, 64);
+                self.finish_reason = Some(reason[..end].to_owned());
+            }
         }
         self.text.push_str(&added);
         Ok(added)

@@ -325,13 +325,12 @@ fn shown(event: &Value) -> Option<String> {
     let text = kind["text"].as_str().unwrap_or_default();
     match kind["type"].as_str()? {
         "user_input" => Some(format!("you> {text}")),
-        "agent_output" => {
-            let interrupted = kind["status"]["status"] == "interrupted";
-            Some(format!(
-                "{text}{}",
-                if interrupted { " [interrupted]" } else { "" }
-            ))
-        }
+        "agent_output" => Some(match kind["status"]["status"].as_str() {
+            Some("interrupted") => format!("{text} [interrupted]"),
+            Some("incomplete") => format!("{text} [incomplete]"),
+            Some("refused") => format!("[refused] {text}"),
+            _ => text.to_owned(),
+        }),
         "turn_failed" => Some(format!(
             "[turn failed: {}]",
             kind["reason"].as_str().unwrap_or_default()
@@ -419,6 +418,11 @@ async fn turn<W: Write, R: AsyncBufRead + Unpin>(
 
 /// What follows a reply: nothing, or how it ended.
 fn ending(outcome: &Value) -> String {
+    if outcome["outcome"] == "refused" {
+        // A refusal is not streamed: it is the outcome's output.
+        let refusal = outcome["output"].as_str().unwrap_or_default();
+        return format!("[refused] {refusal}");
+    }
     after_reply(outcome["outcome"].as_str(), outcome["reason"].as_str())
 }
 
@@ -430,6 +434,10 @@ fn after_reply(how: Option<&str>, reason: Option<&str>) -> String {
             "\n[cut short: the reply reached its limit]".into()
         }
         (Some("interrupted"), _) => "\n[interrupted]".into(),
+        (Some("incomplete"), Some("max_tokens")) => {
+            "\n[incomplete: the model reached its token limit]".into()
+        }
+        (Some("incomplete"), _) => "\n[incomplete: a content filter stopped the model]".into(),
         (Some("superseded"), _) => "[superseded by a newer message]".into(),
         (Some("merged"), _) => "[merged into the next turn]".into(),
         _ => String::new(),

@@ -241,7 +241,10 @@ impl Target for TurnstileTarget {
 pub fn acknowledge(result: turnstile::Result<Outcome>) -> Result<Ack, Failure> {
     let outcome = result.map_err(|err| classify(&err))?;
     let kind = match outcome.kind {
-        OutcomeKind::Completed => AckKind::Completed,
+        // Ran to its end: a reply the model cut short or refused is still its turn's answer.
+        OutcomeKind::Completed | OutcomeKind::Incomplete(_) | OutcomeKind::Refused => {
+            AckKind::Completed
+        }
         OutcomeKind::Interrupted(_) => AckKind::Interrupted,
         OutcomeKind::Superseded => AckKind::Superseded,
         OutcomeKind::Merged => AckKind::Merged,

@@ -146,7 +146,13 @@ fn answers(events: &[Event], input: &StoredInput, ack: Ack) -> bool {
     end.seq == ack.seq
         && match ack.kind {
             AckKind::Merged => merged,
-            AckKind::Completed => !merged && *status == OutputStatus::Final,
+            AckKind::Completed => {
+                !merged
+                    && matches!(
+                        status,
+                        OutputStatus::Final | OutputStatus::Incomplete(_) | OutputStatus::Refused
+                    )
+            }
             AckKind::Interrupted => !merged && matches!(status, OutputStatus::Interrupted(_)),
             AckKind::Superseded => false,
         }

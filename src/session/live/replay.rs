@@ -212,6 +212,8 @@ pub(crate) fn outcome_kind(status: OutputStatus, merged: bool) -> OutcomeKind {
         (true, _) => OutcomeKind::Merged,
         (false, OutputStatus::Final) => OutcomeKind::Completed,
         (false, OutputStatus::Interrupted(reason)) => OutcomeKind::Interrupted(reason),
+        (false, OutputStatus::Incomplete(reason)) => OutcomeKind::Incomplete(reason),
+        (false, OutputStatus::Refused) => OutcomeKind::Refused,
     }
 }
 

@@ -186,6 +186,45 @@ fn a_reply_past_the_limit_is_cut_and_marked() {
 }
 
 #[test]
+fn an_ending_the_agent_reported_is_the_turns() {
+    use crate::state::IncompleteReason;
+    let control = TurnControl::with_token(Default::default());
+    let record = TurnRecord {
+        ending: Some(AgentEnding::Incomplete(IncompleteReason::MaxTokens)),
+        ..TurnRecord::default()
+    };
+    let end = settled(TaskResult::Completed("ab".into()), &record, &control);
+    assert!(matches!(
+        end,
+        TurnEnd::Output(text, OutputStatus::Incomplete(IncompleteReason::MaxTokens))
+            if text == "ab"
+    ));
+    let refused = |text: &str| TurnRecord {
+        ending: Some(AgentEnding::Refused(text.into())),
+        ..TurnRecord::default()
+    };
+    let end = settled(
+        TaskResult::Completed(String::new()),
+        &refused("no."),
+        &control,
+    );
+    assert!(matches!(end, TurnEnd::Output(text, OutputStatus::Refused) if text == "no."));
+    // Cut at the limit (4 bytes here), a refusal is still a refusal.
+    let end = settled(
+        TaskResult::Completed(String::new()),
+        &refused("no way"),
+        &control,
+    );
+    assert!(matches!(end, TurnEnd::Output(text, OutputStatus::Refused) if text == "no w"));
+    control.interrupt(InterruptReason::Requested);
+    let end = settled(TaskResult::Interrupted, &refused("no."), &control);
+    assert!(matches!(
+        end,
+        TurnEnd::Output(_, OutputStatus::Interrupted(InterruptReason::Requested))
+    ));
+}
+
+#[test]
 fn merged_inputs_are_marked() {
     let write = TurnWrite {
         messages: &[said("a"), said("b")],

@@ -193,6 +193,37 @@ fn only_the_first_answer_is_kept_when_a_server_sends_others() {
 }
 
 #[test]
+fn a_refusal_and_the_finish_reason_are_kept_apart_from_the_text() {
+    let mut round = Round::default();
+    let chunks = [
+        json!({"choices":[{"index":0,"delta":{"role":"assistant","refusal":"I can't "}}]}),
+        json!({"choices":[{"index":0,"delta":{"refusal":"help."}}]}),
+        json!({"choices":[{"index":1,"delta":{},"finish_reason":"length"}]}),
+        json!({"choices":[{"index":0,"delta":{},"finish_reason":"content_filter"}]}),
+    ];
+    let added: Vec<String> = chunks
+        .into_iter()
+        .map(|c| round.apply(serde_json::from_value(c).unwrap()).unwrap())
+        .collect();
+    assert_eq!(added, ["", "", "", ""], "a refusal is not streamed as text");
+    assert_eq!(round.text, "");
+    assert_eq!(round.refusal, "I can't help.");
+    assert_eq!(round.finish_reason.as_deref(), Some("content_filter"));
+}
+
+#[test]
+fn a_refusal_past_its_bound_is_refused() {
+    let mut round = Round::default();
+    let piece = "x".repeat(MAX_REFUSAL_BYTES / 2 + 1);
+    let chunk = || json!({"choices":[{"index":0,"delta":{"refusal": piece}}]});
+    round
+        .apply(serde_json::from_value(chunk()).unwrap())
+        .unwrap();
+    let refused = round.apply(serde_json::from_value(chunk()).unwrap());
+    assert!(refused.unwrap_err().contains("refusal of more than"));
+}
+
+#[test]
 fn a_failed_result_keeps_its_error_marking() {
     let history = [
         input(1, "time?"),

@@ -37,7 +37,7 @@ pub(super) struct ErrorDetail {
 pub(super) fn acknowledge(body: &[u8]) -> Result<Ack, Failure> {
     let outcome: OutcomeBody = serde_json::from_slice(body).map_err(|_| Failure::Other)?;
     let kind = match outcome.outcome.as_str() {
-        "completed" => AckKind::Completed,
+        "completed" | "incomplete" | "refused" => AckKind::Completed,
         "interrupted" => AckKind::Interrupted,
         "superseded" => AckKind::Superseded,
         "merged" => AckKind::Merged,

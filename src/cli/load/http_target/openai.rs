@@ -194,12 +194,13 @@ struct Place {
 impl Ended {
     /// Completed or incomplete with the seq of its answer, or the failure its error names.
     fn ack(&self) -> Result<Ack, Failure> {
-        let superseded = self
-            .incomplete_details
-            .as_ref()
-            .is_some_and(|d| d.reason == "superseded");
+        let why = self.incomplete_details.as_ref().map(|d| d.reason.as_str());
+        let superseded = why == Some("superseded");
+        // The model's own short ending: its turn ran to the end.
+        let model_ended = matches!(why, Some("max_output_tokens" | "content_filter"));
         let kind = match self.status.as_str() {
             "completed" => AckKind::Completed,
+            "incomplete" if model_ended => AckKind::Completed,
             // A superseded message never ran: its seq is its own input's.
             "incomplete" if superseded => AckKind::Superseded,
             "incomplete" | "cancelled" => AckKind::Interrupted,
