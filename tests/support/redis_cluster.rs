@@ -252,6 +252,45 @@ impl RedisCluster {
             .unwrap_or_else(|| panic!("no replica of master {master}"))
     }
 
+    /// Moves the slot of `key`, which must hold no key, from its master to the master on `to`
+    /// as a resharding does (`IMPORTING` on the new owner, `MIGRATING` on the old, then `NODE`
+    /// on both): the old master answers `MOVED` for it at once, while the other nodes learn of
+    /// it by gossip a moment later. Returns false, moving nothing, when the slot holds keys.
+    pub fn move_empty_slot(&self, key: &SessionKey, to: u16) -> bool {
+        let from = self.master_of(key);
+        let mut conn = sync_connection(from).expect("connect to the slot's master");
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(session_tag(key))
+            .query(&mut conn)
+            .expect("CLUSTER KEYSLOT");
+        let keys: i64 = redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot)
+            .query(&mut conn)
+            .expect("CLUSTER COUNTKEYSINSLOT");
+        if keys > 0 {
+            return false;
+        }
+        let id = |port: u16| query(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID");
+        let (from_id, to_id) = (id(from), id(to));
+        let slot = slot.to_string();
+        for (port, state, node) in [
+            (to, "IMPORTING", &from_id),
+            (from, "MIGRATING", &to_id),
+            (to, "NODE", &to_id),
+            (from, "NODE", &to_id),
+        ] {
+            let done = query(port, &["CLUSTER", "SETSLOT", &slot, state, node]);
+            assert_eq!(
+                done.as_deref(),
+                Some("OK"),
+                "SETSLOT {slot} {state} on {port}"
+            );
+        }
+        true
+    }
+
     /// Stops the node on `port` (`SIGSTOP`) until [`RedisCluster::resume`]: it keeps its
     /// connections but answers nothing, as a stalled host would.
     pub fn pause(&self, port: u16) {

@@ -32,10 +32,16 @@ mod masters;
 
 use masters::{Masters, PoolSettings};
 
-/// Times an append or a replica check is sent again after a master redirected it (`MOVED`,
-/// `ASK`: nothing ran there) and the map of masters was asked anew: one for a failover, one
-/// more for a resharding under way.
-const REDIRECTS: usize = 2;
+/// Times at most an append or a replica check is sent again after an answer that says nothing
+/// ran ([`NotRun`]), within the store's response timeout in all: a failover is a redirection
+/// or two and a short wait, and a node that keeps answering so must not hold a turn longer.
+const MAX_RESENDS: u32 = 6;
+
+/// The first wait before sending again after a [`NotRun::Busy`]; each next one doubles, up to
+/// [`MAX_BUSY_WAIT`] (the cluster connection's own retries wait 20 to 500 ms alike).
+const FIRST_BUSY_WAIT: Duration = Duration::from_millis(20);
+const MAX_BUSY_WAIT: Duration = Duration::from_millis(500);
+
 use crate::key::SessionKey;
 use crate::store::StoreError;
 
@@ -65,6 +71,9 @@ pub(super) struct Replicated {
     timeout_ms: u64,
     /// Bound on one exchange: the commit's answer plus the wait for replicas.
     exchange_deadline: Duration,
+    /// How long an append or a check may go on sending again after answers that say nothing
+    /// ran (the store's response timeout).
+    resend_budget: Duration,
 }
 
 /// Where the dedicated connections lead.
@@ -164,6 +173,7 @@ impl Replicated {
             timeout,
             timeout_ms: options.replica_timeout_ms(),
             exchange_deadline,
+            resend_budget: options.response_timeout,
         }))
     }
 
@@ -229,37 +239,58 @@ impl Replicated {
         call: Cmd,
     ) -> Result<Committed, StoreError> {
         let pipe = self.with_wait(call);
-        let mut redirects = 0;
+        let mut resends = Resends::new(self.resend_budget);
         loop {
-            let seen = self.generation().await;
             let mut conn = self.connection(slot).await?;
+            // Read after the connection was found: finding it may itself have read a map.
+            let seen = self.generation().await;
             let exchange = self.exchange(&mut conn, append, &pipe);
             let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
-            if redirects < REDIRECTS && self.redirected(&answer, seen).await? {
-                redirects += 1;
+            if self.send_again(&answer, slot, seen, &mut resends).await? {
                 continue;
             }
             return self.settle(key, conn, answer, "an append and its WAIT");
         }
     }
 
-    /// Whether `answer` is a redirection (`MOVED`, `ASK`) on a Cluster, after which the map of
-    /// masters is asked again.
-    async fn redirected<T>(
+    /// Whether to send again after `answer`: it said nothing ran ([`NotRun`]), and the
+    /// resends are not used up. A `MOVED` sends the slot to the master it names, a `READONLY`
+    /// asks for the map again, a busy cluster is waited for.
+    async fn send_again<T>(
         &self,
         answer: &Result<Result<T, RedisError>, tokio::time::error::Elapsed>,
+        slot: u16,
         seen: u64,
+        resends: &mut Resends,
     ) -> Result<bool, StoreError> {
-        let Connections::Cluster(masters) = &self.connections else {
+        let Ok(Err(error)) = answer else {
             return Ok(false);
         };
-        match answer {
-            Ok(Err(e)) if is_redirect(e) => {
-                masters.refresh(seen).await?;
-                Ok(true)
+        let Some(why) = not_run(error) else {
+            return Ok(false);
+        };
+        let Some(wait) = resends.next() else {
+            tracing::warn!(
+                slot,
+                %error,
+                resends = resends.sent,
+                "redis store: a replicated write was still not run after its resends"
+            );
+            return Ok(false);
+        };
+        match (why, &self.connections) {
+            (NotRun::Moved(address), Connections::Cluster(masters)) => {
+                let followed = address.is_some_and(|to| masters.moved(slot, &to));
+                if !followed {
+                    masters.refresh(seen).await?;
+                }
             }
-            _ => Ok(false),
+            (NotRun::Demoted, Connections::Cluster(masters)) => masters.refresh(seen).await?,
+            (NotRun::Busy, _) => tokio::time::sleep(wait).await,
+            // A single server that redirects or turned replica: nothing to follow.
+            (NotRun::Moved(_) | NotRun::Demoted, Connections::Single(_)) => return Ok(false),
         }
+        Ok(true)
     }
 
     /// How many maps of masters were read so far (0 on a single server).
@@ -286,18 +317,18 @@ impl Replicated {
         let mut pipe = redis::pipe();
         pipe.add_command(version)
             .add_command(marker)
-            .ignore()
             .cmd("WAIT")
             .arg(self.wanted)
-            .arg(self.timeout_ms);
-        let mut redirects = 0;
+            .arg(self.timeout_ms)
+            // Each reply is judged below, so that a redirection's address is read.
+            .ignore_errors();
+        let mut resends = Resends::new(self.resend_budget);
         loop {
-            let seen = self.generation().await;
             let mut conn = self.connection(slot).await?;
-            let exchange = pipe.query_async::<(Option<String>, u32)>(&mut *conn);
+            let seen = self.generation().await;
+            let exchange = check_exchange(&mut conn, &pipe);
             let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
-            if redirects < REDIRECTS && self.redirected(&answer, seen).await? {
-                redirects += 1;
+            if self.send_again(&answer, slot, seen, &mut resends).await? {
                 continue;
             }
             return self.settle(key, conn, answer, "a replica check");
@@ -362,12 +393,11 @@ impl Replicated {
     ) -> Result<Committed, RedisError> {
         let mut replies: Vec<Value> = pipe.query_async(conn).await?;
         if let Some(Value::ServerError(e)) = replies.first() {
-            if matches!(
-                e.kind(),
-                Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
-            ) {
-                // Another master serves the slot now; nothing ran here.
-                return Err(RedisError::from(e.clone()));
+            let error = RedisError::from(e.clone());
+            if matches!(e.kind(), Some(ServerErrorKind::Ask)) || not_run(&error).is_some() {
+                // Another master serves the slot now, or the node could not take it: nothing
+                // ran here.
+                return Err(error);
             }
         }
         if replies.first().is_some_and(is_noscript) {
@@ -395,10 +425,91 @@ impl Replicated {
     }
 }
 
-/// A `MOVED`: the slot is another master's now, and nothing ran. (An `ASK`, met only while a
-/// slot migrates, is not followed: the append fails as unavailable and is sent again later.)
-fn is_redirect(error: &RedisError) -> bool {
-    matches!(error.kind(), ErrorKind::Server(ServerErrorKind::Moved))
+/// The replica check's exchange: the session's version and the count of replicas that confirmed
+/// the marker. An error reply of any of the three is the exchange's error (its own, so that a
+/// redirection's address can be read).
+async fn check_exchange(
+    conn: &mut MultiplexedConnection,
+    pipe: &redis::Pipeline,
+) -> Result<(Option<String>, u32), RedisError> {
+    let replies: Vec<Value> = pipe.query_async(conn).await?;
+    if let Some(Value::ServerError(e)) = replies.iter().find(|v| matches!(v, Value::ServerError(_)))
+    {
+        return Err(RedisError::from(e.clone()));
+    }
+    let [version, _marker, acked] = <[Value; 3]>::try_from(replies).map_err(|_| {
+        RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "a replica check answered other than three replies",
+        ))
+    })?;
+    Ok((
+        redis::from_redis_value(version)?,
+        redis::from_redis_value(acked)?,
+    ))
+}
+
+/// An answer that says the node did not run what it was sent, so that sending it again runs it
+/// once at most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NotRun {
+    /// `MOVED slot host:port`: the slot is another master's now (a failover or a resharding);
+    /// the address it names, when the reply has one.
+    Moved(Option<String>),
+    /// `READONLY`: the node is a replica now (a failover demoted it); the map is asked again.
+    Demoted,
+    /// `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`: the cluster or the node is busy
+    /// with a failover or a restart for a moment; it is waited for.
+    Busy,
+}
+
+/// Whether `error` says nothing ran, and why. (An `ASK`, met only while a slot migrates, is not
+/// followed: the append fails as unavailable and is sent again later.)
+fn not_run(error: &RedisError) -> Option<NotRun> {
+    let ErrorKind::Server(kind) = error.kind() else {
+        return None;
+    };
+    match kind {
+        ServerErrorKind::Moved => Some(NotRun::Moved(
+            error.redirect_node().map(|(address, _)| address.to_owned()),
+        )),
+        ServerErrorKind::ReadOnly => Some(NotRun::Demoted),
+        ServerErrorKind::TryAgain
+        | ServerErrorKind::ClusterDown
+        | ServerErrorKind::MasterDown
+        | ServerErrorKind::BusyLoading => Some(NotRun::Busy),
+        _ => None,
+    }
+}
+
+/// The resends left to one append or check: a count and a time budget.
+struct Resends {
+    sent: u32,
+    until: tokio::time::Instant,
+}
+
+impl Resends {
+    fn new(budget: Duration) -> Self {
+        Self {
+            sent: 0,
+            until: tokio::time::Instant::now() + budget,
+        }
+    }
+
+    /// Takes one resend, with the wait before it should a busy node be the reason; `None` when
+    /// they are used up (the count, or the time).
+    fn next(&mut self) -> Option<Duration> {
+        let now = tokio::time::Instant::now();
+        if self.sent >= MAX_RESENDS || now >= self.until {
+            return None;
+        }
+        let wait = FIRST_BUSY_WAIT
+            .saturating_mul(1 << self.sent.min(8))
+            .min(MAX_BUSY_WAIT)
+            .min(self.until - now);
+        self.sent += 1;
+        Some(wait)
+    }
 }
 
 fn is_noscript(value: &Value) -> bool {
@@ -411,6 +522,63 @@ fn is_noscript(value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error of a server's `-text` reply, as the connection reads it.
+    fn server_error(text: &str) -> RedisError {
+        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
+            Ok(Value::ServerError(e)) => RedisError::from(e),
+            other => panic!("{text} read as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn answers_that_say_nothing_ran_are_told_apart() {
+        let cases = [
+            (
+                "MOVED 3999 127.0.0.1:6381",
+                Some(NotRun::Moved(Some("127.0.0.1:6381".into()))),
+            ),
+            (
+                "READONLY You can't write against a read only replica.",
+                Some(NotRun::Demoted),
+            ),
+            (
+                "TRYAGAIN Multiple keys request during rehashing of slot",
+                Some(NotRun::Busy),
+            ),
+            ("CLUSTERDOWN The cluster is down", Some(NotRun::Busy)),
+            ("MASTERDOWN Link with MASTER is down", Some(NotRun::Busy)),
+            (
+                "LOADING Redis is loading the dataset in memory",
+                Some(NotRun::Busy),
+            ),
+            ("ASK 3999 127.0.0.1:6381", None),
+            ("ERR unknown command", None),
+            ("NOSCRIPT No matching script", None),
+        ];
+        for (reply, expected) in cases {
+            assert_eq!(not_run(&server_error(reply)), expected, "{reply}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resends_are_bounded_by_count_and_by_time() {
+        let mut resends = Resends::new(Duration::from_secs(60));
+        let waits: Vec<Duration> = std::iter::from_fn(|| resends.next()).collect();
+        assert_eq!(waits.len(), MAX_RESENDS as usize);
+        assert_eq!(waits[0], FIRST_BUSY_WAIT);
+        assert!(waits.iter().all(|w| *w <= MAX_BUSY_WAIT));
+        let mut resends = Resends::new(Duration::from_millis(100));
+        assert!(resends.next().is_some());
+        tokio::time::advance(Duration::from_millis(90)).await;
+        assert_eq!(
+            resends.next(),
+            Some(Duration::from_millis(10)),
+            "the wait fits the budget"
+        );
+        tokio::time::advance(Duration::from_millis(10)).await;
+        assert_eq!(resends.next(), None);
+    }
 
     #[test]
     fn no_pool_is_made_when_no_replica_is_wanted() {

@@ -7,9 +7,11 @@
 //! `WAIT`s) to that master's sessions.
 //!
 //! The map comes from `CLUSTER SLOTS`, asked through the store's own cluster connection, and is
-//! asked again when it names no master for a slot, when a master redirects an append (`MOVED`:
-//! a failover or a resharding moved the slot; nothing ran there), and when a master cannot be
-//! reached.
+//! asked again when it names no master for a slot, when a node turned replica refuses an append
+//! (`READONLY`), and when a master cannot be reached. A master that redirects an append
+//! (`MOVED slot host:port`: a failover or a resharding moved the slot; nothing ran there) names
+//! the slot's new master: that slot goes there at once, without asking for a map that a node
+//! still catching up with the failover could answer stale, until the next map is read.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -64,6 +66,9 @@ pub(super) struct Masters {
     settings: PoolSettings,
     /// Sorted by `start`; empty until first asked.
     slots: RwLock<Vec<SlotRange>>,
+    /// Slots a `MOVED` sent elsewhere since the map was read, and where: consulted before
+    /// `slots`, cleared when a map is read. At most one entry per slot (16,384).
+    moved: RwLock<HashMap<u16, String>>,
     /// One pool per master address; pools of addresses no longer in the map are dropped.
     pools: Mutex<HashMap<String, Pool<Manager>>>,
     /// Held while the map is asked for, so that many appends that find it stale ask once; the
@@ -86,6 +91,7 @@ impl Masters {
             append,
             settings,
             slots: RwLock::new(Vec::new()),
+            moved: RwLock::new(HashMap::new()),
             pools: Mutex::new(HashMap::new()),
             refreshing: tokio::sync::Mutex::new(0),
         }
@@ -110,6 +116,7 @@ impl Masters {
                 // A master that cannot be reached may have failed over: its slots are looked up
                 // again next time; other masters' are left as they are.
                 self.slots.write().retain(|range| range.master != master);
+                self.moved.write().retain(|_, to| *to != master);
                 Err(pool_error(&master, error))
             }
         }
@@ -158,8 +165,20 @@ impl Masters {
             .lock()
             .retain(|address, _| map.iter().any(|range| &range.master == address));
         *self.slots.write() = map;
+        self.moved.write().clear();
         *generation += 1;
         Ok(())
+    }
+
+    /// A master answered `MOVED slot address`: `slot` is served at `address` (`host:port`, as
+    /// Redis writes it, an IPv6 host unbracketed) from now until the next map. Returns false
+    /// when the address cannot be used (no host, or no port): the map is then asked again.
+    pub(super) fn moved(&self, slot: u16, address: &str) -> bool {
+        let Some(master) = master_address(address) else {
+            return false;
+        };
+        self.moved.write().insert(slot, master);
+        true
     }
 
     /// `INFO replication` of every master, by node.
@@ -194,6 +213,9 @@ impl Masters {
     }
 
     fn master_of(&self, slot: u16) -> Option<String> {
+        if let Some(master) = self.moved.read().get(&slot) {
+            return Some(master.clone());
+        }
         let slots = self.slots.read();
         let at = slots.partition_point(|range| range.end < slot);
         slots
@@ -229,6 +251,20 @@ impl Masters {
             .entry(master.to_owned())
             .or_insert(pool)
             .clone())
+    }
+}
+
+/// A `MOVED` reply's `host:port` as this map writes a master's address (an IPv6 host in
+/// brackets), or `None` when it names no host (`:port`, sent by a node that does not know the
+/// name its peers reach it by) or no port.
+fn master_address(address: &str) -> Option<String> {
+    let (host, port) = address.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host {
+        "" => None,
+        host if host.contains(':') => Some(format!("[{host}]:{port}")),
+        host => Some(format!("{host}:{port}")),
     }
 }
 
@@ -364,6 +400,25 @@ mod tests {
             "sorted, IPv6 bracketed, and a master without a host left out"
         );
         assert!(parse_slots(&text("nonsense")).is_none());
+    }
+
+    #[test]
+    fn a_moved_address_is_read_as_the_map_writes_masters() {
+        assert_eq!(
+            master_address("10.0.0.3:7001").as_deref(),
+            Some("10.0.0.3:7001")
+        );
+        assert_eq!(
+            master_address("fd00::5:7005").as_deref(),
+            Some("[fd00::5]:7005")
+        );
+        assert_eq!(
+            master_address("node-b.local:6379").as_deref(),
+            Some("node-b.local:6379")
+        );
+        for unusable in [":7001", "10.0.0.3", "10.0.0.3:port", "10.0.0.3:99999", ""] {
+            assert_eq!(master_address(unusable), None, "{unusable:?}");
+        }
     }
 
     #[test]
