@@ -46,5 +46,7 @@ pub use postgres::{
     LAYOUT_VERSION as POSTGRES_LAYOUT_VERSION,
 };
 #[cfg(feature = "redis")]
-pub use redis::{RedisArtifactStore, RedisMemory, RedisOptions, RedisPairingStore, RedisStore};
+pub use redis::{
+    RedisArtifactStore, RedisMemory, RedisOptions, RedisPairingStore, RedisStore, ReplicaPolicy,
+};
 pub use url::{StoreUrl, StoreUrlError, TEMP_FOLDER_URL};

@@ -50,8 +50,9 @@ const TURN_ERROR_CODES: [&str; 28] = [
 ];
 
 /// Creates the counters an operator alerts on at 0 in the installed `metrics` recorder —
-/// `turnstile_turn_errors_total` for every code, `turnstile_leases_lost_total` for every reason
-/// and `turnstile_lease_renewals_total` for every outcome — so that they are exported from the
+/// `turnstile_turn_errors_total` for every code, `turnstile_leases_lost_total` for every reason,
+/// `turnstile_lease_renewals_total` for every outcome and
+/// `turnstile_redis_degraded_appends_total` — so that they are exported from the
 /// start: an alert on their rate (Prometheus' `rate()`, `increase()`) needs a series that
 /// existed before its first increment, or it misses that increment. Cheap; call it once the
 /// recorder is installed (`Gateway::with_metrics` does).
@@ -65,6 +66,8 @@ pub fn publish_alert_counters() {
     for outcome in ["renewed", "lost", "unanswered"] {
         metrics::counter!("turnstile_lease_renewals_total", "outcome" => outcome).increment(0);
     }
+    // Named here, not taken from the Redis store: it exists with every store, at 0.
+    metrics::counter!("turnstile_redis_degraded_appends_total").increment(0);
 }
 
 /// Live counters, updated lock-free.

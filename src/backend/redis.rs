@@ -20,6 +20,6 @@ pub(crate) mod sessions;
 
 pub use artifacts::RedisArtifactStore;
 pub use memory::RedisMemory;
-pub use options::RedisOptions;
+pub use options::{RedisOptions, ReplicaPolicy};
 pub use pairings::RedisPairingStore;
 pub use sessions::RedisStore;

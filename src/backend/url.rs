@@ -34,7 +34,8 @@ pub enum StoreUrl {
     /// is dropped. For trial runs and load tests that must leave nothing behind.
     TempFolder,
     /// `redis://…` or `rediss://…`: the Redis store at that URL (feature `redis`);
-    /// `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`, `lanes=N`,
+    /// `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`,
+    /// `replica_policy=strict|degrade`, `lanes=N`,
     /// `head_cache=N` and `upgrade_from=2` in its query are the store's own options (see
     /// `RedisOptions`), checked when it opens.
     Redis(String),

@@ -142,6 +142,29 @@ impl ReplicatedRedis {
         self.paused = true;
     }
 
+    /// Kills the replica (`SIGKILL`), as a crash would: the primary drops its link at once and
+    /// has no replica until [`Self::restart_replica`].
+    pub fn kill_replica(&mut self) {
+        if self.paused {
+            signal(&self.replica, "CONT");
+            self.paused = false;
+        }
+        let _ = self.replica.kill();
+        let _ = self.replica.wait();
+    }
+
+    /// Starts the replica again (after [`Self::kill_replica`]) on its port, and waits until it
+    /// is in sync with the primary.
+    pub async fn restart_replica(&mut self) {
+        let primary_at = self.primary_port.to_string();
+        self.replica = spawn(
+            &self._dir,
+            self.replica_port,
+            &["--replicaof", "127.0.0.1", &primary_at],
+        );
+        self.until_replica_caught_up().await;
+    }
+
     /// Lets a paused replica go on (`SIGCONT`).
     pub fn resume_replica(&mut self) {
         signal(&self.replica, "CONT");

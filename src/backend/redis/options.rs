@@ -21,6 +21,8 @@ pub struct RedisOptions {
     pub(super) replicas: u32,
     /// How long an append waits for those replicas before it answers `NotReplicated`.
     pub(super) replica_timeout: Duration,
+    /// What an append short of replicas answers when its master has no replica at all.
+    pub(super) replica_policy: ReplicaPolicy,
     /// Dedicated connections for appends that wait for replicas: at most this many such
     /// appends are in flight at once (each `WAIT` blocks its connection).
     pub(super) replica_connections: usize,
@@ -42,12 +44,30 @@ impl Default for RedisOptions {
             response_timeout: Self::DEFAULT_RESPONSE_TIMEOUT,
             replicas: 0,
             replica_timeout: Self::DEFAULT_REPLICA_TIMEOUT,
+            replica_policy: ReplicaPolicy::Strict,
             replica_connections: Self::DEFAULT_REPLICA_CONNECTIONS,
             lanes: Self::DEFAULT_LANES,
             head_cache: Self::DEFAULT_HEAD_CACHE,
             upgrade_from: None,
         }
     }
+}
+
+/// What an append confirmed by fewer replicas than `replicas=N` answers when its master has no
+/// replica online at all — after a failover promoted the only replica, say, until the failed
+/// node rejoins. URL: `replica_policy=strict|degrade`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ReplicaPolicy {
+    /// [`StoreError::NotReplicated`], as for any append short of replicas: the shard takes no
+    /// acknowledged turn until a replica holds its writes again. The default.
+    #[default]
+    Strict,
+    /// Acknowledged on the master alone, counted in `turnstile_redis_degraded_appends_total`
+    /// and logged when the master loses its last replica (and when one is back): the shard
+    /// goes on with the durability of `replicas=0` until a replica is online again. A master
+    /// whose replicas are there but slow (stalled, catching up) still answers `NotReplicated`.
+    Degrade,
 }
 
 /// Most replicas an append may wait for: far beyond any real deployment, low enough that a
@@ -137,7 +157,8 @@ impl RedisOptions {
     /// Acknowledges an append (plain or fenced) only once `replicas` replicas of the primary
     /// have confirmed it (`WAIT`), within [`Self::with_replica_timeout`]; fewer in time is
     /// [`StoreError::NotReplicated`], with the append kept on the primary. 0 (the default)
-    /// waits for none. 1 ..= 16; a single server only, not Redis Cluster. URL: `replicas=N`.
+    /// waits for none. 1 ..= 16; on a Redis Cluster, the replicas of the session's master. URL:
+    /// `replicas=N`.
     pub fn with_replicas(mut self, replicas: u32) -> Self {
         self.replicas = replicas;
         self
@@ -146,6 +167,13 @@ impl RedisOptions {
     /// The number of replicas that must confirm each append (0: none).
     pub fn replicas(&self) -> u32 {
         self.replicas
+    }
+
+    /// What an append short of replicas answers when its master has none online (default
+    /// [`ReplicaPolicy::Strict`]). Needs `replicas` ≥ 1. URL: `replica_policy=strict|degrade`.
+    pub fn with_replica_policy(mut self, policy: ReplicaPolicy) -> Self {
+        self.replica_policy = policy;
+        self
     }
 
     /// How long an append waits for its replicas (default [`Self::DEFAULT_REPLICA_TIMEOUT`];
@@ -219,6 +247,13 @@ impl RedisOptions {
                 MAX_REPLICA_TIMEOUT.as_millis()
             ));
         }
+        if self.replica_policy == ReplicaPolicy::Degrade && self.replicas == 0 {
+            return invalid(
+                "redis replica_policy=degrade needs replicas=N (1 or more): it says what an \
+                 append short of replicas answers"
+                    .into(),
+            );
+        }
         if !(1..=MAX_REPLICA_CONNECTIONS).contains(&self.replica_connections) {
             return invalid(format!(
                 "redis replica_connections={} is outside 1..={MAX_REPLICA_CONNECTIONS}",
@@ -244,9 +279,10 @@ impl RedisOptions {
 }
 
 /// Turnstile's own query parameters of a Redis URL.
-const PARAMETERS: [&str; 6] = [
+const PARAMETERS: [&str; 7] = [
     "replicas",
     "replica_timeout_ms",
+    "replica_policy",
     "replica_connections",
     "lanes",
     "head_cache",
@@ -262,7 +298,7 @@ pub(super) fn has_parameter(url: &str, name: &str) -> bool {
     })
 }
 
-/// Splits turnstile's own query parameters (`replicas`, `replica_timeout_ms`,
+/// Splits turnstile's own query parameters (`replicas`, `replica_timeout_ms`, `replica_policy`,
 /// `replica_connections`, `lanes`, `head_cache`, `upgrade_from`) off a Redis URL, applying them to `options`,
 /// and returns the URL the driver understands (its own parameters, such as `db` or
 /// `protocol`, kept).
@@ -278,6 +314,18 @@ pub(super) fn split_url(
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         if !PARAMETERS.contains(&name) {
             kept.push(pair);
+            continue;
+        }
+        if name == "replica_policy" {
+            options.replica_policy = match value {
+                "strict" => ReplicaPolicy::Strict,
+                "degrade" => ReplicaPolicy::Degrade,
+                _ => {
+                    return Err(StoreError::InvalidRequest(format!(
+                        "redis url: replica_policy={value:?} is not strict or degrade"
+                    )))
+                }
+            };
             continue;
         }
         let number = value.parse::<u64>().map_err(|_| {
@@ -380,6 +428,26 @@ mod tests {
             let err = options.check().unwrap_err().to_string();
             assert!(err.contains(says), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_replica_policy_is_a_word_and_needs_replicas() {
+        let (url, options) = split("redis://h:1/?replicas=1&replica_policy=degrade&db=2").unwrap();
+        assert_eq!(url, "redis://h:1/?db=2", "taken off the driver's URL");
+        assert_eq!(options.replica_policy, ReplicaPolicy::Degrade);
+        assert!(options.check().is_ok());
+        let (_, options) = split("redis://h:1/?replicas=1&replica_policy=strict").unwrap();
+        assert_eq!(options.replica_policy, ReplicaPolicy::Strict);
+        let err = split("redis://h:1/?replica_policy=lenient").unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("replica_policy=\"lenient\" is not strict or degrade"));
+        let (_, options) = split("redis://h:1/?replica_policy=degrade").unwrap();
+        let err = options.check().unwrap_err().to_string();
+        assert!(
+            err.contains("replica_policy=degrade needs replicas=N"),
+            "{err}"
+        );
     }
 
     #[test]

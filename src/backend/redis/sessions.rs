@@ -126,7 +126,8 @@ impl std::fmt::Debug for RedisStore {
 impl RedisStore {
     /// Connects to `url`: a server (`redis://host:port/db`, `rediss://…`, `redis+unix://…`) or a
     /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`). The URL
-    /// may carry `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`, `lanes=N`,
+    /// may carry `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`,
+    /// `replica_policy=strict|degrade`, `lanes=N`,
     /// `head_cache=N` and `upgrade_from=2`, which override `options` (see
     /// [`RedisOptions::with_replicas`], [`RedisOptions::with_lanes`],
     /// [`RedisOptions::with_head_cache`] and [`RedisOptions::with_upgrade_from`]).
@@ -434,7 +435,7 @@ impl Store for RedisStore {
             .arg(1000)
             .to_owned();
         let slot = self.keys.session_slot(key);
-        let (found, acked) = replicated.confirm(key, slot, read, marker).await?;
+        let (found, acked, degraded) = replicated.confirm(key, slot, read, marker).await?;
         // A primary that lost the version (a failover to a replica that missed it, a restart
         // that lost its newest writes) must not have replicas vouch for what it no longer has.
         let found = found.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
@@ -445,7 +446,7 @@ impl Store for RedisStore {
                 found,
             });
         }
-        if acked < replicated.wanted {
+        if acked < replicated.wanted && !degraded {
             return Err(StoreError::NotReplicated {
                 key: key.clone(),
                 version,

@@ -160,7 +160,7 @@ impl RedisStore {
         self.remember(key, Some(head));
         rechecked?;
         match (&self.replicated, acked) {
-            (Some(replicated), Some(acked)) if acked < replicated.wanted => {
+            (Some(replicated), Some((acked, false))) if acked < replicated.wanted => {
                 Err(StoreError::NotReplicated {
                     key: key.clone(),
                     version,
@@ -179,13 +179,13 @@ impl RedisStore {
         &self,
         key: &SessionKey,
         call: Cmd,
-    ) -> Result<(Vec<Option<String>>, Option<u32>), StoreError> {
+    ) -> Result<(Vec<Option<String>>, Option<(u32, bool)>), StoreError> {
         let script = &self.scripts.append;
         if let Some(replicated) = &self.replicated {
             // Boxed: the rarer path should not size every append's future.
             let slot = self.keys.session_slot(key);
             let committed = Box::pin(replicated.commit(key, slot, script, call)).await?;
-            return Ok((committed.reply, Some(committed.acked)));
+            return Ok((committed.reply, Some((committed.acked, committed.degraded))));
         }
         let mut conn = self.conn.for_session(key);
         let evaluation = async {

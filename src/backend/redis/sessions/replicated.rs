@@ -18,6 +18,7 @@
 //! Redis restart), and a connection whose exchange failed or ran out of time is dropped, never
 //! handed out again (its `WAIT` may still block it).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleResult};
@@ -26,7 +27,7 @@ use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, Script, ServerErr
 
 use super::conn;
 use super::errors::{redis_error, unavailable};
-use super::options::RedisOptions;
+use super::options::{RedisOptions, ReplicaPolicy};
 
 mod masters;
 
@@ -56,6 +57,9 @@ pub(super) struct Committed {
     pub(super) reply: Vec<Option<String>>,
     /// Replicas that confirmed the connection's last write within the timeout.
     pub(super) acked: u32,
+    /// Acknowledged short of replicas because its master has none online
+    /// (`replica_policy=degrade`).
+    pub(super) degraded: bool,
 }
 
 /// Dedicated connections for appends that wait for replicas, and what they wait for.
@@ -74,6 +78,12 @@ pub(super) struct Replicated {
     /// How long an append or a check may go on sending again after answers that say nothing
     /// ran (the store's response timeout).
     resend_budget: Duration,
+    /// What an append short of replicas answers when its master has none online.
+    policy: ReplicaPolicy,
+    /// Masters (`host:port`; empty for a single server) last seen with no replica online, under
+    /// `replica_policy=degrade`: their appends wait a millisecond for replicas, not the
+    /// timeout, and ask `ROLE` whether one is back. At most one entry per master.
+    without_replica: parking_lot::Mutex<HashSet<String>>,
 }
 
 /// Where the dedicated connections lead.
@@ -174,6 +184,8 @@ impl Replicated {
             timeout_ms: options.replica_timeout_ms(),
             exchange_deadline,
             resend_budget: options.response_timeout,
+            policy: options.replica_policy,
+            without_replica: parking_lot::Mutex::new(HashSet::new()),
         }))
     }
 
@@ -184,7 +196,7 @@ impl Replicated {
     pub(super) async fn check_primary(&self) -> Result<(), StoreError> {
         let reports = match &self.connections {
             Connections::Single(_) => {
-                let mut conn = self.connection(0).await?;
+                let (mut conn, _) = self.connection(0).await?;
                 let mut info = redis::cmd("INFO");
                 info.arg("replication");
                 let info = info.query_async::<String>(&mut *conn);
@@ -238,18 +250,104 @@ impl Replicated {
         append: &Script,
         call: Cmd,
     ) -> Result<Committed, StoreError> {
-        let pipe = self.with_wait(call);
+        let degrade = self.policy == ReplicaPolicy::Degrade;
+        // A master known to have no replica is not waited for: a millisecond tells whether one
+        // is back (see `degraded`).
+        let brief = degrade.then(|| self.with_wait(call.clone(), 1));
+        let pipe = self.with_wait(call, self.timeout_ms);
         let mut resends = Resends::new(self.resend_budget);
         loop {
-            let mut conn = self.connection(slot).await?;
+            let (mut conn, master) = self.connection(slot).await?;
             // Read after the connection was found: finding it may itself have read a map.
             let seen = self.generation().await;
-            let exchange = self.exchange(&mut conn, append, &pipe);
+            let known_bare = degrade && self.without_replica.lock().contains(&master);
+            let pipe = match &brief {
+                Some(brief) if known_bare => brief,
+                _ => &pipe,
+            };
+            let exchange = async {
+                let committed = self.exchange(&mut conn, append, pipe).await?;
+                match degrade && committed.acked < self.wanted {
+                    true => {
+                        self.degraded(&mut conn, &master, committed, known_bare)
+                            .await
+                    }
+                    false => {
+                        if known_bare {
+                            self.mark(&master, false);
+                        }
+                        Ok(committed)
+                    }
+                }
+            };
             let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
             if self.send_again(&answer, slot, seen, &mut resends).await? {
                 continue;
             }
             return self.settle(key, conn, answer, "an append and its WAIT");
+        }
+    }
+
+    /// An append `committed` short of replicas under `replica_policy=degrade`: acknowledged
+    /// (`degraded`) when `ROLE` says its master has no replica online; otherwise the strict
+    /// outcome stands — after waiting for the replicas as usual when only a millisecond was
+    /// waited (`brief`: the master had none) and one is back. The append is still the
+    /// connection's last write (`ROLE` writes nothing), so that `WAIT` counts it.
+    async fn degraded(
+        &self,
+        conn: &mut MultiplexedConnection,
+        master: &str,
+        mut committed: Committed,
+        brief: bool,
+    ) -> Result<Committed, RedisError> {
+        let role: Value = redis::cmd("ROLE").query_async(conn).await?;
+        match online_replicas(&role) {
+            Some(0) => {
+                self.mark(master, true);
+                metrics::counter!(DEGRADED_APPENDS).increment(1);
+                committed.degraded = true;
+            }
+            Some(_) if brief => {
+                self.mark(master, false);
+                let mut wait = redis::cmd("WAIT");
+                wait.arg(self.wanted).arg(self.timeout_ms);
+                committed.acked = wait.query_async(conn).await?;
+            }
+            // Replicas online but behind, or an answer not understood: doubt never
+            // acknowledges.
+            _ => {}
+        }
+        Ok(committed)
+    }
+
+    /// Records whether `master` has no replica online, telling the operator when that changes.
+    fn mark(&self, master: &str, bare: bool) {
+        let mut without = self.without_replica.lock();
+        let changed = match bare {
+            true => without.insert(master.to_owned()),
+            false => without.remove(master),
+        };
+        metrics::gauge!(MASTERS_WITHOUT_REPLICA).set(without.len() as f64);
+        drop(without);
+        let master = if master.is_empty() {
+            "the primary"
+        } else {
+            master
+        };
+        match (changed, bare) {
+            (true, true) => tracing::warn!(
+                master,
+                wanted = self.wanted,
+                "redis store: this master has no replica online; replica_policy=degrade \
+                 acknowledges its appends on the master alone until one is back \
+                 ({DEGRADED_APPENDS})"
+            ),
+            (true, false) => tracing::info!(
+                master,
+                "redis store: a replica of this master is online again; its appends wait for \
+                 replicas again"
+            ),
+            _ => {}
         }
     }
 
@@ -313,7 +411,7 @@ impl Replicated {
         slot: u16,
         version: Cmd,
         marker: Cmd,
-    ) -> Result<(Option<String>, u32), StoreError> {
+    ) -> Result<(Option<String>, u32, bool), StoreError> {
         let mut pipe = redis::pipe();
         pipe.add_command(version)
             .add_command(marker)
@@ -324,9 +422,21 @@ impl Replicated {
             .ignore_errors();
         let mut resends = Resends::new(self.resend_budget);
         loop {
-            let mut conn = self.connection(slot).await?;
+            let (mut conn, master) = self.connection(slot).await?;
             let seen = self.generation().await;
-            let exchange = check_exchange(&mut conn, &pipe);
+            let exchange = async {
+                let (version, acked) = check_exchange(&mut conn, &pipe).await?;
+                if self.policy != ReplicaPolicy::Degrade || acked >= self.wanted {
+                    return Ok((version, acked, false));
+                }
+                let committed = Committed {
+                    reply: Vec::new(),
+                    acked,
+                    degraded: false,
+                };
+                let checked = self.degraded(&mut conn, &master, committed, false).await?;
+                Ok((version, checked.acked, checked.degraded))
+            };
             let answer = tokio::time::timeout(self.exchange_deadline, exchange).await;
             if self.send_again(&answer, slot, seen, &mut resends).await? {
                 continue;
@@ -357,29 +467,31 @@ impl Replicated {
         Err(failed)
     }
 
-    /// A dedicated connection: to the server, or to the master of `slot`.
-    async fn connection(&self, slot: u16) -> Result<Object<Manager>, StoreError> {
+    /// A dedicated connection: to the server, or to the master of `slot`; with the master's
+    /// address (empty for a single server).
+    async fn connection(&self, slot: u16) -> Result<(Object<Manager>, String), StoreError> {
         let pool = match &self.connections {
             Connections::Single(pool) => pool,
             Connections::Cluster(masters) => return masters.connection(slot).await,
         };
-        pool.get().await.map_err(|e| match e {
+        let conn = pool.get().await.map_err(|e| match e {
             PoolError::Backend(e) => unavailable(format!("connecting for a replicated write: {e}")),
             PoolError::Timeout(_) => unavailable(
                 "no dedicated connection for a replicated write came free in time (raise \
                  replica_connections)",
             ),
             other => unavailable(format!("replica connection pool: {other}")),
-        })
+        })?;
+        Ok((conn, String::new()))
     }
 
-    /// `call` followed by `WAIT`, as one pipeline.
-    fn with_wait(&self, call: Cmd) -> redis::Pipeline {
+    /// `call` followed by `WAIT` of up to `timeout_ms`, as one pipeline.
+    fn with_wait(&self, call: Cmd, timeout_ms: u64) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         pipe.add_command(call)
             .cmd("WAIT")
             .arg(self.wanted)
-            .arg(self.timeout_ms)
+            .arg(timeout_ms)
             // Each reply is judged below: an error of the script must not hide the count.
             .ignore_errors();
         pipe
@@ -421,7 +533,36 @@ impl Replicated {
                 0
             }
         };
-        Ok(Committed { reply, acked })
+        Ok(Committed {
+            reply,
+            acked,
+            degraded: false,
+        })
+    }
+}
+
+/// Appends (and retries' checks) acknowledged on a master with no replica online, under
+/// `replica_policy=degrade`.
+pub(crate) const DEGRADED_APPENDS: &str = "turnstile_redis_degraded_appends_total";
+
+/// Masters this process last saw with no replica online, under `replica_policy=degrade`.
+const MASTERS_WITHOUT_REPLICA: &str = "turnstile_redis_masters_without_replica";
+
+/// How many replicas a `ROLE` reply lists, for a master (`["master", offset, [[ip, port,
+/// offset], …]]`; Redis lists only replicas whose link is online); `None` for a replica's reply
+/// or one not understood.
+fn online_replicas(role: &Value) -> Option<usize> {
+    let Value::Array(fields) = role else {
+        return None;
+    };
+    let is_master = match fields.first()? {
+        Value::BulkString(name) => name == b"master",
+        Value::SimpleString(name) => name == "master",
+        _ => false,
+    };
+    match (is_master, fields.get(2)?) {
+        (true, Value::Array(replicas)) => Some(replicas.len()),
+        _ => None,
     }
 }
 
@@ -529,6 +670,30 @@ mod tests {
             Ok(Value::ServerError(e)) => RedisError::from(e),
             other => panic!("{text} read as {other:?}"),
         }
+    }
+
+    #[test]
+    fn role_replies_tell_how_many_replicas_are_online() {
+        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let replica = |port: &str| Value::Array(vec![text("127.0.0.1"), text(port), text("3")]);
+        let master = |replicas: Vec<Value>| {
+            Value::Array(vec![text("master"), Value::Int(3), Value::Array(replicas)])
+        };
+        assert_eq!(online_replicas(&master(Vec::new())), Some(0));
+        assert_eq!(
+            online_replicas(&master(vec![replica("7001"), replica("7002")])),
+            Some(2)
+        );
+        let slave = Value::Array(vec![
+            text("slave"),
+            text("127.0.0.1"),
+            Value::Int(7000),
+            text("connected"),
+            Value::Int(3),
+        ]);
+        assert_eq!(online_replicas(&slave), None);
+        assert_eq!(online_replicas(&text("master")), None);
+        assert_eq!(online_replicas(&Value::Array(vec![text("master")])), None);
     }
 
     #[test]

@@ -98,8 +98,11 @@ impl Masters {
     }
 
     /// A dedicated connection to the master of `slot`, asking for the map first if it names
-    /// none.
-    pub(super) async fn connection(&self, slot: u16) -> Result<Object<Manager>, StoreError> {
+    /// none; with the master's address.
+    pub(super) async fn connection(
+        &self,
+        slot: u16,
+    ) -> Result<(Object<Manager>, String), StoreError> {
         let master = match self.master_of(slot) {
             Some(master) => master,
             None => {
@@ -111,7 +114,7 @@ impl Masters {
         };
         let pool = self.pool(&master)?;
         match pool.get().await {
-            Ok(conn) => Ok(conn),
+            Ok(conn) => Ok((conn, master)),
             Err(error) => {
                 // A master that cannot be reached may have failed over: its slots are looked up
                 // again next time; other masters' are left as they are.
