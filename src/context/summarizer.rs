@@ -143,8 +143,11 @@ fn extract(event: &Event, sections: &mut Sections) {
             let first = sentences(text).next().unwrap_or_default();
             match status {
                 OutputStatus::Final => sections[1].push(clip(first)),
-                OutputStatus::Interrupted(_) | OutputStatus::Incomplete(_) => {
+                OutputStatus::Interrupted(_) => {
                     sections[3].push(format!("interrupted while answering: {}", clip(first)));
+                }
+                OutputStatus::Incomplete(_) => {
+                    sections[3].push(format!("cut short while answering: {}", clip(first)));
                 }
                 OutputStatus::Refused => sections[1].push(format!("refused: {}", clip(first))),
             }

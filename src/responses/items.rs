@@ -35,6 +35,10 @@ pub struct InputItem {
     #[serde(default)]
     #[cfg_attr(feature = "http", schema(value_type = Object))]
     pub content: Option<Value>,
+    /// An assistant message's refusal, as a chat completion answers one (with `content: null`);
+    /// sent back as history, it stands for the message's text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// A function call's (or its output's) id.
     #[serde(default)]
     pub call_id: Option<String>,
@@ -166,6 +170,11 @@ fn text_of(value: &Value, what: &str) -> Result<String, String> {
                 let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
                 match (kind, part.get("text").and_then(Value::as_str)) {
                     ("input_text" | "output_text" | "text", Some(text)) => texts.push(text),
+                    // A response's refusal part, sent back as history.
+                    ("refusal", _) => match part.get("refusal").and_then(Value::as_str) {
+                        Some(refusal) => texts.push(refusal),
+                        None => return Err(format!("a refusal part in {what} needs its refusal")),
+                    },
                     _ => {
                         return Err(format!(
                             "content parts of type {kind:?} are not supported in {what}; only \
@@ -240,11 +249,13 @@ impl InputItem {
                 ))
             }
         };
-        let content = self.content.as_ref().ok_or("a message needs its content")?;
-        Ok(Said::Message {
-            role,
-            text: text_of(content, "a message's content")?,
-        })
+        let text = match (&self.content, &self.refusal) {
+            (Some(content), _) => text_of(content, "a message's content")?,
+            // A refusal sent back as history: the model's words all the same.
+            (None, Some(refusal)) if role == Role::Assistant => refusal.clone(),
+            (None, _) => return Err("a message needs its content".into()),
+        };
+        Ok(Said::Message { role, text })
     }
 }
 
@@ -390,6 +401,23 @@ mod tests {
 
     fn item(value: Value) -> InputItem {
         serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_refusal_sent_back_as_history_is_the_models_words() {
+        let assistant = |text: &str| Said::Message {
+            role: Role::Assistant,
+            text: text.into(),
+        };
+        let chat = item(json!({"role": "assistant", "content": null, "refusal": "I can't."}));
+        assert_eq!(chat.said(), Ok(assistant("I can't.")));
+        let parts = json!([{"type": "refusal", "refusal": "I can't."}]);
+        let response = item(json!({"type": "message", "role": "assistant", "content": parts}));
+        assert_eq!(response.said(), Ok(assistant("I can't.")));
+        let user = item(json!({"role": "user", "content": null, "refusal": "x"}));
+        assert!(user.said().is_err(), "only the model refuses");
+        let empty = item(json!({"role": "assistant", "content": [{"type": "refusal"}]}));
+        assert!(empty.said().is_err());
     }
 
     #[test]

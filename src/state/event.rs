@@ -347,6 +347,7 @@ pub enum OutputStatus {
 #[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum IncompleteReason {
     /// The model reached its limit of output tokens (OpenAI's `finish_reason: "length"`).
     MaxTokens,

@@ -184,6 +184,12 @@
     if (kind.type === "agent_output" && kind.status.status === "interrupted") {
       cls += " interrupted";
       label += " · interrupted (" + kind.status.reason + ")";
+    } else if (kind.type === "agent_output" && kind.status.status === "incomplete") {
+      cls += " interrupted";
+      label += " · incomplete (" + kind.status.reason + ")";
+    } else if (kind.type === "agent_output" && kind.status.status === "refused") {
+      cls += " interrupted";
+      label += " · refused";
     } else if (kind.type === "user_input" && kind.disposition && kind.disposition !== "answered") {
       label += " · " + kind.disposition;
     } else if (kind.type === "turn_failed") {

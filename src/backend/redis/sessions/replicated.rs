@@ -231,8 +231,10 @@ impl Replicated {
                     node,
                     connected,
                     wanted = self.wanted,
+                    policy = ?self.policy,
                     "redis store: fewer replicas are connected than each append waits for; \
-                     appends will answer not_replicated until they are"
+                     appends will answer not_replicated until they are (with \
+                     replica_policy=degrade, a node with none at all takes them on its own)"
                 );
             }
         }
@@ -260,7 +262,7 @@ impl Replicated {
             let (mut conn, master) = self.connection(slot).await?;
             // Read after the connection was found: finding it may itself have read a map.
             let seen = self.generation().await;
-            let known_bare = degrade && self.without_replica.lock().contains(&master);
+            let known_bare = degrade && self.known_bare(&master);
             let pipe = match &brief {
                 Some(brief) if known_bare => brief,
                 _ => &pipe,
@@ -300,7 +302,19 @@ impl Replicated {
         mut committed: Committed,
         brief: bool,
     ) -> Result<Committed, RedisError> {
-        let role: Value = redis::cmd("ROLE").query_async(conn).await?;
+        // The append has committed by now: a failure of what follows must not make its outcome
+        // look unknown (or, worse, sent again), so it only keeps the strict outcome.
+        let role = match redis::cmd("ROLE").query_async::<Value>(conn).await {
+            Ok(role) => role,
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "redis store: ROLE was refused, so replica_policy=degrade cannot tell \
+                     whether the primary has replicas (allow ROLE to turnstile's user)"
+                );
+                return Ok(committed);
+            }
+        };
         match online_replicas(&role) {
             Some(0) => {
                 self.mark(master, true);
@@ -311,7 +325,8 @@ impl Replicated {
                 self.mark(master, false);
                 let mut wait = redis::cmd("WAIT");
                 wait.arg(self.wanted).arg(self.timeout_ms);
-                committed.acked = wait.query_async(conn).await?;
+                // A WAIT that fails counts no replica: `NotReplicated`, the append kept.
+                committed.acked = wait.query_async(conn).await.unwrap_or(0);
             }
             // Replicas online but behind, or an answer not understood: doubt never
             // acknowledges.
@@ -320,13 +335,36 @@ impl Replicated {
         Ok(committed)
     }
 
+    /// Whether `master` was last found with no replica online. Masters the map no longer names
+    /// are forgotten on the way, so that the gauge falls back once a failed-over shard is whole
+    /// again under another master.
+    fn known_bare(&self, master: &str) -> bool {
+        let mut without = self.without_replica.lock();
+        if without.is_empty() || without.contains(master) {
+            return !without.is_empty();
+        }
+        if let Connections::Cluster(masters) = &self.connections {
+            let before = without.len();
+            without.retain(|known| masters.names(known));
+            if without.len() != before {
+                metrics::gauge!(MASTERS_WITHOUT_REPLICA).set(without.len() as f64);
+            }
+        }
+        false
+    }
+
     /// Records whether `master` has no replica online, telling the operator when that changes.
+    /// Masters the map no longer names (failed over, resharded away) are forgotten meanwhile,
+    /// so that the gauge falls back once the shard is whole again elsewhere.
     fn mark(&self, master: &str, bare: bool) {
         let mut without = self.without_replica.lock();
         let changed = match bare {
             true => without.insert(master.to_owned()),
             false => without.remove(master),
         };
+        if let Connections::Cluster(masters) = &self.connections {
+            without.retain(|known| known == master || masters.names(known));
+        }
         metrics::gauge!(MASTERS_WITHOUT_REPLICA).set(without.len() as f64);
         drop(without);
         let master = if master.is_empty() {

@@ -102,13 +102,18 @@ fn shown(item: &Value) -> Option<String> {
     if item["type"] != "message" {
         return None;
     }
-    let text: String = item["content"]
-        .as_array()?
+    let parts = item["content"].as_array()?;
+    let text: String = parts
         .iter()
         .filter_map(|part| part["text"].as_str())
         .collect();
+    let refusal: String = parts
+        .iter()
+        .filter_map(|part| part["refusal"].as_str())
+        .collect();
     match item["role"].as_str()? {
         "user" => Some(format!("you> {text}")),
+        _ if !refusal.is_empty() => Some(format!("{text}[refused] {refusal}")),
         _ if item["status"] == "incomplete" => Some(format!("{text} [interrupted]")),
         _ => Some(text),
     }
@@ -141,12 +146,19 @@ pub(super) fn said(name: &str, data: &Value) -> Said {
         "response.output_text.delta" => {
             Said::Chunk(data["delta"].as_str().unwrap_or_default().to_owned())
         }
+        // A refusal is not streamed as text: it comes whole, and is shown as one.
+        "response.refusal.done" => Said::Chunk(format!(
+            "[refused] {}",
+            data["refusal"].as_str().unwrap_or_default()
+        )),
         "response.completed" => Said::Ended(String::new()),
         "response.incomplete" => {
             let reason = response["incomplete_details"]["reason"].as_str();
-            let how = match reason {
-                Some("superseded") => "superseded",
-                _ => "interrupted",
+            let (how, reason) = match reason {
+                Some("superseded") => ("superseded", reason),
+                Some("max_output_tokens") => ("incomplete", Some("max_tokens")),
+                Some("content_filter") => ("incomplete", reason),
+                _ => ("interrupted", reason),
             };
             Said::Ended(after_reply(Some(how), reason))
         }
@@ -201,6 +213,15 @@ mod tests {
         assert_eq!(
             said("response.incomplete", &cut),
             Said::Ended("\n[interrupted]".into())
+        );
+        let limited = json!({"response": {"incomplete_details": {"reason": "max_output_tokens"}}});
+        assert_eq!(
+            said("response.incomplete", &limited),
+            Said::Ended("\n[incomplete: the model reached its token limit]".into())
+        );
+        assert_eq!(
+            said("response.refusal.done", &json!({"refusal": "I can't."})),
+            Said::Chunk("[refused] I can't.".into())
         );
         let failed = json!({"response": {"error": {"message": "model down"}}});
         assert_eq!(

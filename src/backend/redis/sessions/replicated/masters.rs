@@ -215,6 +215,12 @@ impl Masters {
             .collect()
     }
 
+    /// Whether the map (or a redirection since) names `master` as serving some slot.
+    pub(super) fn names(&self, master: &str) -> bool {
+        self.slots.read().iter().any(|range| range.master == master)
+            || self.moved.read().values().any(|to| to == master)
+    }
+
     fn master_of(&self, slot: u16) -> Option<String> {
         if let Some(master) = self.moved.read().get(&slot) {
             return Some(master.clone());
