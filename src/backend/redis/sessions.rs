@@ -127,9 +127,8 @@ impl RedisStore {
     /// Connects to `url`: a server (`redis://host:port/db`, `rediss://…`, `redis+unix://…`) or a
     /// Redis Cluster (`redis+cluster://host:port[,host:port…]`, `rediss+cluster://…`). The URL
     /// may carry `replicas=N`, `replica_timeout_ms=MS`, `replica_connections=N`,
-    /// `replica_policy=strict|degrade`, `lanes=N`,
-    /// `head_cache=N` and `upgrade_from=2`, which override `options` (see
-    /// [`RedisOptions::with_replicas`], [`RedisOptions::with_lanes`],
+    /// `replica_policy=strict|degrade`, `lanes=N`, `head_cache=N` and `upgrade_from=2`, which
+    /// override `options` (see [`RedisOptions::with_replicas`], [`RedisOptions::with_lanes`],
     /// [`RedisOptions::with_head_cache`] and [`RedisOptions::with_upgrade_from`]).
     ///
     /// Fails with [`StoreError::Unavailable`] if no connection is made within the connect

@@ -21,7 +21,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use deadpool::managed::{self, Metrics, Object, Pool, PoolError, RecycleResult};
+use deadpool::managed::{Object, Pool, PoolError};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, ErrorKind, RedisError, Script, ServerErrorKind, Value};
 
@@ -29,27 +29,17 @@ use super::conn;
 use super::errors::{redis_error, unavailable};
 use super::options::{RedisOptions, ReplicaPolicy};
 
+mod degrade;
+mod manager;
 mod masters;
+mod resend;
 
+use manager::Manager;
 use masters::{Masters, PoolSettings};
-
-/// Times at most an append or a replica check is sent again after an answer that says nothing
-/// ran ([`NotRun`]), within the store's response timeout in all: a failover is a redirection
-/// or two and a short wait, and a node that keeps answering so must not hold a turn longer.
-const MAX_RESENDS: u32 = 6;
-
-/// The first wait before sending again after a [`NotRun::Busy`]; each next one doubles, up to
-/// [`MAX_BUSY_WAIT`] (the cluster connection's own retries wait 20 to 500 ms alike).
-const FIRST_BUSY_WAIT: Duration = Duration::from_millis(20);
-const MAX_BUSY_WAIT: Duration = Duration::from_millis(500);
+use resend::{not_run, NotRun, Resends};
 
 use crate::key::SessionKey;
 use crate::store::StoreError;
-
-/// A pooled connection unused for this long is pinged before it is handed out: one that sat
-/// idle may have been closed by a Redis restart or an idle timeout, while one in steady use
-/// has just proved itself.
-const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 /// The append script's reply and how many replicas confirmed the write.
 pub(super) struct Committed {
@@ -92,39 +82,6 @@ enum Connections {
     Single(Pool<Manager>),
     /// A Redis Cluster: one pool per master, found by the session's slot.
     Cluster(Box<Masters>),
-}
-
-/// Opens the pooled connections (with `append.lua` loaded on each, so that the pipelined
-/// `EVALSHA` finds it).
-struct Manager {
-    client: redis::Client,
-    config: AsyncConnectionConfig,
-    append: Script,
-}
-
-impl managed::Manager for Manager {
-    type Type = MultiplexedConnection;
-    type Error = RedisError;
-
-    async fn create(&self) -> Result<MultiplexedConnection, RedisError> {
-        let mut conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
-        self.append.load_async(&mut conn).await?;
-        Ok(conn)
-    }
-
-    async fn recycle(
-        &self,
-        conn: &mut MultiplexedConnection,
-        metrics: &Metrics,
-    ) -> RecycleResult<RedisError> {
-        if metrics.last_used() >= IDLE_CHECK {
-            redis::cmd("PING").query_async::<()>(conn).await?;
-        }
-        Ok(())
-    }
 }
 
 impl Replicated {
@@ -287,105 +244,6 @@ impl Replicated {
                 continue;
             }
             return self.settle(key, conn, answer, "an append and its WAIT");
-        }
-    }
-
-    /// An append `committed` short of replicas under `replica_policy=degrade`: acknowledged
-    /// (`degraded`) when `ROLE` says its master has no replica online; otherwise the strict
-    /// outcome stands — after waiting for the replicas as usual when only a millisecond was
-    /// waited (`brief`: the master had none) and one is back. The append is still the
-    /// connection's last write (`ROLE` writes nothing), so that `WAIT` counts it.
-    async fn degraded(
-        &self,
-        conn: &mut MultiplexedConnection,
-        master: &str,
-        mut committed: Committed,
-        brief: bool,
-    ) -> Result<Committed, RedisError> {
-        // The append has committed by now: a failure of what follows must not make its outcome
-        // look unknown (or, worse, sent again), so it only keeps the strict outcome.
-        let role = match redis::cmd("ROLE").query_async::<Value>(conn).await {
-            Ok(role) => role,
-            Err(error) => {
-                tracing::warn!(
-                    %error,
-                    "redis store: ROLE was refused, so replica_policy=degrade cannot tell \
-                     whether the primary has replicas (allow ROLE to turnstile's user)"
-                );
-                return Ok(committed);
-            }
-        };
-        match online_replicas(&role) {
-            Some(0) => {
-                self.mark(master, true);
-                metrics::counter!(DEGRADED_APPENDS).increment(1);
-                committed.degraded = true;
-            }
-            Some(_) if brief => {
-                self.mark(master, false);
-                let mut wait = redis::cmd("WAIT");
-                wait.arg(self.wanted).arg(self.timeout_ms);
-                // A WAIT that fails counts no replica: `NotReplicated`, the append kept.
-                committed.acked = wait.query_async(conn).await.unwrap_or(0);
-            }
-            // Replicas online but behind, or an answer not understood: doubt never
-            // acknowledges.
-            _ => {}
-        }
-        Ok(committed)
-    }
-
-    /// Whether `master` was last found with no replica online. Masters the map no longer names
-    /// are forgotten on the way, so that the gauge falls back once a failed-over shard is whole
-    /// again under another master.
-    fn known_bare(&self, master: &str) -> bool {
-        let mut without = self.without_replica.lock();
-        if without.is_empty() || without.contains(master) {
-            return !without.is_empty();
-        }
-        if let Connections::Cluster(masters) = &self.connections {
-            let before = without.len();
-            without.retain(|known| masters.names(known));
-            if without.len() != before {
-                metrics::gauge!(MASTERS_WITHOUT_REPLICA).set(without.len() as f64);
-            }
-        }
-        false
-    }
-
-    /// Records whether `master` has no replica online, telling the operator when that changes.
-    /// Masters the map no longer names (failed over, resharded away) are forgotten meanwhile,
-    /// so that the gauge falls back once the shard is whole again elsewhere.
-    fn mark(&self, master: &str, bare: bool) {
-        let mut without = self.without_replica.lock();
-        let changed = match bare {
-            true => without.insert(master.to_owned()),
-            false => without.remove(master),
-        };
-        if let Connections::Cluster(masters) = &self.connections {
-            without.retain(|known| known == master || masters.names(known));
-        }
-        metrics::gauge!(MASTERS_WITHOUT_REPLICA).set(without.len() as f64);
-        drop(without);
-        let master = if master.is_empty() {
-            "the primary"
-        } else {
-            master
-        };
-        match (changed, bare) {
-            (true, true) => tracing::warn!(
-                master,
-                wanted = self.wanted,
-                "redis store: this master has no replica online; replica_policy=degrade \
-                 acknowledges its appends on the master alone until one is back \
-                 ({DEGRADED_APPENDS})"
-            ),
-            (true, false) => tracing::info!(
-                master,
-                "redis store: a replica of this master is online again; its appends wait for \
-                 replicas again"
-            ),
-            _ => {}
         }
     }
 
@@ -579,31 +437,6 @@ impl Replicated {
     }
 }
 
-/// Appends (and retries' checks) acknowledged on a master with no replica online, under
-/// `replica_policy=degrade`.
-pub(crate) const DEGRADED_APPENDS: &str = "turnstile_redis_degraded_appends_total";
-
-/// Masters this process last saw with no replica online, under `replica_policy=degrade`.
-const MASTERS_WITHOUT_REPLICA: &str = "turnstile_redis_masters_without_replica";
-
-/// How many replicas a `ROLE` reply lists, for a master (`["master", offset, [[ip, port,
-/// offset], …]]`; Redis lists only replicas whose link is online); `None` for a replica's reply
-/// or one not understood.
-fn online_replicas(role: &Value) -> Option<usize> {
-    let Value::Array(fields) = role else {
-        return None;
-    };
-    let is_master = match fields.first()? {
-        Value::BulkString(name) => name == b"master",
-        Value::SimpleString(name) => name == "master",
-        _ => false,
-    };
-    match (is_master, fields.get(2)?) {
-        (true, Value::Array(replicas)) => Some(replicas.len()),
-        _ => None,
-    }
-}
-
 /// The replica check's exchange: the session's version and the count of replicas that confirmed
 /// the marker. An error reply of any of the three is the exchange's error (its own, so that a
 /// redirection's address can be read).
@@ -628,69 +461,6 @@ async fn check_exchange(
     ))
 }
 
-/// An answer that says the node did not run what it was sent, so that sending it again runs it
-/// once at most.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum NotRun {
-    /// `MOVED slot host:port`: the slot is another master's now (a failover or a resharding);
-    /// the address it names, when the reply has one.
-    Moved(Option<String>),
-    /// `READONLY`: the node is a replica now (a failover demoted it); the map is asked again.
-    Demoted,
-    /// `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`, `LOADING`: the cluster or the node is busy
-    /// with a failover or a restart for a moment; it is waited for.
-    Busy,
-}
-
-/// Whether `error` says nothing ran, and why. (An `ASK`, met only while a slot migrates, is not
-/// followed: the append fails as unavailable and is sent again later.)
-fn not_run(error: &RedisError) -> Option<NotRun> {
-    let ErrorKind::Server(kind) = error.kind() else {
-        return None;
-    };
-    match kind {
-        ServerErrorKind::Moved => Some(NotRun::Moved(
-            error.redirect_node().map(|(address, _)| address.to_owned()),
-        )),
-        ServerErrorKind::ReadOnly => Some(NotRun::Demoted),
-        ServerErrorKind::TryAgain
-        | ServerErrorKind::ClusterDown
-        | ServerErrorKind::MasterDown
-        | ServerErrorKind::BusyLoading => Some(NotRun::Busy),
-        _ => None,
-    }
-}
-
-/// The resends left to one append or check: a count and a time budget.
-struct Resends {
-    sent: u32,
-    until: tokio::time::Instant,
-}
-
-impl Resends {
-    fn new(budget: Duration) -> Self {
-        Self {
-            sent: 0,
-            until: tokio::time::Instant::now() + budget,
-        }
-    }
-
-    /// Takes one resend, with the wait before it should a busy node be the reason; `None` when
-    /// they are used up (the count, or the time).
-    fn next(&mut self) -> Option<Duration> {
-        let now = tokio::time::Instant::now();
-        if self.sent >= MAX_RESENDS || now >= self.until {
-            return None;
-        }
-        let wait = FIRST_BUSY_WAIT
-            .saturating_mul(1 << self.sent.min(8))
-            .min(MAX_BUSY_WAIT)
-            .min(self.until - now);
-        self.sent += 1;
-        Some(wait)
-    }
-}
-
 fn is_noscript(value: &Value) -> bool {
     match value {
         Value::ServerError(e) => e.kind() == Some(ServerErrorKind::NoScript),
@@ -701,87 +471,6 @@ fn is_noscript(value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The error of a server's `-text` reply, as the connection reads it.
-    fn server_error(text: &str) -> RedisError {
-        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()) {
-            Ok(Value::ServerError(e)) => RedisError::from(e),
-            other => panic!("{text} read as {other:?}"),
-        }
-    }
-
-    #[test]
-    fn role_replies_tell_how_many_replicas_are_online() {
-        let text = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let replica = |port: &str| Value::Array(vec![text("127.0.0.1"), text(port), text("3")]);
-        let master = |replicas: Vec<Value>| {
-            Value::Array(vec![text("master"), Value::Int(3), Value::Array(replicas)])
-        };
-        assert_eq!(online_replicas(&master(Vec::new())), Some(0));
-        assert_eq!(
-            online_replicas(&master(vec![replica("7001"), replica("7002")])),
-            Some(2)
-        );
-        let slave = Value::Array(vec![
-            text("slave"),
-            text("127.0.0.1"),
-            Value::Int(7000),
-            text("connected"),
-            Value::Int(3),
-        ]);
-        assert_eq!(online_replicas(&slave), None);
-        assert_eq!(online_replicas(&text("master")), None);
-        assert_eq!(online_replicas(&Value::Array(vec![text("master")])), None);
-    }
-
-    #[test]
-    fn answers_that_say_nothing_ran_are_told_apart() {
-        let cases = [
-            (
-                "MOVED 3999 127.0.0.1:6381",
-                Some(NotRun::Moved(Some("127.0.0.1:6381".into()))),
-            ),
-            (
-                "READONLY You can't write against a read only replica.",
-                Some(NotRun::Demoted),
-            ),
-            (
-                "TRYAGAIN Multiple keys request during rehashing of slot",
-                Some(NotRun::Busy),
-            ),
-            ("CLUSTERDOWN The cluster is down", Some(NotRun::Busy)),
-            ("MASTERDOWN Link with MASTER is down", Some(NotRun::Busy)),
-            (
-                "LOADING Redis is loading the dataset in memory",
-                Some(NotRun::Busy),
-            ),
-            ("ASK 3999 127.0.0.1:6381", None),
-            ("ERR unknown command", None),
-            ("NOSCRIPT No matching script", None),
-        ];
-        for (reply, expected) in cases {
-            assert_eq!(not_run(&server_error(reply)), expected, "{reply}");
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn resends_are_bounded_by_count_and_by_time() {
-        let mut resends = Resends::new(Duration::from_secs(60));
-        let waits: Vec<Duration> = std::iter::from_fn(|| resends.next()).collect();
-        assert_eq!(waits.len(), MAX_RESENDS as usize);
-        assert_eq!(waits[0], FIRST_BUSY_WAIT);
-        assert!(waits.iter().all(|w| *w <= MAX_BUSY_WAIT));
-        let mut resends = Resends::new(Duration::from_millis(100));
-        assert!(resends.next().is_some());
-        tokio::time::advance(Duration::from_millis(90)).await;
-        assert_eq!(
-            resends.next(),
-            Some(Duration::from_millis(10)),
-            "the wait fits the budget"
-        );
-        tokio::time::advance(Duration::from_millis(10)).await;
-        assert_eq!(resends.next(), None);
-    }
 
     #[test]
     fn no_pool_is_made_when_no_replica_is_wanted() {
