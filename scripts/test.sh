@@ -101,6 +101,18 @@ if [ "$(python3 -m pip show langchain-openai 2>/dev/null | sed -n 's/^Version: /
     "openai-agents==$OPENAI_AGENTS_VERSION" "openai==$OPENAI_PYTHON_VERSION" \
     "mcp==$MCP_PYTHON_SDK_VERSION"
 fi
+# The channel adapters' tests (tests/channels_*) build the platforms' requests with their own
+# SDKs (tests/support/channels/platforms.py): python-telegram-bot's Update objects, slack_sdk's
+# request signing and PyNaCl's Ed25519 (as Discord signs). Pinned.
+PTB_VERSION="22.8"
+SLACK_SDK_VERSION="3.48.0"
+PYNACL_VERSION="1.6.2"
+if [ "$(python3 -m pip show python-telegram-bot 2>/dev/null | sed -n 's/^Version: //p')" != "$PTB_VERSION" ] \
+  || [ "$(python3 -m pip show slack_sdk 2>/dev/null | sed -n 's/^Version: //p')" != "$SLACK_SDK_VERSION" ] \
+  || [ "$(python3 -m pip show pynacl 2>/dev/null | sed -n 's/^Version: //p')" != "$PYNACL_VERSION" ]; then
+  python3 -m pip install --quiet "python-telegram-bot==$PTB_VERSION" \
+    "slack_sdk==$SLACK_SDK_VERSION" "PyNaCl==$PYNACL_VERSION"
+fi
 command -v pyenv >/dev/null 2>&1 && pyenv rehash
 # The same routes with the official `openai` npm package (tests/openai_node_sdk_*), read from
 # the global npm folder (tests/support/openai_sdk.rs, OPENAI_NPM_PACKAGE). Pinned.

@@ -23,6 +23,7 @@ mod artifact_place;
 pub mod file;
 mod open;
 mod open_backend;
+mod open_inbox;
 mod open_memory;
 mod open_pairings;
 #[cfg(feature = "postgres")]
@@ -33,11 +34,12 @@ mod url;
 
 pub use artifact_place::ArtifactPlace;
 pub use file::{
-    FileArtifactStore, FileMemory, FilePairingStore, FileStore, ARTIFACTS_FOLDER, MAX_LOADED_USERS,
-    MEMORY_FOLDER, PAIRINGS_FILE,
+    FileArtifactStore, FileInbox, FileMemory, FilePairingStore, FileStore, ARTIFACTS_FOLDER,
+    INBOX_FOLDER, MAX_LOADED_USERS, MEMORY_FOLDER, PAIRINGS_FILE,
 };
 pub use open::{open_store, OpenStoreError, OpenedStore};
 pub use open_backend::{open_backend, Backend, BackendError, Family};
+pub use open_inbox::open_inbox;
 pub use open_memory::{open_memory, REDIS_MEMORY_PREFIX};
 pub use open_pairings::open_pairings;
 #[cfg(feature = "postgres")]

@@ -13,6 +13,12 @@
 //! [`PairingStore::remove_user`]) removes their own sessions and pairings but not the group
 //! chats they spoke in. See `docs/channels.md`.
 
+#[cfg(feature = "http")]
+mod adapters;
+#[cfg(feature = "http")]
+mod courier;
+#[cfg(feature = "http")]
+mod platform;
 mod route;
 
 use std::collections::HashMap;
@@ -30,8 +36,27 @@ use crate::stream::TurnStream;
 pub use crate::backend::PostgresPairingStore;
 #[cfg(feature = "redis")]
 pub use crate::backend::RedisPairingStore;
+pub use crate::backend::{open_inbox, FileInbox, INBOX_FOLDER};
 pub use crate::backend::{open_pairings, FilePairingStore, PAIRINGS_FILE};
+pub use crate::channel_message::ChannelMessage;
+pub use crate::inbox::{
+    Accepted, Inbox, InboxEntry, InboxError, MemoryInbox, ReplyTarget, DEDUP_RETENTION,
+    INBOX_SCHEMA_VERSION, MAX_ENTRIES as MAX_INBOX_ENTRIES, MAX_PENDING as MAX_INBOX_PENDING,
+};
 pub use crate::pairing::{MemoryPairingStore, Pairing, PairingError, PairingStore};
+#[cfg(feature = "http")]
+pub use adapters::{
+    AdapterError, Adapters, ChannelsConfig, Common as AdapterCommon, DiscordConfig, ReceiveError,
+    SlackConfig, TelegramConfig, TelegramMode, DEFAULT_POLL_WAIT, DISCORD_API, SLACK_API,
+    TELEGRAM_API,
+};
+#[cfg(feature = "http")]
+pub use courier::DEFAULT_EDIT_INTERVAL;
+#[cfg(feature = "http")]
+pub use platform::{
+    InboundError, PlatformError, Webhook, API_TIMEOUT as PLATFORM_API_TIMEOUT,
+    MAX_API_ANSWER_BYTES, MAX_REQUEST_AGE, MAX_RETRY_AFTER,
+};
 pub use route::{
     channel_namespace, session_key as channel_session_key, unpaired_user, validate_channel,
     validate_field as validate_channel_field, validate_user, ChannelField, CHANNEL_SEPARATOR,
@@ -42,46 +67,6 @@ pub use route::{
 /// message wins (people correct themselves and add to what they said; answering a stale
 /// message first only delays the answer they want). Superseded messages stay in the history.
 pub const DEFAULT_CHANNEL_POLICY: OverlapPolicy = OverlapPolicy::Latest;
-
-/// A message as a channel delivers it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ChannelMessage {
-    /// Which channel it came from (`slack`, `discord`, `web`); see [`validate_channel`].
-    pub channel: String,
-    /// The chat (conversation, room, group, DM) on that channel.
-    pub chat: String,
-    /// The thread inside the chat, if the channel has threads and the message is in one. Each
-    /// thread is a session of its own.
-    pub thread: Option<String>,
-    /// The sender's id on that channel.
-    pub channel_user: String,
-    /// What they wrote.
-    pub input: String,
-}
-
-impl ChannelMessage {
-    /// A message outside any thread.
-    pub fn new(
-        channel: impl Into<String>,
-        chat: impl Into<String>,
-        channel_user: impl Into<String>,
-        input: impl Into<String>,
-    ) -> Self {
-        Self {
-            channel: channel.into(),
-            chat: chat.into(),
-            thread: None,
-            channel_user: channel_user.into(),
-            input: input.into(),
-        }
-    }
-
-    /// The same message, inside `thread`.
-    pub fn in_thread(mut self, thread: impl Into<String>) -> Self {
-        self.thread = Some(thread.into());
-        self
-    }
-}
 
 /// Where a message was routed.
 #[derive(Debug, Clone, PartialEq, Eq)]

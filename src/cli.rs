@@ -65,7 +65,7 @@ enum Command {
     /// Serve the runtime over HTTP: turns (JSON or server-sent events), channels, pairings,
     /// bearer-token auth, /metrics; SIGTERM or Ctrl-C drains and exits.
     #[cfg(feature = "http")]
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
 }
 
 pub use logs::{init_tracing, say, Said};
@@ -77,7 +77,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Sessions(args) => sessions::run(args).await,
         Command::Chat(args) => chat::run(args).await,
         #[cfg(feature = "http")]
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(*args).await,
     };
     match result {
         Ok(code) => code,

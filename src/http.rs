@@ -9,6 +9,7 @@
 // share the bottom modules (`docs/architecture.md`, "The HTTP gateway's rooms").
 mod admin;
 mod artifacts;
+mod channel_hooks;
 mod channels;
 mod console;
 mod events;
@@ -159,6 +160,8 @@ impl Gateway {
             // Operator routes (`docs/http-api.md`, "Operators") and the pages (`docs/console.md`).
             .merge(admin::routes(self))
             .merge(console::routes())
+            // The platforms' requests to the channel adapters (`docs/channels.md`).
+            .merge(channel_hooks::routes())
             .fallback(middleware::not_found)
             .method_not_allowed_fallback(middleware::method_not_allowed)
             .layer(axum::middleware::from_fn_with_state(

@@ -54,6 +54,7 @@ mod atomic_file;
 pub mod backend;
 mod call;
 pub mod channel;
+mod channel_message;
 pub mod config;
 pub mod context;
 mod error;
@@ -63,6 +64,7 @@ pub mod fuzzing;
 mod hex;
 #[cfg(feature = "http")]
 pub mod http;
+mod inbox;
 pub mod key;
 pub mod memory;
 pub mod pairing;

@@ -11,6 +11,7 @@
 
 mod artifacts;
 mod fsio;
+mod inbox;
 mod journal;
 pub mod kit;
 pub(crate) mod layout;
@@ -20,6 +21,7 @@ mod pool;
 mod sessions;
 
 pub use artifacts::FileArtifactStore;
+pub use inbox::{FileInbox, INBOX_FOLDER};
 pub use layout::{ARTIFACTS_FOLDER, MEMORY_FOLDER};
 pub use memory::{FileMemory, MAX_LOADED_USERS};
 pub use pairings::{FilePairingStore, PAIRINGS_FILE};

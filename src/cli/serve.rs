@@ -12,9 +12,9 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use turnstile::backend::{open_store, StoreUrl};
 use turnstile::config::Ownership;
 use turnstile::{
-    channel::open_pairings, channel::ChannelRouter, context::ExtractiveSummarizer, http::Gateway,
-    http::HttpConfig, http::Lingering, http::ServeError, http::Tokens, OverlapPolicy, Runtime,
-    Store,
+    channel::open_inbox, channel::open_pairings, channel::Adapters, channel::ChannelRouter,
+    channel::ChannelsConfig, context::ExtractiveSummarizer, http::Gateway, http::HttpConfig,
+    http::Lingering, http::ServeError, http::Tokens, OverlapPolicy, Runtime, Store,
 };
 
 use super::agent_arg::{build_agent, AgentChoice, ModelArgs};
@@ -78,6 +78,11 @@ pub struct ServeArgs {
     /// Overlap policy of channel messages (a newer message in a chat wins by default).
     #[arg(long, default_value = "latest")]
     channel_policy: OverlapPolicy,
+    /// The bots to run on Telegram, Slack and Discord: a TOML file with a `[telegram]`,
+    /// `[slack]` and/or `[discord]` section, secrets named by environment variables
+    /// (docs/channels.md). Needs a file or memory store.
+    #[arg(long)]
+    channels: Option<PathBuf>,
     /// Seconds a request waits for its answer (the turn goes on after it unless the request
     /// set `cancel_on_timeout`).
     #[arg(long, default_value_t = 60.0)]
@@ -256,11 +261,24 @@ async fn serve_with_tools(
         },
         ..HttpConfig::default()
     };
-    let gateway = Gateway::new(router)
+    let adapters = match &args.channels {
+        Some(path) => Some(channel_adapters(path, &opened, &router).await?),
+        None => None,
+    };
+    let mut gateway = Gateway::new(router)
         .with_tokens(tokens)
         .with_config(config)
         .with_models(vec![super::agent_arg::model_name(args.agent, &args.model)])
         .with_metrics(install_metrics()?);
+    if let Some(adapters) = &adapters {
+        gateway = gateway.with_adapters(adapters.clone());
+        let resumed = adapters.start().await.map_err(|e| e.to_string())?;
+        println!(
+            "turnstile serve: channels {} at http://{local}/channels/ ({resumed} unanswered \
+             messages resumed)",
+            adapters.channels().join(", ")
+        );
+    }
     println!("turnstile serve: listening on http://{local}");
     if let Some(address) = gateway.runtime().address() {
         println!("turnstile serve: cluster member at {address}");
@@ -269,6 +287,11 @@ async fn serve_with_tools(
         .serve_lingering(listener, shutdown)
         .await
         .map_err(|e| e.to_string())?;
+    if let Some(adapters) = adapters {
+        // Replies of turns that finished in the drain are written; the rest wait in the inbox
+        // for the next start.
+        adapters.stop(CHANNEL_GRACE).await;
+    }
     // The store closes (the file store writes what its journal holds behind into the session
     // files) on a blocking thread, while the lingering listener answers.
     let closing = tokio::task::spawn_blocking(move || drop(opened));
@@ -294,6 +317,22 @@ async fn serve_with_tools(
     }
     say(Said::Info, "turnstile serve: drained, exiting");
     Ok((ExitCode::SUCCESS, lingering))
+}
+
+/// How long replies still being written at exit get before they are left to the next start.
+const CHANNEL_GRACE: Duration = Duration::from_secs(5);
+
+/// The channel adapters of `--channels FILE`, with their inbox beside the store.
+async fn channel_adapters(
+    path: &std::path::Path,
+    opened: &turnstile::backend::OpenedStore,
+    router: &ChannelRouter,
+) -> Result<Adapters, String> {
+    let config = ChannelsConfig::load(path).map_err(|e| e.to_string())?;
+    let inbox = open_inbox(opened)
+        .await
+        .map_err(|e| format!("--channels: {e}"))?;
+    Adapters::build(&config, router, inbox).map_err(|e| format!("--channels: {e}"))
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use crate::agent::FailureKind;
-use crate::channel::{ChannelError, PairingError};
+use crate::channel::{ChannelError, InboundError, InboxError, PairingError, ReceiveError};
 use crate::key::KeyError;
 use crate::Error;
 use crate::{Owner, StoreFault};
@@ -37,6 +37,9 @@ pub enum ApiError {
     /// The pairing store failed.
     #[error(transparent)]
     Pairing(#[from] PairingError),
+    /// A channel adapter did not take a platform's request (`docs/channels.md`).
+    #[error(transparent)]
+    Receive(#[from] ReceiveError),
     /// A user or session id in the path broke a key rule.
     #[error("invalid key: {0}")]
     InvalidKey(#[from] KeyError),
@@ -221,6 +224,7 @@ impl ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "owner_restarted", true)
             }
             Self::Internal(_) => INTERNAL,
+            Self::Receive(e) => receive_class(e),
             Self::StoreUnanswered { .. } => {
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", true)
             }
@@ -461,6 +465,23 @@ impl IntoResponse for ApiError {
             response.extensions_mut().insert(OwnerHint(owner));
         }
         response
+    }
+}
+
+/// The status and code of a platform request a channel adapter did not take.
+fn receive_class(error: &ReceiveError) -> Class {
+    match error {
+        ReceiveError::NotConfigured(_) => (StatusCode::NOT_FOUND, "not_found", true),
+        ReceiveError::Inbound(InboundError::Unauthenticated { .. }) => {
+            (StatusCode::UNAUTHORIZED, "bad_signature", true)
+        }
+        ReceiveError::Inbound(_) => (StatusCode::BAD_REQUEST, "bad_body", true),
+        ReceiveError::Inbox(InboxError::Full { .. }) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "inbox_full", true)
+        }
+        // The detail may name folders: logged, not shown.
+        ReceiveError::Inbox(_) => (StatusCode::SERVICE_UNAVAILABLE, "inbox_unavailable", false),
+        ReceiveError::Stopping => (StatusCode::SERVICE_UNAVAILABLE, "draining", true),
     }
 }
 

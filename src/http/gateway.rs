@@ -9,7 +9,7 @@ use super::auth::Tokens;
 use super::config::HttpConfig;
 use super::error::ApiError;
 use super::forward::Forwarder;
-use crate::channel::ChannelRouter;
+use crate::channel::{Adapters, ChannelRouter};
 use crate::responses::Responses;
 use crate::{publish_alert_counters, Runtime};
 
@@ -39,6 +39,8 @@ struct Inner {
     /// OpenAI's API over the runtime: it decides what the OpenAI routes answer, and knows the
     /// responses running here.
     responses: Responses,
+    /// The channel adapters `serve --channels` runs, if any.
+    adapters: Option<Adapters>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -62,6 +64,7 @@ impl Gateway {
             forwarder: Arc::default(),
             models: Arc::new(vec![DEFAULT_MODEL.to_owned()]),
             responses: Responses::new(channels.runtime().clone(), DEFAULT_MODEL),
+            adapters: None,
             channels,
         };
         Self {
@@ -105,6 +108,18 @@ impl Gateway {
         inner.config = Arc::new(config);
         inner.forwarder = Arc::default();
         self
+    }
+
+    /// Takes the platforms' requests at `/channels/…` with these adapters (start them with
+    /// [`Adapters::start`], stop them after the drain with [`Adapters::stop`]).
+    pub fn with_adapters(mut self, adapters: Adapters) -> Self {
+        self.settings().adapters = Some(adapters);
+        self
+    }
+
+    /// The channel adapters, if any.
+    pub fn adapters(&self) -> Option<&Adapters> {
+        self.inner.adapters.as_ref()
     }
 
     /// The runtime turns go to.

@@ -6,6 +6,8 @@
 pub mod artifacts;
 #[cfg(feature = "http")]
 pub mod browser;
+#[cfg(feature = "http")]
+pub mod channels;
 pub mod cli;
 #[cfg(all(feature = "http", feature = "redis"))]
 pub mod cluster;

@@ -68,12 +68,37 @@ impl Serve {
         Self::start_in(home, store, latency_ms, chunks, extra)
     }
 
+    /// Like [`Serve::start_on`], with `envs` set in the child and its stderr captured (read it
+    /// with [`Serve::logs`]).
+    pub fn start_with_env(
+        store: &str,
+        latency_ms: u64,
+        chunks: usize,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Serve {
+        let home = tempfile::tempdir().expect("a temporary folder");
+        Self::start_full(home, store, latency_ms, chunks, extra, envs, true)
+    }
+
     fn start_in(
         home: tempfile::TempDir,
         store: &str,
         latency_ms: u64,
         chunks: usize,
         extra: &[&str],
+    ) -> Serve {
+        Self::start_full(home, store, latency_ms, chunks, extra, &[], false)
+    }
+
+    fn start_full(
+        home: tempfile::TempDir,
+        store: &str,
+        latency_ms: u64,
+        chunks: usize,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+        capture: bool,
     ) -> Serve {
         let tokens = home.path().join("tokens");
         std::fs::write(
@@ -90,20 +115,32 @@ impl Serve {
             .arg("--tokens")
             .arg(&tokens)
             .args(extra)
+            .envs(envs.iter().copied())
             .env("TURNSTILE_HOME", home.path())
-            .env("RUST_LOG", "error")
+            .env("RUST_LOG", if capture { "warn" } else { "error" })
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if capture {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("start turnstile serve");
+        let stderr = capture.then(|| capture_stderr(&mut child));
         let stdout = child.stdout.take().expect("piped stdout");
         let base = listening_address(stdout);
         Serve {
             child,
             base,
             home,
-            stderr: None,
+            stderr,
         }
+    }
+
+    /// Kills the child at once (SIGKILL): nothing of it runs after this returns.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill turnstile serve");
+        self.child.wait().expect("reap turnstile serve");
     }
 
     /// Starts `turnstile serve --agent openai` over a memory store against the model server
@@ -142,18 +179,7 @@ impl Serve {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start turnstile serve");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let mut pipe = child.stderr.take().expect("piped stderr");
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 8192];
-            while let Ok(n) = pipe.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().extend_from_slice(&buffer[..n]);
-            }
-        });
+        let stderr = capture_stderr(&mut child);
         let stdout = child.stdout.take().expect("piped stdout");
         let base = listening_address(stdout);
         Serve {
@@ -269,6 +295,23 @@ impl Drop for Serve {
 
 /// Reads the child's `listening on URL` line, and keeps draining its stdout afterwards so that
 /// it never blocks on a full pipe.
+/// Reads the child's stderr into a buffer, from a thread of its own.
+fn capture_stderr(child: &mut Child) -> Arc<Mutex<Vec<u8>>> {
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let mut pipe = child.stderr.take().expect("piped stderr");
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().extend_from_slice(&buffer[..n]);
+        }
+    });
+    stderr
+}
+
 fn listening_address(stdout: std::process::ChildStdout) -> String {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
