@@ -161,7 +161,12 @@ impl Gateway {
             .merge(admin::routes(self))
             .merge(console::routes())
             // The platforms' requests to the channel adapters (`docs/channels.md`).
-            .merge(channel_hooks::routes())
+            .merge(
+                channel_hooks::routes().route_layer(axum::middleware::from_fn_with_state(
+                    self.clone(),
+                    middleware::timeout,
+                )),
+            )
             .fallback(middleware::not_found)
             .method_not_allowed_fallback(middleware::method_not_allowed)
             .layer(axum::middleware::from_fn_with_state(

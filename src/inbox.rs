@@ -89,7 +89,7 @@ impl InboxEntry {
 }
 
 /// Where a reply goes, as each platform names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "platform", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ReplyTarget {
@@ -118,6 +118,33 @@ pub enum ReplyTarget {
         /// The interaction's token (it authorises the follow-up; kept only in the inbox).
         token: String,
     },
+}
+
+impl std::fmt::Debug for ReplyTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Telegram {
+                chat_id,
+                thread_id,
+                message_id,
+            } => f
+                .debug_struct("Telegram")
+                .field("chat_id", chat_id)
+                .field("thread_id", thread_id)
+                .field("message_id", message_id)
+                .finish(),
+            Self::Slack { channel, thread_ts } => f
+                .debug_struct("Slack")
+                .field("channel", channel)
+                .field("thread_ts", thread_ts)
+                .finish(),
+            // The token authorises replies to the interaction: never printed.
+            Self::Discord { application_id, .. } => f
+                .debug_struct("Discord")
+                .field("application_id", application_id)
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// What [`Inbox::accept`] did.
@@ -228,6 +255,8 @@ impl EntryMeta {
 pub(crate) struct Ledger {
     entries: HashMap<String, EntryMeta>,
     pending: usize,
+    /// New entries being written (counted against the cap until they are in `entries`).
+    reserved: usize,
 }
 
 impl Ledger {
@@ -241,7 +270,19 @@ impl Ledger {
 
     /// Whether one more pending entry fits.
     pub(crate) fn has_room(&self) -> bool {
-        self.pending < MAX_PENDING
+        self.pending + self.reserved < MAX_PENDING
+    }
+
+    /// Counts a new entry against the cap while it is written; `false` when it does not fit.
+    pub(crate) fn reserve(&mut self) -> bool {
+        let room = self.has_room();
+        self.reserved += usize::from(room);
+        room
+    }
+
+    /// Ends a [`Ledger::reserve`] (the entry is in, or was not written).
+    pub(crate) fn release(&mut self) {
+        self.reserved = self.reserved.saturating_sub(1);
     }
 
     pub(crate) fn set(&mut self, name: &str, meta: EntryMeta) {

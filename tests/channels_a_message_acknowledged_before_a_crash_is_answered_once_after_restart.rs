@@ -48,14 +48,16 @@ async fn messages_acknowledged_before_a_kill_are_answered_once_after_the_restart
     );
     let store = format!("file:{}", dir.path().join("data").display());
     let channels = ["--channels", file.to_str().unwrap()];
-    // Turns of 8 s in 8 chunks: the first chunk (and the first post) after about a second.
+    // Turns of 8 s in 8 chunks: the first chunk (and the first post) after about a second, the
+    // first edit after two.
     let mut first = Serve::start_with_env(&store, 8_000, 8, &channels, &SECRETS);
     let webhook = first.url("/channels/telegram/webhook");
     let streaming = request(&["telegram-update", "800", "555", "42", "first question"]);
     let (status, _) = deliver(&webhook, &streaming, &[(SECRET_HEADER, TELEGRAM_SECRET)]).await;
     assert_eq!(status, 200);
-    eventually("the first reply is posted", || {
-        fake.done("sendMessage").len() == 1
+    // An edit comes only after the posted message's id is kept in the inbox.
+    eventually("the first reply is posted and edited", || {
+        !fake.done("editMessageText").is_empty()
     })
     .await;
     let unanswered = request(&["telegram-update", "801", "556", "43", "second question"]);

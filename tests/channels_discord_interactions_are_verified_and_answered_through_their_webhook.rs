@@ -83,6 +83,23 @@ async fn commands_are_deferred_then_answered_through_the_webhook() {
         .iter()
         .all(|c| c.body["allowed_mentions"] == json!({"parse": []})));
 
+    let events: serde_json::Value = reqwest::Client::new()
+        .get(serve.url("/v1/sessions/channel:discord/discord%7CC5/events"))
+        .bearer_auth(support::http::ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let inputs = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"]["type"] == "user_input")
+        .count();
+    assert_eq!(inputs, 1, "the second delivery ran again: {events}");
+
     let mut forged = signed(now, &ping);
     forged.body = forged.body.replace("\"1\"", "\"2\"");
     assert_eq!(deliver(&url, &forged, &[]).await.0, 401);

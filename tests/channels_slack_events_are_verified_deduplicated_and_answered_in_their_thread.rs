@@ -123,8 +123,9 @@ async fn signed_events_are_taken_once_and_answered_in_their_thread() {
 async fn a_flood_of_one_thread_is_bounded_and_the_newest_message_wins() {
     let fake = FakePlatform::start().await;
     let dir = tempfile::tempdir().unwrap();
-    // Each turn takes 1.5 s: the flood arrives while the first runs.
-    let serve = start(&fake, dir.path(), 1_500);
+    // Each turn takes 4 s and says its first words after one: the flood arrives while the
+    // first runs, before it said anything.
+    let serve = start(&fake, dir.path(), 4_000);
     let url = serve.url("/channels/slack/events");
     let now = now_seconds();
     let flood = 20;
@@ -162,8 +163,8 @@ async fn a_flood_of_one_thread_is_bounded_and_the_newest_message_wins() {
     );
     assert_eq!(shown.iter().filter(|t| t.ends_with(&last)).count(), 1);
     assert!(
-        shown.len() <= flood,
-        "{} replies to {flood} messages",
+        shown.len() < flood / 2,
+        "{} replies to {flood} messages: superseded ones were answered",
         shown.len()
     );
     // Every message is in the thread's session once.

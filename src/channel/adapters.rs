@@ -6,195 +6,25 @@
 //! answers the platform; the turn and the reply follow in the background (the courier). HTTP
 //! only passes the request in and writes the answer out.
 
-use std::path::Path;
+mod config;
+mod polling;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
+
+pub use config::{
+    AdapterError, ChannelsConfig, Common, DiscordConfig, ReceiveError, SlackConfig, TelegramConfig,
+    TelegramMode, DEFAULT_POLL_WAIT, DISCORD_API, SLACK_API, TELEGRAM_API,
+};
 
 use super::courier::{Courier, DEFAULT_EDIT_INTERVAL};
 use super::platform::{Discord, Inbound, InboundError, Platform, Slack, Telegram, Webhook};
 use super::{Accepted, ChannelRouter, Inbox, InboxEntry, InboxError};
-use crate::call::OverlapPolicy;
-
-/// Telegram's default API.
-pub const TELEGRAM_API: &str = "https://api.telegram.org";
-/// Slack's default Web API.
-pub const SLACK_API: &str = "https://slack.com/api";
-/// Discord's default API.
-pub const DISCORD_API: &str = "https://discord.com/api/v10";
-
-/// How long one Telegram long poll waits for an update (Telegram allows up to 50 s).
-pub const DEFAULT_POLL_WAIT: Duration = Duration::from_secs(25);
 
 /// How often answered inbox entries older than [`super::DEDUP_RETENTION`] are pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
-
-/// `serve --channels FILE`: which platforms the bot lives on.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChannelsConfig {
-    /// A Telegram bot.
-    #[serde(default)]
-    pub telegram: Option<TelegramConfig>,
-    /// A Slack app.
-    #[serde(default)]
-    pub slack: Option<SlackConfig>,
-    /// A Discord application.
-    #[serde(default)]
-    pub discord: Option<DiscordConfig>,
-}
-
-/// How a Telegram bot receives its updates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TelegramMode {
-    /// Telegram posts each update to `/channels/telegram/webhook` (set with `setWebhook`).
-    #[default]
-    Webhook,
-    /// The bot asks with `getUpdates`: for a bot with no public URL.
-    Polling,
-}
-
-/// What every platform's section shares.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Common {
-    /// The overlap policy of this platform's chats (default: `serve --channel-policy`).
-    #[serde(default)]
-    pub policy: Option<OverlapPolicy>,
-    /// Milliseconds between two edits of one chat's streaming reply (default 1,000).
-    #[serde(default)]
-    pub edit_interval_ms: Option<u64>,
-}
-
-/// `[telegram]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TelegramConfig {
-    /// The environment variable holding the bot token.
-    pub bot_token_env: String,
-    /// The environment variable holding the webhook's secret token (the `secret_token` given to
-    /// `setWebhook`); required in webhook mode.
-    #[serde(default)]
-    pub secret_token_env: Option<String>,
-    /// `webhook` (default) or `polling`.
-    #[serde(default)]
-    pub mode: TelegramMode,
-    /// The Bot API's base URL (default `https://api.telegram.org`).
-    #[serde(default)]
-    pub api_base: Option<String>,
-    /// Seconds one long poll waits (default 25).
-    #[serde(default)]
-    pub poll_wait_s: Option<u64>,
-    /// Policy and pacing.
-    #[serde(flatten)]
-    pub common: Common,
-}
-
-/// `[slack]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SlackConfig {
-    /// The environment variable holding the bot token (`xoxb-…`).
-    pub bot_token_env: String,
-    /// The environment variable holding the app's signing secret.
-    pub signing_secret_env: String,
-    /// The Web API's base URL (default `https://slack.com/api`).
-    #[serde(default)]
-    pub api_base: Option<String>,
-    /// Policy and pacing.
-    #[serde(flatten)]
-    pub common: Common,
-}
-
-/// `[discord]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DiscordConfig {
-    /// The application's id.
-    pub application_id: String,
-    /// The application's public key, in hex (it is public: it only verifies signatures).
-    pub public_key: String,
-    /// The API's base URL (default `https://discord.com/api/v10`).
-    #[serde(default)]
-    pub api_base: Option<String>,
-    /// Policy and pacing.
-    #[serde(flatten)]
-    pub common: Common,
-}
-
-/// Why the channel adapters could not be built or started.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum AdapterError {
-    /// The configuration file could not be read or parsed.
-    #[error("channels file {path}: {detail}")]
-    Config {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// A secret's environment variable is not set.
-    #[error("[{section}] {field} names the environment variable {var}, which is not set")]
-    MissingSecret {
-        /// The section.
-        section: &'static str,
-        /// The field naming the variable.
-        field: &'static str,
-        /// The variable.
-        var: String,
-    },
-    /// A setting is not usable.
-    #[error("[{section}]: {detail}")]
-    Invalid {
-        /// The section.
-        section: &'static str,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The inbox failed.
-    #[error(transparent)]
-    Inbox(#[from] InboxError),
-}
-
-/// Why a platform's request was not acknowledged.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReceiveError {
-    /// No adapter for this platform is configured.
-    #[error("no {0} adapter is configured (serve --channels FILE)")]
-    NotConfigured(String),
-    /// The request failed its platform's check or is malformed.
-    #[error(transparent)]
-    Inbound(#[from] InboundError),
-    /// The message could not be stored: the platform should retry later.
-    #[error(transparent)]
-    Inbox(#[from] InboxError),
-    /// The server is stopping: the platform should retry later.
-    #[error("the server is stopping and takes no new messages")]
-    Stopping,
-}
-
-impl ChannelsConfig {
-    /// Reads a channels file.
-    pub fn load(path: &Path) -> Result<Self, AdapterError> {
-        let config_error = |detail: String| AdapterError::Config {
-            path: path.display().to_string(),
-            detail,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| config_error(e.to_string()))?;
-        let config: Self = toml::from_str(&text).map_err(|e| config_error(e.to_string()))?;
-        if config.telegram.is_none() && config.slack.is_none() && config.discord.is_none() {
-            return Err(config_error(
-                "names no platform: add a [telegram], [slack] or [discord] section".into(),
-            ));
-        }
-        Ok(config)
-    }
-}
 
 /// The configured adapters with their couriers. Cheap to clone.
 #[derive(Clone)]
@@ -294,10 +124,11 @@ impl Adapters {
                 Telegram::new(api_base, &token, webhook_secret).map_err(invalid(SECTION))?,
             );
             if telegram.mode == TelegramMode::Polling {
+                // Telegram waits at most 50 s; a poll that does not wait would spin.
                 let wait = telegram
                     .poll_wait_s
                     .map_or(DEFAULT_POLL_WAIT, Duration::from_secs)
-                    .min(Duration::from_secs(50));
+                    .clamp(Duration::from_secs(1), Duration::from_secs(50));
                 polling = Some((bot.clone(), wait));
             }
             couriers.push(courier(bot, &telegram.common, SECTION)?);
@@ -365,9 +196,12 @@ impl Adapters {
                 .courier("telegram")
                 .expect("a polling bot has its courier");
             let stop = self.inner.loops.clone();
-            courier
-                .tasks()
-                .spawn(poll_loop(courier.clone(), bot.clone(), *wait, stop));
+            courier.tasks().spawn(polling::poll_loop(
+                courier.clone(),
+                bot.clone(),
+                *wait,
+                stop,
+            ));
         }
         Ok(resumed)
     }
@@ -469,7 +303,7 @@ impl Adapters {
 }
 
 /// Stores `entry` and, when it is new, hands it to the courier.
-async fn accept(courier: &Courier, entry: InboxEntry) -> Result<Accepted, InboxError> {
+pub(super) async fn accept(courier: &Courier, entry: InboxEntry) -> Result<Accepted, InboxError> {
     let accepted = courier.inbox().accept(&entry).await?;
     if accepted == Accepted::New {
         courier.enqueue(entry);
@@ -477,88 +311,10 @@ async fn accept(courier: &Courier, entry: InboxEntry) -> Result<Accepted, InboxE
     Ok(accepted)
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// Long-polls Telegram until stopped: each update is stored before the next poll confirms it.
-async fn poll_loop(
-    courier: Courier,
-    bot: Arc<Telegram>,
-    wait: Duration,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let mut offset = 0i64;
-    let mut failures = 0u32;
-    loop {
-        let polled = tokio::select! {
-            polled = bot.poll(offset, wait) => polled,
-            () = stop.cancelled() => return,
-        };
-        let updates = match polled {
-            Ok(updates) => {
-                failures = 0;
-                updates
-            }
-            Err(e) => {
-                failures += 1;
-                let pause = match &e {
-                    super::PlatformError::RateLimited { retry_after, .. } => *retry_after,
-                    _ => Duration::from_millis(500) * 2u32.pow(failures.min(6)),
-                };
-                tracing::warn!(channel = "telegram", error = %e, ?pause, "getUpdates failed");
-                tokio::select! {
-                    () = tokio::time::sleep(pause.min(super::platform::MAX_RETRY_AFTER)) => continue,
-                    () = stop.cancelled() => return,
-                }
-            }
-        };
-        for (id, read) in updates {
-            // Stored before the offset moves past it: the next poll confirms it to Telegram.
-            if !store_polled(&courier, read).await {
-                // Not stored: poll again from here (Telegram sends it again).
-                break;
-            }
-            if let Some(id) = id {
-                offset = offset.max(id + 1);
-            }
-        }
-    }
-}
-
-/// Stores one polled update; whether the poll may move past it.
-async fn store_polled(courier: &Courier, read: Result<Inbound, InboundError>) -> bool {
-    let counted = |result: &'static str| {
-        metrics::counter!("turnstile_channel_messages_total",
-            "channel" => "telegram", "result" => result)
-        .increment(1);
-    };
-    match read {
-        Ok(Inbound::Message {
-            id,
-            message,
-            reply_to,
-        }) => {
-            let entry = InboxEntry::new(id, message, reply_to, now_ms());
-            match accept(courier, entry).await {
-                Ok(Accepted::New) => counted("accepted"),
-                Ok(Accepted::Duplicate) => counted("duplicate"),
-                Err(e) => {
-                    counted("refused");
-                    tracing::warn!(channel = "telegram", error = %e, "an update could not be stored");
-                    return false;
-                }
-            }
-        }
-        Ok(_) => counted("ignored"),
-        Err(e) => {
-            counted("malformed");
-            tracing::warn!(channel = "telegram", error = %e, "a malformed update was skipped");
-        }
-    }
-    true
 }
 
 /// Forgets answered entries past the retention, every [`PRUNE_EVERY`], until stopped.

@@ -15,16 +15,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod pacer;
+mod writer;
+
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::platform::{split_reply, Platform, PlatformError, MAX_RETRY_AFTER};
+use self::pacer::Pacer;
+use self::writer::{failure_text, NotWritten, Writer};
+use super::platform::Platform;
 use super::{ChannelError, ChannelRouter, Inbox, InboxEntry};
-use crate::call::{CallOptions, OutcomeKind};
-use crate::stream::{StreamEvent, TurnStream};
+use crate::call::CallOptions;
+use crate::stream::TurnStream;
 use crate::Error;
 
 /// How often one chat's reply is edited while it streams, unless configured: about what
@@ -38,56 +42,6 @@ const ATTEMPTS: u32 = 6;
 
 /// The first wait between attempts; doubled after each.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-
-/// Most chats whose pacing is remembered: past it, chats whose next slot has passed are
-/// forgotten (they have nothing to wait for).
-const MAX_PACED_CHATS: usize = 10_000;
-
-/// Spaces the API calls of each chat [`Courier::interval`] apart, and holds a chat for the wait
-/// a platform's 429 asked for.
-#[derive(Debug, Default)]
-struct Pacer {
-    next: Mutex<HashMap<String, Instant>>,
-}
-
-impl Pacer {
-    /// Waits for the chat's next slot and takes it.
-    async fn take(&self, chat: &str, interval: Duration) {
-        let slot = {
-            let mut next = self.next.lock();
-            let now = Instant::now();
-            if next.len() >= MAX_PACED_CHATS {
-                next.retain(|_, at| *at > now);
-            }
-            let slot = next
-                .get(chat)
-                .copied()
-                .filter(|at| *at > now)
-                .unwrap_or(now);
-            next.insert(chat.to_owned(), slot + interval);
-            slot
-        };
-        tokio::time::sleep_until(slot).await;
-    }
-
-    /// Takes the chat's next slot if it is due now.
-    fn try_take(&self, chat: &str, interval: Duration) -> bool {
-        let mut next = self.next.lock();
-        let now = Instant::now();
-        if next.get(chat).is_some_and(|at| *at > now) {
-            return false;
-        }
-        next.insert(chat.to_owned(), now + interval);
-        true
-    }
-
-    /// Holds the chat until `until`.
-    fn hold(&self, chat: &str, until: Instant) {
-        let mut next = self.next.lock();
-        let at = next.entry(chat.to_owned()).or_insert(until);
-        *at = (*at).max(until);
-    }
-}
 
 /// Runs the turns of one platform's accepted messages and writes their replies. Cheap to clone.
 #[derive(Clone)]
@@ -131,6 +85,15 @@ impl Courier {
 
     pub(crate) fn platform(&self) -> &Arc<dyn Platform> {
         &self.inner.platform
+    }
+
+    /// The time between two API calls for one chat.
+    fn interval(&self) -> Duration {
+        self.inner.interval
+    }
+
+    fn pacer(&self) -> &Pacer {
+        &self.inner.pacer
     }
 
     pub(crate) fn inbox(&self) -> &Arc<dyn Inbox> {
@@ -267,31 +230,54 @@ impl Courier {
             },
             Err(e) => {
                 tracing::warn!(channel, error = %e, "a channel message could not be answered");
-                Some(format!(
-                    "⚠ Sorry, this message could not be answered ({}).",
-                    error_code(&e)
-                ))
+                Some(failure_text(error_code(&e)))
             }
         };
+        // A platform that was promised an answer (Discord's deferred response) gets a note
+        // even when another message's reply answers this one.
+        let text = text.or_else(|| self.inner.platform.unanswered_note().map(str::to_owned));
         let written = match text {
             Some(text) => writer.show(&text, true).await,
             None => Ok(()),
         };
         let result = match &written {
             Ok(()) => "sent",
-            Err(_) => "failed",
+            Err(NotWritten::Platform(_)) => "failed",
+            Err(NotWritten::Unrecorded(_)) => "unrecorded",
         };
         metrics::counter!("turnstile_channel_replies_total", "channel" => channel, "result" => result)
             .increment(1);
-        if let Err(e) = written {
-            tracing::error!(channel, error = %e, "a reply could not be written; given up");
+        match written {
+            Ok(()) => {}
+            Err(e @ NotWritten::Platform(_)) => {
+                tracing::error!(channel, error = %e, "a reply could not be written; given up");
+            }
+            Err(e @ NotWritten::Unrecorded(_)) => {
+                // Left pending: the next start edits what was recorded and goes on from there.
+                tracing::error!(channel, error = %e, "a reply stopped; it goes on after a restart");
+                return;
+            }
         }
-        let mut done = writer.entry;
-        done.done = true;
-        if let Err(e) = self.inner.inbox.update(&done).await {
-            // Still pending in the inbox: the next start writes the reply again (an edit of the
-            // same text).
-            tracing::error!(channel, error = %e, "a written reply could not be marked done");
+        self.mark_done(writer.entry).await;
+    }
+
+    /// Marks `entry` done, trying again while the inbox fails; an entry that cannot be marked
+    /// stays pending and its reply is shown again (the same text, by edits) after a restart.
+    async fn mark_done(&self, mut entry: InboxEntry) {
+        entry.done = true;
+        for attempt in 1..=ATTEMPTS {
+            match self.inner.inbox.update(&entry).await {
+                Ok(()) => return,
+                Err(e) if attempt == ATTEMPTS => {
+                    tracing::error!(channel = self.inner.platform.channel(), error = %e,
+                        "a written reply could not be marked done");
+                }
+                Err(_) => {
+                    if self.pause(backoff(attempt)).await.is_err() {
+                        return;
+                    }
+                }
+            }
         }
     }
 }
@@ -332,205 +318,9 @@ fn chat_of(entry: &InboxEntry) -> String {
     }
 }
 
-/// One reply being written: what was posted, and what each posted part shows.
-struct Writer<'a> {
-    courier: &'a Courier,
-    entry: InboxEntry,
-    chat: String,
-    /// The text each posted part shows now (empty after a restart: the first show edits all).
-    shown: Vec<String>,
-}
-
-impl<'a> Writer<'a> {
-    fn new(courier: &'a Courier, entry: InboxEntry) -> Self {
-        Self {
-            courier,
-            chat: chat_of(&entry),
-            entry,
-            shown: Vec::new(),
-        }
-    }
-
-    /// Reads the turn's stream, showing its text as it grows; returns the reply's final text
-    /// (`None` inside when there is nothing to show), or `None` when the runtime is draining.
-    async fn stream(&mut self, mut stream: TurnStream) -> Option<Option<String>> {
-        use futures::StreamExt;
-        let mut text = String::new();
-        while let Some(event) = stream.next().await {
-            match event {
-                StreamEvent::Chunk(chunk) => {
-                    text.push_str(&chunk);
-                    if !text.trim().is_empty() {
-                        // Best effort while streaming: the final text is shown for sure.
-                        let _ = self.show(&text, false).await;
-                    }
-                }
-                StreamEvent::Outcome(Ok(outcome)) => {
-                    return Some(match outcome.kind {
-                        // Another message's reply answers these.
-                        OutcomeKind::Superseded | OutcomeKind::Merged
-                            if self.entry.posted.is_empty() =>
-                        {
-                            None
-                        }
-                        // Cut short before it said anything (a newer message came): the
-                        // newer message's reply answers.
-                        OutcomeKind::Interrupted(_)
-                            if outcome.output.trim().is_empty() && self.entry.posted.is_empty() =>
-                        {
-                            None
-                        }
-                        OutcomeKind::Interrupted(_) => {
-                            Some(format!("{}\n\n(interrupted)", outcome.output.trim_end()))
-                        }
-                        OutcomeKind::Incomplete(_) => {
-                            Some(format!("{}\n\n(cut short)", outcome.output.trim_end()))
-                        }
-                        _ if outcome.output.trim().is_empty() => Some("(no reply)".to_owned()),
-                        _ => Some(outcome.output),
-                    });
-                }
-                StreamEvent::Outcome(Err(Error::Draining)) => return None,
-                StreamEvent::Outcome(Err(e)) => {
-                    tracing::warn!(
-                        channel = self.courier.inner.platform.channel(),
-                        code = e.code(),
-                        "a channel message's turn failed"
-                    );
-                    return Some(Some(format!(
-                        "⚠ Sorry, this message could not be answered ({}).",
-                        e.code()
-                    )));
-                }
-                _ => {}
-            }
-        }
-        None
-    }
-
-    /// Shows `text`: edits the posted parts whose text changed and posts the parts beyond.
-    /// While streaming (`last` false) a call waits for no pacing slot and is not retried; the
-    /// last show waits for its slots and retries a failing platform.
-    async fn show(&mut self, text: &str, last: bool) -> Result<(), PlatformError> {
-        let platform = self.courier.inner.platform.clone();
-        let parts = split_reply(text, platform.max_chars());
-        for (at, part) in parts.iter().enumerate() {
-            let part = part.trim_end();
-            let part = if part.is_empty() { "…" } else { part };
-            if self.shown.get(at).is_some_and(|shown| shown == part) {
-                continue;
-            }
-            if !last
-                && !self
-                    .courier
-                    .inner
-                    .pacer
-                    .try_take(&self.chat, self.courier.inner.interval)
-            {
-                return Ok(());
-            }
-            let posted = self.entry.posted.get(at).cloned();
-            let done = self
-                .attempt(
-                    last,
-                    |platform| {
-                        let posted = posted.clone();
-                        let target = self.entry.reply_to.clone();
-                        let part = part.to_owned();
-                        async move {
-                            match posted {
-                                Some(id) => platform.edit(&target, &id, &part).await.map(|()| id),
-                                None => platform.post(&target, at, &part).await,
-                            }
-                        }
-                    },
-                    &platform,
-                )
-                .await?;
-            if posted.is_none() {
-                self.entry.posted.push(done);
-                // Kept before anything else is posted: a reply resumed after a crash edits
-                // this message instead of posting it again.
-                if let Err(e) = self.courier.inner.inbox.update(&self.entry).await {
-                    tracing::error!(channel = platform.channel(), error = %e,
-                        "a posted reply could not be recorded in the inbox");
-                }
-            }
-            if self.shown.len() <= at {
-                self.shown.resize(at + 1, String::new());
-            }
-            self.shown[at] = part.to_owned();
-        }
-        Ok(())
-    }
-
-    /// Runs one platform call: once while streaming (a 429 holds the chat), or up to
-    /// [`ATTEMPTS`] times for the last show, honouring 429s and backing off on failures.
-    async fn attempt<F, Fut>(
-        &self,
-        last: bool,
-        call: F,
-        platform: &Arc<dyn Platform>,
-    ) -> Result<String, PlatformError>
-    where
-        F: Fn(Arc<dyn Platform>) -> Fut,
-        Fut: std::future::Future<Output = Result<String, PlatformError>>,
-    {
-        let pacer = &self.courier.inner.pacer;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            if last {
-                pacer.take(&self.chat, self.courier.inner.interval).await;
-            }
-            let error = match call(platform.clone()).await {
-                Ok(id) => return Ok(id),
-                Err(e) => e,
-            };
-            metrics::counter!("turnstile_channel_platform_errors_total",
-                "channel" => platform.channel(), "kind" => error.kind())
-            .increment(1);
-            let wait = match &error {
-                PlatformError::RateLimited { retry_after, .. }
-                    if *retry_after <= MAX_RETRY_AFTER =>
-                {
-                    pacer.hold(&self.chat, Instant::now() + *retry_after);
-                    Duration::ZERO
-                }
-                PlatformError::Unavailable { .. } => backoff(attempt),
-                _ => return Err(error),
-            };
-            if !last || attempt >= ATTEMPTS {
-                return Err(error);
-            }
-            tracing::warn!(channel = platform.channel(), error = %error, attempt,
-                "a reply could not be written; trying again");
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_chat_s_calls_are_spaced_and_a_hold_delays_them() {
-        let pacer = Pacer::default();
-        let interval = Duration::from_secs(1);
-        let start = Instant::now();
-        pacer.take("a", interval).await;
-        assert!(!pacer.try_take("a", interval), "the slot was just taken");
-        assert!(
-            pacer.try_take("b", interval),
-            "another chat has its own slots"
-        );
-        pacer.take("a", interval).await;
-        assert_eq!(start.elapsed(), interval);
-        pacer.hold("a", Instant::now() + Duration::from_secs(5));
-        pacer.take("a", interval).await;
-        assert_eq!(start.elapsed(), Duration::from_secs(6));
-    }
 
     #[test]
     fn backoff_doubles_and_stops_growing() {

@@ -161,6 +161,13 @@ pub(crate) trait Platform: Send + Sync + 'static {
         Value::Object(Default::default())
     }
 
+    /// What a message whose reply is another's (superseded, merged) shows, when the platform
+    /// was promised an answer to every message (Discord's deferred response, "thinking…"
+    /// until edited); `None` where nothing needs to be shown.
+    fn unanswered_note(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Posts part `part` (0 first) of the reply to `target`; returns the posted message's id.
     async fn post(
         &self,
@@ -326,18 +333,29 @@ pub(crate) fn parse_body<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// `text` split into parts of at most `max` characters, at a line break or space near the end
-/// of each part when there is one. Empty text is one empty part.
+/// `text` split into parts of at most `max` characters counted as UTF-16 code units (Telegram
+/// counts so; for the others, whose limits count code points, it errs short), at a line break
+/// or space in the last fifth of each part when there is one. Empty text is one empty part.
 pub(crate) fn split_reply(text: &str, max: usize) -> Vec<&str> {
     let mut parts = Vec::new();
     let mut rest = text;
-    while rest.chars().count() > max {
-        let hard = rest
-            .char_indices()
-            .nth(max)
-            .map_or(rest.len(), |(at, _)| at);
-        // Prefer a break in the last fifth of the part, so that no part is tiny.
-        let soft_floor = rest.char_indices().nth(max * 4 / 5).map_or(0, |(at, _)| at);
+    loop {
+        // The byte offsets where the part would reach `max` and its last fifth begins.
+        let (mut units, mut hard, mut soft_floor) = (0, None, 0);
+        for (at, c) in rest.char_indices() {
+            if units <= max * 4 / 5 {
+                soft_floor = at;
+            }
+            units += c.len_utf16();
+            if units > max {
+                hard = Some(at);
+                break;
+            }
+        }
+        let Some(hard) = hard.filter(|at| *at > 0) else {
+            parts.push(rest);
+            return parts;
+        };
         let window = &rest[..hard];
         let cut = window
             .rfind('\n')
@@ -347,8 +365,6 @@ pub(crate) fn split_reply(text: &str, max: usize) -> Vec<&str> {
         parts.push(&rest[..cut]);
         rest = &rest[cut..];
     }
-    parts.push(rest);
-    parts
 }
 
 /// Bytes from lower- or upper-case hex; `None` when it is not hex.
@@ -408,6 +424,13 @@ mod tests {
         );
         assert_eq!(parts.concat(), wide);
         assert_eq!(split_reply("", 10), vec![""]);
+        // An emoji is two UTF-16 units: 50 of them fill a part of 100.
+        let emoji = "😀".repeat(60);
+        let parts = split_reply(&emoji, 100);
+        assert_eq!(
+            parts.iter().map(|p| p.chars().count()).collect::<Vec<_>>(),
+            vec![50, 10]
+        );
         assert_eq!(split_reply("short", 10), vec!["short"]);
     }
 

@@ -60,6 +60,7 @@ impl FileInbox {
         let root = store.root().join(INBOX_FOLDER);
         let mut ledgers = HashMap::new();
         for (channel, dir) in channel_dirs(&root)? {
+            remove_temporaries(&dir)?;
             let mut ledger = Ledger::default();
             for (name, path) in entry_files(&dir)? {
                 let entry = read_entry(&path)?;
@@ -130,6 +131,22 @@ fn entry_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, InboxError> {
         }
     }
     Ok(files)
+}
+
+/// Removes the temporaries a crash left in `dir` (never read, so only space is at stake).
+fn remove_temporaries(dir: &Path) -> Result<(), InboxError> {
+    for item in fs::read_dir(dir).map_err(io_error("list", dir))? {
+        let item = item.map_err(io_error("list", dir))?;
+        if item.file_name().to_string_lossy().ends_with(".tmp") {
+            let path = item.path();
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("remove", &path)(e)),
+            }
+        }
+    }
+    Ok(())
 }
 
 fn read_entry(path: &Path) -> Result<InboxEntry, InboxError> {
@@ -230,34 +247,31 @@ impl Inbox for FileInbox {
         let channel = entry.message.channel.clone();
         let name = file_name(&entry.id);
         {
-            let ledgers = self.inner.ledgers.lock();
-            if let Some(ledger) = ledgers.get(&channel) {
-                if ledger.contains(&name) {
-                    return Ok(Accepted::Duplicate);
-                }
-                if !entry.done && !ledger.has_room() {
-                    return Err(InboxError::Full {
-                        channel,
-                        pending: ledger.pending(),
-                    });
-                }
+            // Counted against the cap before it is written, so that racing deliveries of
+            // different messages cannot all pass the check.
+            let mut ledgers = self.inner.ledgers.lock();
+            let ledger = ledgers.entry(channel.clone()).or_default();
+            if ledger.contains(&name) {
+                return Ok(Accepted::Duplicate);
+            }
+            if !ledger.reserve() {
+                return Err(InboxError::Full {
+                    channel,
+                    pending: ledger.pending(),
+                });
             }
         }
         let dir = self.dir_of(&channel);
         let path = dir.join(&name);
         let bytes = encode(entry);
-        let created = self
-            .blocking(move || create_new(&dir, &path, &bytes))
-            .await?;
-        if !created {
+        let created = self.blocking(move || create_new(&dir, &path, &bytes)).await;
+        let mut ledgers = self.inner.ledgers.lock();
+        let ledger = ledgers.entry(channel).or_default();
+        ledger.release();
+        if !created? {
             return Ok(Accepted::Duplicate);
         }
-        self.inner
-            .ledgers
-            .lock()
-            .entry(channel)
-            .or_default()
-            .set(&name, EntryMeta::of(entry));
+        ledger.set(&name, EntryMeta::of(entry));
         Ok(Accepted::New)
     }
 
@@ -410,6 +424,23 @@ mod tests {
             Err(InboxError::Schema { found: 99, .. })
         ));
         assert_eq!(fs::read(&path).unwrap(), newer);
+    }
+
+    #[tokio::test]
+    async fn temporaries_a_crash_left_are_removed_at_open() {
+        let (dir, store) = store();
+        let inbox = FileInbox::open(&store).unwrap();
+        inbox
+            .accept(&conformance::entry("telegram", "1", 1))
+            .await
+            .unwrap();
+        let channel = inbox.root().join(crate::hex::encode("telegram"));
+        fs::write(channel.join("0123.tmp"), b"half").unwrap();
+        drop((inbox, store));
+        let store = FileStore::open(dir.path()).unwrap();
+        let inbox = FileInbox::open(&store).unwrap();
+        assert!(!channel.join("0123.tmp").exists());
+        assert_eq!(inbox.pending("telegram").await.unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -255,6 +255,10 @@ impl Platform for Discord {
         json!({ "type": 5 })
     }
 
+    fn unanswered_note(&self) -> Option<&'static str> {
+        Some("(a newer message is answered instead)")
+    }
+
     async fn post(
         &self,
         target: &ReplyTarget,

@@ -174,9 +174,9 @@ fn escape(text: &str) -> String {
 fn slack_target(target: &ReplyTarget) -> Result<(&str, Option<&str>), PlatformError> {
     match target {
         ReplyTarget::Slack { channel, thread_ts } => Ok((channel, thread_ts.as_deref())),
-        other => Err(PlatformError::Refused {
+        _ => Err(PlatformError::Refused {
             platform: PLATFORM,
-            detail: format!("not a Slack conversation: {other:?}"),
+            detail: "the reply's target is not a Slack conversation".into(),
         }),
     }
 }

@@ -269,9 +269,9 @@ fn telegram_target(target: &ReplyTarget) -> Result<(i64, Option<i64>, i64), Plat
             thread_id,
             message_id,
         } => Ok((*chat_id, *thread_id, *message_id)),
-        other => Err(PlatformError::Refused {
+        _ => Err(PlatformError::Refused {
             platform: PLATFORM,
-            detail: format!("not a Telegram chat: {other:?}"),
+            detail: "the reply's target is not a Telegram chat".into(),
         }),
     }
 }
