@@ -46,9 +46,9 @@ pub use crate::inbox::{
 pub use crate::pairing::{MemoryPairingStore, Pairing, PairingError, PairingStore};
 #[cfg(feature = "http")]
 pub use adapters::{
-    AdapterError, Adapters, ChannelsConfig, Common as AdapterCommon, DiscordConfig, ReceiveError,
-    SlackConfig, TelegramConfig, TelegramMode, DEFAULT_POLL_WAIT, DISCORD_API, SLACK_API,
-    TELEGRAM_API,
+    AdapterError, Adapters, ChannelPolicy, ChannelsConfig, Common as AdapterCommon, DiscordConfig,
+    LockScope, ReceiveError, SlackConfig, TelegramConfig, TelegramMode, DEFAULT_PAUSE,
+    DEFAULT_POLL_WAIT, DISCORD_API, SLACK_API, TELEGRAM_API,
 };
 #[cfg(feature = "http")]
 pub use courier::DEFAULT_EDIT_INTERVAL;

@@ -59,6 +59,16 @@ fn bad_channels_files_are_refused_with_what_to_fix() {
         "[discord]\napplication_id = \"1\"\npublic_key = \"abcd\"\n",
         "32-byte key in hex",
     );
+    refused(
+        "memory",
+        "[telegram]\nbot_token_env = \"PATH\"\nmode = \"polling\"\npause_ms = 500\n",
+        "pause_ms goes with policy = \"debounce\" or \"burst\"",
+    );
+    refused(
+        "memory",
+        "[telegram]\nbot_token_env = \"PATH\"\nmode = \"polling\"\npolicy = \"sometimes\"\n",
+        "unknown variant `sometimes`",
+    );
 }
 
 #[cfg(feature = "redis")]

@@ -15,11 +15,12 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use config::{
-    AdapterError, ChannelsConfig, Common, DiscordConfig, ReceiveError, SlackConfig, TelegramConfig,
-    TelegramMode, DEFAULT_POLL_WAIT, DISCORD_API, SLACK_API, TELEGRAM_API,
+    AdapterError, ChannelPolicy, ChannelsConfig, Common, DiscordConfig, LockScope, ReceiveError,
+    SlackConfig, TelegramConfig, TelegramMode, DEFAULT_PAUSE, DEFAULT_POLL_WAIT, DISCORD_API,
+    SLACK_API, TELEGRAM_API,
 };
 
-use super::courier::{Courier, DEFAULT_EDIT_INTERVAL};
+use super::courier::{Courier, Gather, Gathering, DEFAULT_EDIT_INTERVAL};
 use super::platform::{Discord, Inbound, InboundError, Platform, Slack, Telegram, Webhook};
 use super::{Accepted, ChannelRouter, Inbox, InboxEntry, InboxError};
 
@@ -76,6 +77,32 @@ fn interval(common: &Common, section: &'static str) -> Result<Duration, AdapterE
     }
 }
 
+/// The gathering `debounce` and `burst` ask for, with their pause.
+fn gathering(common: &Common, section: &'static str) -> Result<Option<Gathering>, AdapterError> {
+    let kind = match common.policy {
+        Some(ChannelPolicy::Debounce) => Gather::Debounce,
+        Some(ChannelPolicy::Burst) => Gather::Burst,
+        _ if common.pause_ms.is_some() => {
+            return Err(AdapterError::Invalid {
+                section,
+                detail: "pause_ms goes with policy = \"debounce\" or \"burst\"".into(),
+            })
+        }
+        _ => return Ok(None),
+    };
+    let pause = match common.pause_ms {
+        None => DEFAULT_PAUSE,
+        Some(ms @ 1..=60_000) => Duration::from_millis(ms),
+        Some(_) => {
+            return Err(AdapterError::Invalid {
+                section,
+                detail: "pause_ms must be 1 to 60,000 milliseconds".into(),
+            })
+        }
+    };
+    Ok(Some(Gathering { kind, pause }))
+}
+
 fn invalid(section: &'static str) -> impl FnOnce(String) -> AdapterError {
     move |detail| AdapterError::Invalid { section, detail }
 }
@@ -92,7 +119,7 @@ impl Adapters {
         let mut couriers = Vec::new();
         let mut polling = None;
         let courier = |platform: Arc<dyn Platform>, common: &Common, section| {
-            let router = match common.policy {
+            let router = match common.policy.and_then(ChannelPolicy::overlap) {
                 Some(policy) => router.clone().with_policy(policy),
                 None => router.clone(),
             };
@@ -101,6 +128,8 @@ impl Adapters {
                 inbox.clone(),
                 platform,
                 interval(common, section)?,
+                gathering(common, section)?,
+                common.lock == Some(LockScope::Chat),
             ))
         };
         if let Some(telegram) = &config.telegram {

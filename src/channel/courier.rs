@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod gather;
 mod pacer;
 mod writer;
 
@@ -23,6 +24,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::gather::{session_of, turns, Turn, MAX_GATHERED, MAX_PAUSES};
+pub(crate) use self::gather::{Gather, Gathering};
 use self::pacer::Pacer;
 use self::writer::{failure_text, NotWritten, Writer};
 use super::platform::Platform;
@@ -56,7 +59,12 @@ struct Inner {
     /// The time between two API calls for one chat.
     interval: Duration,
     pacer: Pacer,
-    /// Per chat (its session key), the queue its messages are handed over from.
+    /// Whether a chat's messages are gathered until it pauses (`debounce`, `burst`).
+    gathering: Option<Gathering>,
+    /// One turn at a time in a whole chat, threads included (`lock = "chat"`).
+    chat_lock: bool,
+    /// Per chat (its session key, or the chat's with a chat lock), the queue its messages are
+    /// handed over from.
     queues: Mutex<HashMap<String, mpsc::UnboundedSender<InboxEntry>>>,
     tasks: TaskTracker,
     stop: CancellationToken,
@@ -68,6 +76,8 @@ impl Courier {
         inbox: Arc<dyn Inbox>,
         platform: Arc<dyn Platform>,
         interval: Duration,
+        gathering: Option<Gathering>,
+        chat_lock: bool,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -75,6 +85,8 @@ impl Courier {
                 inbox,
                 platform,
                 interval,
+                gathering,
+                chat_lock,
                 pacer: Pacer::default(),
                 queues: Mutex::default(),
                 tasks: TaskTracker::new(),
@@ -128,7 +140,7 @@ impl Courier {
             // Left pending: the next start answers it.
             return;
         }
-        let chat = chat_of(&entry);
+        let chat = self.queue_of(&entry);
         let mut queues = self.inner.queues.lock();
         if let Some(queue) = queues.get(&chat) {
             match queue.send(entry) {
@@ -167,20 +179,63 @@ impl Courier {
                         }
                     }
                 };
-                let Some(entry) = next else { break };
-                courier.hand_over(entry).await;
+                let Some(first) = next else { break };
+                let gathered = courier.gather(first, &mut receiver).await;
+                for turn in turns(gathered) {
+                    courier.hand_over(turn).await;
+                }
             }
         });
     }
 
-    /// Hands one entry's message to the runtime, then writes its reply in a task of its own.
-    async fn hand_over(&self, entry: InboxEntry) {
+    /// The queue an entry waits in: its session's, or its chat's under a chat lock.
+    fn queue_of(&self, entry: &InboxEntry) -> String {
+        if self.inner.chat_lock {
+            format!("{}|{}", entry.message.channel, entry.message.chat)
+        } else {
+            session_of(entry)
+        }
+    }
+
+    /// `first` and, when gathering, the messages that follow it until the chat is quiet for the
+    /// pause (at most [`MAX_GATHERED`], at most [`MAX_PAUSES`] pauses after the first).
+    async fn gather(
+        &self,
+        first: InboxEntry,
+        receiver: &mut mpsc::UnboundedReceiver<InboxEntry>,
+    ) -> Vec<InboxEntry> {
+        let mut gathered = vec![first];
+        let Some(gathering) = self.inner.gathering else {
+            return gathered;
+        };
+        let latest = tokio::time::Instant::now() + gathering.pause * MAX_PAUSES;
+        while gathered.len() < MAX_GATHERED {
+            let until = (tokio::time::Instant::now() + gathering.pause).min(latest);
+            tokio::select! {
+                next = tokio::time::timeout_at(until, receiver.recv()) => match next {
+                    Ok(Some(entry)) => gathered.push(entry),
+                    // Quiet for the pause (or the senders are gone): answer what came.
+                    _ => break,
+                },
+                // Left pending: the next start gathers them again.
+                () = self.inner.stop.cancelled() => return Vec::new(),
+            }
+        }
+        gathered
+    }
+
+    /// Hands one turn's message to the runtime, then writes its reply: in a task of its own,
+    /// or before the next message is handed over under a chat lock.
+    async fn hand_over(&self, turn: Turn) {
+        let (message, earlier) = turn.message(self.inner.gathering.map(|g| g.kind));
         let mut attempt = 0;
         let stream = loop {
             attempt += 1;
-            let options = CallOptions::default().with_request_id(entry.request_id());
+            let options = CallOptions::default()
+                .with_request_id(turn.last.request_id())
+                .with_preceding(earlier.clone());
             let sent = tokio::select! {
-                sent = self.inner.router.send_streaming(entry.message.clone(), options) => sent,
+                sent = self.inner.router.send_streaming(message.clone(), options) => sent,
                 () = self.inner.stop.cancelled() => return,
             };
             match sent {
@@ -201,13 +256,18 @@ impl Courier {
             }
         };
         let courier = self.clone();
-        self.inner.tasks.spawn(async move {
+        let replied = async move {
             tokio::select! {
-                () = courier.reply(entry, stream) => {}
+                () = courier.reply(turn, stream) => {}
                 // Left pending at a stop: the next start edits what was posted.
                 () = courier.inner.stop.cancelled() => {}
             }
-        });
+        };
+        if self.inner.chat_lock {
+            replied.await;
+        } else {
+            self.inner.tasks.spawn(replied);
+        }
     }
 
     /// Waits `wait`, or fails when the courier stops meanwhile.
@@ -218,10 +278,11 @@ impl Courier {
         }
     }
 
-    /// Streams the reply of `entry` from its turn, then marks it done.
-    async fn reply(&self, entry: InboxEntry, stream: Result<TurnStream, ChannelError>) {
+    /// Streams the reply of a turn, then marks its entries done.
+    async fn reply(&self, turn: Turn, stream: Result<TurnStream, ChannelError>) {
         let channel = self.inner.platform.channel();
-        let mut writer = Writer::new(self, entry);
+        let Turn { last, earlier } = turn;
+        let mut writer = Writer::new(self, last);
         let text = match stream {
             Ok(stream) => match writer.stream(stream).await {
                 Some(text) => text,
@@ -257,6 +318,11 @@ impl Courier {
                 tracing::error!(channel, error = %e, "a reply stopped; it goes on after a restart");
                 return;
             }
+        }
+        // The gathered ones first: should the process stop in between, the entry left pending
+        // is the one whose request id finds the stored turn.
+        for entry in earlier {
+            self.mark_done(entry).await;
         }
         self.mark_done(writer.entry).await;
     }
@@ -307,15 +373,6 @@ fn retryable(error: &Error) -> bool {
 
 fn backoff(attempt: u32) -> Duration {
     FIRST_BACKOFF * 2u32.saturating_pow(attempt.saturating_sub(1).min(5))
-}
-
-/// The chat an entry's reply is paced by (its session).
-fn chat_of(entry: &InboxEntry) -> String {
-    let message = &entry.message;
-    match &message.thread {
-        Some(thread) => format!("{}|{}|{}", message.channel, message.chat, thread),
-        None => format!("{}|{}", message.channel, message.chat),
-    }
 }
 
 #[cfg(test)]

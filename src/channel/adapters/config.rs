@@ -49,13 +49,71 @@ pub enum TelegramMode {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Common {
-    /// The overlap policy of this platform's chats (default: `serve --channel-policy`).
+    /// How this platform's chats take their messages (default: `serve --channel-policy`).
     #[serde(default)]
-    pub policy: Option<OverlapPolicy>,
+    pub policy: Option<ChannelPolicy>,
+    /// With `debounce` or `burst`: how long a chat must be quiet, in milliseconds, before its
+    /// gathered messages are answered (default 2,000).
+    #[serde(default)]
+    pub pause_ms: Option<u64>,
+    /// Which messages wait for each other: `thread` (default; each thread is its own session and
+    /// runs beside the others) or `chat` (one turn at a time in the whole chat, threads
+    /// included, in arrival order).
+    #[serde(default)]
+    pub lock: Option<LockScope>,
     /// Milliseconds between two edits of one chat's streaming reply (default 1,000).
     #[serde(default)]
     pub edit_interval_ms: Option<u64>,
 }
+
+/// How a platform's chats take their messages: the runtime's overlap policies, or one that
+/// waits for the chat to pause first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ChannelPolicy {
+    /// Each message in turn ([`OverlapPolicy::Queue`]).
+    Queue,
+    /// A newer message interrupts the running turn ([`OverlapPolicy::Latest`]).
+    Latest,
+    /// A message for a busy chat is refused ([`OverlapPolicy::Reject`]).
+    Reject,
+    /// Messages that queued up are answered together ([`OverlapPolicy::Merge`]).
+    Merge,
+    /// Wait until the chat is quiet for `pause_ms`, then answer the last message; the earlier
+    /// ones are in the history before it, answered by that reply.
+    Debounce,
+    /// Wait until the chat is quiet for `pause_ms`, then answer the whole burst as one message
+    /// (its lines in order).
+    Burst,
+}
+
+impl ChannelPolicy {
+    /// The runtime's policy for this one, when it is one of the runtime's.
+    pub fn overlap(self) -> Option<OverlapPolicy> {
+        match self {
+            Self::Queue => Some(OverlapPolicy::Queue),
+            Self::Latest => Some(OverlapPolicy::Latest),
+            Self::Reject => Some(OverlapPolicy::Reject),
+            Self::Merge => Some(OverlapPolicy::Merge),
+            Self::Debounce | Self::Burst => None,
+        }
+    }
+}
+
+/// Which messages of a platform wait for each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockScope {
+    /// Each thread (and the chat outside threads) on its own.
+    #[default]
+    Thread,
+    /// The whole chat: one turn at a time across its threads.
+    Chat,
+}
+
+/// How long a chat must be quiet before gathered messages are answered, unless configured.
+pub const DEFAULT_PAUSE: Duration = Duration::from_secs(2);
 
 /// `[telegram]`.
 #[derive(Debug, Clone, Deserialize)]

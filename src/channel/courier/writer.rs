@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{backoff, chat_of, Courier, ATTEMPTS};
+use super::{backoff, session_of, Courier, ATTEMPTS};
 use crate::call::{Outcome, OutcomeKind};
 use crate::channel::platform::{split_reply, Platform, PlatformError, MAX_RETRY_AFTER};
 use crate::channel::InboxEntry;
@@ -70,7 +70,7 @@ impl<'a> Writer<'a> {
     pub(super) fn new(courier: &'a Courier, entry: InboxEntry) -> Self {
         Self {
             courier,
-            chat: chat_of(&entry),
+            chat: session_of(&entry),
             entry,
             shown: Vec::new(),
         }
