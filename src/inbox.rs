@@ -55,6 +55,11 @@ pub struct InboxEntry {
     /// recognise retries.
     #[serde(default)]
     pub done: bool,
+    /// The id of the message whose turn answers this one too, when they were gathered into one
+    /// turn (`debounce`, `burst`): kept before the turn runs, so that a restart makes the same
+    /// turn of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 impl InboxEntry {
@@ -67,6 +72,7 @@ impl InboxEntry {
             received_ms: now_ms,
             posted: Vec::new(),
             done: false,
+            answered_by: None,
         }
     }
 

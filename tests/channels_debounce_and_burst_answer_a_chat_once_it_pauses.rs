@@ -38,6 +38,29 @@ fn texts(events: &[serde_json::Value], kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until `count` replies are written (their turns stored before).
+async fn replied(serve: &Serve, count: u64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let metrics = serve.metrics().await;
+        let sent: u64 = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("turnstile_channel_replies_total") && l.contains("result=\"sent\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        if sent >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{count} replies were not written: {metrics}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 async fn gathered(policy: &str, chat: &str) -> (FakePlatform, Serve, tempfile::TempDir) {
     let fake = FakePlatform::start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -46,7 +69,7 @@ async fn gathered(policy: &str, chat: &str) -> (FakePlatform, Serve, tempfile::T
         &format!(
             "[telegram]\nbot_token_env = \"TEST_TELEGRAM_TOKEN\"\n\
              secret_token_env = \"TEST_TELEGRAM_SECRET\"\napi_base = \"{}\"\n\
-             policy = \"{policy}\"\npause_ms = 600\n",
+             policy = \"{policy}\"\npause_ms = 1500\n",
             fake.base
         ),
     );
@@ -75,7 +98,7 @@ async fn gathered(policy: &str, chat: &str) -> (FakePlatform, Serve, tempfile::T
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debounce_answers_the_last_message_once_the_chat_pauses() {
     let (fake, serve, _dir) = gathered("debounce", "610").await;
-    eventually("the reply", || !fake.shown("610").is_empty()).await;
+    replied(&serve, 1).await;
     let history = events(&serve, "channel:telegram", "telegram%7C610").await;
     assert_eq!(texts(&history, "user_input"), ["first", "second", "third"]);
     assert_eq!(texts(&history, "agent_output").len(), 1, "{history:?}");
@@ -88,7 +111,7 @@ async fn debounce_answers_the_last_message_once_the_chat_pauses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burst_answers_all_the_messages_as_one() {
     let (fake, serve, _dir) = gathered("burst", "611").await;
-    eventually("the reply", || !fake.shown("611").is_empty()).await;
+    replied(&serve, 1).await;
     let history = events(&serve, "channel:telegram", "telegram%7C611").await;
     assert_eq!(texts(&history, "user_input"), ["first\nsecond\nthird"]);
     let shown = fake.shown("611");
@@ -110,10 +133,10 @@ async fn threads_with(lock: Option<&str>) -> (u64, u64) {
         ),
     );
     let store = format!("file:{}", dir.path().join("data").display());
-    // Turns of 800 ms.
+    // Turns of 1.5 s.
     let serve = Serve::start_with_env(
         &store,
-        800,
+        1_500,
         2,
         &["--channels", file.to_str().unwrap()],
         &SECRETS,

@@ -2,7 +2,8 @@
 //! signs them) are taken, a forged signature or an old timestamp is refused with 401; a PING
 //! gets a PONG; a slash command gets a deferred response at once and its answer through the
 //! interaction's webhook (the original response edited), the same interaction delivered twice
-//! answered once; mentions in a reply notify no one.
+//! answered once; mentions in a reply notify no one. Under `debounce`, a command gathered into
+//! a later one's turn has its deferred response resolved with a note, never left "thinking".
 
 #![cfg(feature = "http")]
 
@@ -104,4 +105,60 @@ async fn commands_are_deferred_then_answered_through_the_webhook() {
     forged.body = forged.body.replace("\"1\"", "\"2\"");
     assert_eq!(deliver(&url, &forged, &[]).await.0, 401);
     assert_eq!(deliver(&url, &signed(now - 600, &ping), &[]).await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gathered_command_s_deferred_response_is_resolved_with_a_note() {
+    let fake = FakePlatform::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = sdk(&["discord-key", DISCORD_SEED]);
+    let file = channels_file(
+        dir.path(),
+        &format!(
+            "[discord]\napplication_id = \"{DISCORD_APP}\"\npublic_key = \"{}\"\n\
+             api_base = \"{}\"\npolicy = \"debounce\"\npause_ms = 1500\n",
+            key["public_key"].as_str().unwrap(),
+            fake.base
+        ),
+    );
+    let serve = Serve::start_with_env(
+        "memory",
+        0,
+        1,
+        &["--channels", file.to_str().unwrap()],
+        &SECRETS,
+    );
+    let url = serve.url("/channels/discord/interactions");
+    let now = now_seconds();
+    let command = |id: &str, token: &str, text: &str| {
+        json!({
+            "id": id, "application_id": DISCORD_APP, "type": 2, "token": token,
+            "channel_id": "C6", "version": 1, "member": {"user": {"id": id}},
+            "data": {"id": "cmd", "name": "ask", "type": 1,
+                     "options": [{"name": "prompt", "type": 3, "value": text}]}
+        })
+    };
+    let (early, late) = (
+        signed(now, &command("1", "tok-early", "first")),
+        signed(now, &command("2", "tok-late", "second")),
+    );
+    assert_eq!(deliver(&url, &early, &[]).await.1, json!({"type": 5}));
+    assert_eq!(deliver(&url, &late, &[]).await.1, json!({"type": 5}));
+    let (early, late) = (
+        format!("{DISCORD_APP}/tok-early"),
+        format!("{DISCORD_APP}/tok-late"),
+    );
+    eventually("both deferred responses are resolved", || {
+        !fake.shown(&early).is_empty() && !fake.shown(&late).is_empty()
+    })
+    .await;
+    assert_eq!(
+        fake.shown(&early),
+        ["(a newer message is answered instead)"]
+    );
+    assert!(
+        fake.shown(&late)[0].ends_with("to: second"),
+        "{:?}",
+        fake.shown(&late)
+    );
 }

@@ -331,19 +331,38 @@ impl Adapters {
     }
 }
 
-/// Stores `entry` and, when it is new, hands it to the courier.
+/// Stores `entry` and, when it is new, hands it to the courier. Runs as a task of its own: a
+/// request dropped meanwhile (its deadline, a platform hanging up) must not leave the message
+/// stored and not handed over, which its retry, a duplicate then, would not mend.
 pub(super) async fn accept(courier: &Courier, entry: InboxEntry) -> Result<Accepted, InboxError> {
-    let accepted = courier.inbox().accept(&entry).await?;
-    if accepted == Accepted::New {
-        courier.enqueue(entry);
-    }
-    Ok(accepted)
+    let courier = courier.clone();
+    let task = tokio::spawn(async move {
+        let accepted = courier.inbox().accept(&entry).await?;
+        if accepted == Accepted::New {
+            courier.enqueue(entry);
+        }
+        Ok(accepted)
+    });
+    task.await.map_err(|e| InboxError::Unavailable {
+        backend: "channel",
+        detail: format!("the accepting task did not finish: {e}"),
+    })?
 }
 
+/// Milliseconds since the Unix epoch, strictly increasing in this process: the order of the
+/// inbox's entries (a restart answers pending ones oldest first) never rests on a tie.
 pub(super) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let previous = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(wall.max(last + 1))
+        })
+        .unwrap_or_else(|last| last);
+    wall.max(previous + 1)
 }
 
 /// Forgets answered entries past the retention, every [`PRUNE_EVERY`], until stopped.

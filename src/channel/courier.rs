@@ -24,13 +24,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::gather::{session_of, turns, Turn, MAX_GATHERED, MAX_PAUSES};
+use self::gather::{
+    resumed, session_of, turns, Queued, Turn, MAX_GATHERED, MAX_GATHERED_BYTES, MAX_PAUSES,
+};
 pub(crate) use self::gather::{Gather, Gathering};
 use self::pacer::Pacer;
 use self::writer::{failure_text, NotWritten, Writer};
 use super::platform::Platform;
 use super::{ChannelError, ChannelRouter, Inbox, InboxEntry};
-use crate::call::CallOptions;
+use crate::call::{CallOptions, OverlapPolicy};
 use crate::stream::TurnStream;
 use crate::Error;
 
@@ -65,7 +67,7 @@ struct Inner {
     chat_lock: bool,
     /// Per chat (its session key, or the chat's with a chat lock), the queue its messages are
     /// handed over from.
-    queues: Mutex<HashMap<String, mpsc::UnboundedSender<InboxEntry>>>,
+    queues: Mutex<HashMap<String, mpsc::UnboundedSender<Queued>>>,
     tasks: TaskTracker,
     stop: CancellationToken,
 }
@@ -120,7 +122,8 @@ impl Courier {
         &self.inner.tasks
     }
 
-    /// Answers the entries the inbox still holds from before (oldest first).
+    /// Answers the entries the inbox still holds from before (oldest first), gathered into the
+    /// turns they were gathered into before.
     pub(crate) async fn resume(&self) -> Result<usize, super::InboxError> {
         let pending = self
             .inner
@@ -128,22 +131,34 @@ impl Courier {
             .pending(self.inner.platform.channel())
             .await?;
         let count = pending.len();
-        for entry in pending {
-            self.enqueue(entry);
+        let (queued, settled) = resumed(pending);
+        for entry in settled {
+            // Gathered into a turn that was answered: answered with it.
+            self.mark_done(entry).await;
+        }
+        for item in queued {
+            self.enqueue_item(item);
         }
         Ok(count)
     }
 
     /// Hands `entry` (accepted, durable) to its chat's queue.
     pub(crate) fn enqueue(&self, entry: InboxEntry) {
+        self.enqueue_item(Queued::Fresh(entry));
+    }
+
+    fn enqueue_item(&self, item: Queued) {
         if self.inner.stop.is_cancelled() {
             // Left pending: the next start answers it.
             return;
         }
-        let chat = self.queue_of(&entry);
+        let chat = self.queue_of(match &item {
+            Queued::Fresh(entry) => entry,
+            Queued::Formed(turn) => &turn.last,
+        });
         let mut queues = self.inner.queues.lock();
         if let Some(queue) = queues.get(&chat) {
-            match queue.send(entry) {
+            match queue.send(item) {
                 Ok(()) => return,
                 // The worker is gone (it only leaves under this lock with its queue removed,
                 // so this is a stopped courier): a new one takes the entry.
@@ -152,25 +167,27 @@ impl Courier {
                 }
             }
         }
-        self.start_worker(&mut queues, chat, entry);
+        self.start_worker(&mut queues, chat, item);
     }
 
     fn start_worker(
         &self,
-        queues: &mut HashMap<String, mpsc::UnboundedSender<InboxEntry>>,
+        queues: &mut HashMap<String, mpsc::UnboundedSender<Queued>>,
         chat: String,
-        first: InboxEntry,
+        first: Queued,
     ) {
         let (queue, mut receiver) = mpsc::unbounded_channel();
         queue.send(first).expect("the receiver is held right here");
         queues.insert(chat.clone(), queue);
         let courier = self.clone();
         self.inner.tasks.spawn(async move {
+            // An item taken from the queue while gathering that belongs to the next turn.
+            let mut held = None;
             loop {
-                let next = {
+                let next = held.take().or_else(|| {
                     let mut queues = courier.inner.queues.lock();
                     match receiver.try_recv() {
-                        Ok(entry) => Some(entry),
+                        Ok(item) => Some(item),
                         Err(_) => {
                             // Removed under the lock senders take: nothing is sent to a
                             // queue nobody reads.
@@ -178,11 +195,18 @@ impl Courier {
                             None
                         }
                     }
-                };
-                let Some(first) = next else { break };
-                let gathered = courier.gather(first, &mut receiver).await;
-                for turn in turns(gathered) {
-                    courier.hand_over(turn).await;
+                });
+                match next {
+                    None => break,
+                    Some(Queued::Formed(turn)) => courier.hand_over(turn).await,
+                    Some(Queued::Fresh(first)) => {
+                        let (gathered, next) = courier.gather(first, &mut receiver).await;
+                        held = next;
+                        for turn in turns(gathered) {
+                            courier.record(&turn).await;
+                            courier.hand_over(turn).await;
+                        }
+                    }
                 }
             }
         });
@@ -197,31 +221,79 @@ impl Courier {
         }
     }
 
-    /// `first` and, when gathering, the messages that follow it until the chat is quiet for the
-    /// pause (at most [`MAX_GATHERED`], at most [`MAX_PAUSES`] pauses after the first).
+    /// `first` and the fresh messages that follow it into the same turns: when gathering, until
+    /// the chat is quiet for the pause (at most [`MAX_GATHERED`] messages or
+    /// [`MAX_GATHERED_BYTES`], at most [`MAX_PAUSES`] pauses after the first); under a chat
+    /// lock with the `latest` policy, those already waiting (the newest of a session wins, the
+    /// rest come before it in its history). A turn made before a restart met on the way stops
+    /// the gathering and is handed back, to go next.
     async fn gather(
         &self,
         first: InboxEntry,
-        receiver: &mut mpsc::UnboundedReceiver<InboxEntry>,
-    ) -> Vec<InboxEntry> {
+        receiver: &mut mpsc::UnboundedReceiver<Queued>,
+    ) -> (Vec<InboxEntry>, Option<Queued>) {
+        let mut bytes = first.message.input.len();
         let mut gathered = vec![first];
+        let full = |gathered: &Vec<InboxEntry>, bytes: usize| {
+            gathered.len() >= MAX_GATHERED || bytes >= MAX_GATHERED_BYTES
+        };
         let Some(gathering) = self.inner.gathering else {
-            return gathered;
+            if self.inner.chat_lock && self.inner.router.policy() == OverlapPolicy::Latest {
+                while !full(&gathered, bytes) {
+                    match receiver.try_recv() {
+                        Ok(Queued::Fresh(entry)) => {
+                            bytes += entry.message.input.len();
+                            gathered.push(entry);
+                        }
+                        Ok(formed) => return (gathered, Some(formed)),
+                        Err(_) => break,
+                    }
+                }
+            }
+            return (gathered, None);
         };
         let latest = tokio::time::Instant::now() + gathering.pause * MAX_PAUSES;
-        while gathered.len() < MAX_GATHERED {
+        while !full(&gathered, bytes) {
             let until = (tokio::time::Instant::now() + gathering.pause).min(latest);
             tokio::select! {
                 next = tokio::time::timeout_at(until, receiver.recv()) => match next {
-                    Ok(Some(entry)) => gathered.push(entry),
+                    Ok(Some(Queued::Fresh(entry))) => {
+                        bytes += entry.message.input.len();
+                        gathered.push(entry);
+                    }
+                    Ok(Some(formed)) => return (gathered, Some(formed)),
                     // Quiet for the pause (or the senders are gone): answer what came.
                     _ => break,
                 },
                 // Left pending: the next start gathers them again.
-                () = self.inner.stop.cancelled() => return Vec::new(),
+                () = self.inner.stop.cancelled() => return (Vec::new(), None),
             }
         }
-        gathered
+        (gathered, None)
+    }
+
+    /// Keeps, in each entry gathered into `turn` before its last, which entry answers it, so
+    /// that a restart makes the same turn of them. Tried again while the inbox fails; past
+    /// that the turn goes on, and a restart might gather its entries differently.
+    async fn record(&self, turn: &Turn) {
+        for entry in &turn.earlier {
+            let mut entry = entry.clone();
+            entry.answered_by = Some(turn.last.id.clone());
+            for attempt in 1..=ATTEMPTS {
+                match self.inner.inbox.update(&entry).await {
+                    Ok(()) => break,
+                    Err(e) if attempt == ATTEMPTS => {
+                        tracing::error!(channel = self.inner.platform.channel(), error = %e,
+                            "which turn answers a gathered message could not be kept");
+                    }
+                    Err(_) => {
+                        if self.pause(backoff(attempt)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Hands one turn's message to the runtime, then writes its reply: in a task of its own,
@@ -320,8 +392,19 @@ impl Courier {
             }
         }
         // The gathered ones first: should the process stop in between, the entry left pending
-        // is the one whose request id finds the stored turn.
+        // is the one whose request id finds the stored turn. A platform that promised each of
+        // them an answer (Discord) gets its note.
         for entry in earlier {
+            let entry = match self.inner.platform.unanswered_note() {
+                Some(note) => {
+                    let mut noted = Writer::new(self, entry);
+                    if let Err(e) = noted.show(note, true).await {
+                        tracing::warn!(channel, error = %e, "a gathered message's note failed");
+                    }
+                    noted.entry
+                }
+                None => entry,
+            };
             self.mark_done(entry).await;
         }
         self.mark_done(writer.entry).await;

@@ -235,15 +235,8 @@ impl FileInbox {
                 detail,
             })?
     }
-}
 
-#[async_trait]
-impl Inbox for FileInbox {
-    fn name(&self) -> &'static str {
-        "file"
-    }
-
-    async fn accept(&self, entry: &InboxEntry) -> Result<Accepted, InboxError> {
+    async fn accept_now(&self, entry: &InboxEntry) -> Result<Accepted, InboxError> {
         let channel = entry.message.channel.clone();
         let name = file_name(&entry.id);
         {
@@ -273,6 +266,25 @@ impl Inbox for FileInbox {
         }
         ledger.set(&name, EntryMeta::of(entry));
         Ok(Accepted::New)
+    }
+}
+
+#[async_trait]
+impl Inbox for FileInbox {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    async fn accept(&self, entry: &InboxEntry) -> Result<Accepted, InboxError> {
+        // A task of its own: a caller that stops waiting must not leave the cap reserved, or
+        // the file written and not counted.
+        let (inbox, entry) = (self.clone(), entry.clone());
+        tokio::spawn(async move { inbox.accept_now(&entry).await })
+            .await
+            .map_err(|e| InboxError::Unavailable {
+                backend: "file",
+                detail: format!("the accepting task did not finish: {e}"),
+            })?
     }
 
     async fn update(&self, entry: &InboxEntry) -> Result<(), InboxError> {

@@ -7,8 +7,13 @@ use crate::call::Entry;
 use crate::channel::{ChannelMessage, InboxEntry};
 
 /// Most messages gathered into one turn: past it the turn is answered at once, so that a flood
-/// makes bounded turns.
-pub(crate) const MAX_GATHERED: usize = 50;
+/// makes bounded turns (and a turn's messages stay well inside the session's window, where a
+/// retry of its request id is recognised).
+pub(crate) const MAX_GATHERED: usize = 20;
+
+/// Most bytes of input gathered into one turn: a burst is one message, and the runtime refuses
+/// one past its `max_input_bytes` (1 MiB by default).
+pub(crate) const MAX_GATHERED_BYTES: usize = 256 * 1024;
 
 /// A gathered turn is answered at the latest this many pauses after its first message, even if
 /// the chat never pauses.
@@ -29,6 +34,16 @@ pub(crate) enum Gather {
     Debounce,
     /// All of them, as one message.
     Burst,
+}
+
+/// What a chat's queue holds.
+#[derive(Debug)]
+pub(crate) enum Queued {
+    /// A message just accepted: it may be gathered with the next ones.
+    Fresh(InboxEntry),
+    /// A turn made before a restart (its entries name the one that answers them): handed over
+    /// as it was made, never gathered with anything else.
+    Formed(Turn),
 }
 
 /// One turn: the entry whose reply answers it and the entries answered with it.
@@ -77,6 +92,37 @@ pub(crate) fn session_of(entry: &InboxEntry) -> String {
     }
 }
 
+/// The pending entries of a channel (oldest first) as their chats' queues take them again after
+/// a restart: entries gathered into a turn (`answered_by`) with the entry that answers them, the
+/// rest fresh; and the entries whose answering entry is done already (their turn was answered),
+/// to be marked done.
+pub(crate) fn resumed(pending: Vec<InboxEntry>) -> (Vec<Queued>, Vec<InboxEntry>) {
+    let waiting: std::collections::HashSet<String> = pending.iter().map(|e| e.id.clone()).collect();
+    let mut earlier: std::collections::HashMap<String, Vec<InboxEntry>> = Default::default();
+    let mut settled = Vec::new();
+    let mut lasts = Vec::new();
+    for entry in pending {
+        match entry.answered_by.clone() {
+            Some(by) if by != entry.id && waiting.contains(&by) => {
+                earlier.entry(by).or_default().push(entry);
+            }
+            Some(by) if by != entry.id => settled.push(entry),
+            _ => lasts.push(entry),
+        }
+    }
+    let queued = lasts
+        .into_iter()
+        .map(|last| match earlier.remove(&last.id) {
+            Some(before) => Queued::Formed(Turn {
+                last,
+                earlier: before,
+            }),
+            None => Queued::Fresh(last),
+        })
+        .collect();
+    (queued, settled)
+}
+
 /// Splits gathered entries into turns, one per session, in the order of each session's first
 /// message (a chat-wide worker gathers several threads).
 pub(crate) fn turns(gathered: Vec<InboxEntry>) -> Vec<Turn> {
@@ -113,6 +159,40 @@ mod tests {
             thread_ts: None,
         };
         InboxEntry::new(id.into(), message, target, 0)
+    }
+
+    #[test]
+    fn a_restart_makes_the_same_turns_of_gathered_messages() {
+        let mut first = entry("1", None, "a");
+        first.answered_by = Some("3".into());
+        let mut second = entry("2", None, "b");
+        second.answered_by = Some("3".into());
+        let mut orphan = entry("4", None, "c");
+        orphan.answered_by = Some("0".into()); // its turn's last message is done
+        let (queued, settled) = resumed(vec![
+            first,
+            second,
+            entry("3", None, "d"),
+            orphan,
+            entry("5", None, "e"),
+        ]);
+        assert_eq!(
+            settled.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+            ["4"]
+        );
+        assert_eq!(queued.len(), 2);
+        let Queued::Formed(turn) = &queued[0] else {
+            panic!("not the formed turn: {queued:?}");
+        };
+        assert_eq!(turn.last.id, "3");
+        assert_eq!(
+            turn.earlier
+                .iter()
+                .map(|e| e.id.as_str())
+                .collect::<Vec<_>>(),
+            ["1", "2"]
+        );
+        assert!(matches!(&queued[1], Queued::Fresh(e) if e.id == "5"));
     }
 
     #[test]
