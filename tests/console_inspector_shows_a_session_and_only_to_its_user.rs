@@ -244,6 +244,35 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
         )
         .await;
     assert_eq!(browser.eval(ROWS).await, json!([1, 2, 3]));
+    // A key the server refuses (shared keys are not set here): the banner and the line beside
+    // the form both say so — the line no longer shows the earlier success.
+    let clear =
+        "for (const id of ['state-key', 'state-value']) document.getElementById(id).value = '';
+        return true;";
+    browser.eval(clear).await;
+    browser.type_into("#state-key", "user:shared").await;
+    browser.type_into("#state-value", "1").await;
+    browser.press(Key::Enter).await;
+    browser
+        .until_true(
+            "the refusal is on the banner and beside the form",
+            "const n = document.getElementById('notice');
+             return !n.hidden && document.getElementById('state-result').textContent
+                 .startsWith('Not set: ');",
+        )
+        .await;
+    // A later success leaves nothing of the refusal on the page.
+    browser.eval(clear).await;
+    browser.type_into("#state-key", "mood").await;
+    browser.type_into("#state-value", "\"warm\"").await;
+    browser.press(Key::Enter).await;
+    browser
+        .until_true(
+            "the success replaces the refusal everywhere",
+            "return document.getElementById('notice').hidden
+                && document.getElementById('state-result').textContent.startsWith('Set mood');",
+        )
+        .await;
     accessible(&browser, "the inspector with its state form", DESKTOP.0).await;
     browser.stop().await;
     server.stop().await;

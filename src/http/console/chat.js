@@ -144,7 +144,21 @@
     lastSeq = firstSeq - 1;
     if (total > 0) await appendFrom(firstSeq);
     $("older").hidden = firstSeq <= 1;
+    // A conversation opens at its newest message, as chat apps do.
+    toEnd();
     if (!streaming(id)) status(total + " events", id);
+  }
+
+  /** Whether the reader is at the newest message (within a line of the end of the history). */
+  function atEnd() {
+    const h = $("history");
+    return h.scrollHeight - h.scrollTop - h.clientHeight < 24;
+  }
+
+  /** Shows the newest message: the history scrolled to its end. */
+  function toEnd() {
+    const h = $("history");
+    h.scrollTop = h.scrollHeight;
   }
 
   async function readEvents(from, limit) {
@@ -227,8 +241,10 @@
     const text = el("div", { class: "text" });
     const reply = el("li", { class: "msg agent pending", "data-state": "waiting", "data-chunks": "0" },
       el("div", { class: "meta" }, "agent · streaming"), text);
+    // The history follows the reply as it grows unless the reader scrolled up to read.
+    const follow = atEnd();
     $("history").append(mine, reply);
-    reply.scrollIntoView({ block: "end" });
+    if (follow) toEnd();
     const key = session;
     streams.set(key, streaming(key) + 1);
     updateStop();
@@ -237,7 +253,9 @@
     try {
       await stream("POST", path(user, session) + "/turns", body, (name, data) => {
         if (name === "chunk") {
+          const following = atEnd();
           text.textContent += data.text;
+          if (following) toEnd();
           reply.dataset.chunks = String(Number(reply.dataset.chunks) + 1);
           reply.dataset.state = "streaming";
         } else if (name === "outcome") {
@@ -264,12 +282,12 @@
       updateStop();
     }
     // What the store holds replaces the provisional items (with their sequence numbers).
+    const following = atEnd();
     mine.remove();
     reply.remove();
     sync = sync.then(() => appendFrom(lastSeq + 1)).catch(fail);
     await sync;
-    const last = $("history").lastChild;
-    if (last) last.scrollIntoView({ block: "end" });
+    if (following) toEnd();
     loadSessions().catch(fail);
   }
 

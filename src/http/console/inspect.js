@@ -259,6 +259,9 @@
 
   /** Sets the session key the form names to the JSON value typed, then reads the session again. */
   async function setState() {
+    // A new try: what the page said about the last one is done.
+    notice("");
+    $("state-result").textContent = "";
     const name = $("state-key").value.trim();
     let value;
     try {
@@ -267,7 +270,13 @@
       $("state-result").textContent = "The value is not JSON: quote text (\"warm\"), or write a number, true, false, null, [] or {}.";
       return;
     }
-    const edited = await api("POST", path(user, session) + "/state", { set: { [name]: value } });
+    let edited;
+    try {
+      edited = await api("POST", path(user, session) + "/state", { set: { [name]: value } });
+    } catch (err) {
+      $("state-result").textContent = "Not set: " + (err.message || String(err));
+      throw err;
+    }
     await load();
     $("state-result").textContent = (value === null ? "Deleted " : "Set ") + visible(name) + " (event " + edited.seq + ").";
   }
