@@ -1,7 +1,8 @@
 //! In a real browser: session ids that are 250 characters long, or hold bidi controls (U+202E)
 //! and zero-width characters, never widen the chat page or the console past the window (at
 //! 1280 and at 360 px), and are shown with those characters written out as ⟦U+XXXX⟧, so that
-//! an id cannot read as other text; the whole id is in the element's title (on hover).
+//! an id cannot read as other text; the whole id is in the element's title (on hover). State
+//! values and the raw events in the inspector show such characters written out too.
 
 #![cfg(feature = "http")]
 
@@ -103,5 +104,50 @@ async fn long_and_bidi_ids_stay_within_the_page_and_show_their_hidden_characters
         shows_ids_visibly(&browser, "the console", width).await;
         browser.stop().await;
     }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_value_with_a_bidi_control_is_shown_written_out_in_the_inspector() {
+    let server = Server::start(Duration::from_millis(10), 1).await;
+    let client = reqwest::Client::new();
+    let turn = client
+        .post(server.url("/v1/sessions/alice/plain/turns"))
+        .bearer_auth(ALICE)
+        .json(&json!({"input": "hi"}))
+        .send()
+        .await
+        .expect("a turn");
+    assert_eq!(turn.status(), 200);
+    let answer = client
+        .post(server.url("/v1/sessions/alice/plain/state"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"set": {"file": BIDI}}))
+        .send()
+        .await
+        .expect("a state edit");
+    assert_eq!(answer.status(), 200);
+    let browser = Browser::start().await;
+    browser
+        .sign_in(&server.url("/inspect#alice/plain"), ADMIN, None)
+        .await;
+    until("the state and the log are shown", || async {
+        browser
+            .eval("return document.querySelectorAll('#state-rows code, #event-rows pre').length;")
+            .await
+            .as_u64()
+            .is_some_and(|n| n >= 2)
+    })
+    .await;
+    let shown = browser
+        .eval(
+            "return [...document.querySelectorAll('#state-rows code, #event-rows pre')]
+                .map(e => e.textContent).join(' ');",
+        )
+        .await;
+    let shown = shown.as_str().expect("text");
+    assert!(!shown.contains('\u{202E}'), "a raw bidi control: {shown:?}");
+    assert!(shown.contains("invoice⟦U+202E⟧fdp.exe"), "{shown:?}");
+    browser.stop().await;
     server.stop().await;
 }

@@ -57,7 +57,7 @@
     const rows = registry.keys.map((k) => el("tr", {},
       el("td", { class: "id-cell" }, idNode(k.name)),
       el("td", {}, k.type),
-      el("td", {}, k.default === null ? "–" : el("code", { class: "json" }, JSON.stringify(k.default))),
+      el("td", {}, k.default === null ? "–" : el("code", { class: "json" }, visible(JSON.stringify(k.default)))),
       el("td", {}, k.editable ? "yes" : "no"),
       el("td", {}, visible(k.description))));
     if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 5, class: "hint" }, "no declared keys")));
@@ -112,7 +112,7 @@
     const add = (prefix, map) => {
       for (const [k, v] of Object.entries(map || {})) {
         rows.push(el("tr", {}, el("td", { class: "id-cell" }, idNode(prefix + k)),
-          el("td", {}, el("code", { class: "json" }, JSON.stringify(v)))));
+          el("td", {}, el("code", { class: "json" }, visible(JSON.stringify(v))))));
       }
     };
     // The API gives each scope's keys without their prefix; shown with it.
@@ -147,7 +147,9 @@
   }
 
   function eventRow(event) {
-    let json = JSON.stringify(event, null, 2);
+    // Bidi controls and invisible characters in a value are written out: they could reorder or
+    // hide the text around them.
+    let json = visible(JSON.stringify(event, null, 2));
     if (json.length > MAX_JSON_CHARS) json = json.slice(0, MAX_JSON_CHARS) + "\n… (cut; the API has it whole)";
     return el("tr", { "data-seq": String(event.seq) },
       el("td", { class: "num" }, String(event.seq)),
