@@ -87,6 +87,13 @@ async fn by_keyboard_only_a_message_is_sent_and_stopped() {
     browser.tab_to("#stop", 40).await;
     browser.press(Key::Enter).await;
     shows_the_interrupted_reply(&browser).await;
+    // Stop is disabled once the reply ended: the keyboard is in the message box, not lost.
+    browser
+        .until_true(
+            "the focus is in the message box",
+            "return document.activeElement === document.getElementById('input');",
+        )
+        .await;
     let items = browser.eval(HISTORY).await;
     assert_eq!(items[0]["text"].as_str(), Some("a story by keyboard"));
     let kept = items[1]["text"].as_str().expect("the reply's text");

@@ -1,6 +1,7 @@
 //! In a real browser: the operator console lists a session as running while its slow turn
 //! runs and idle after it, its charts take a point from each stats snapshot, "Passivate"
-//! removes the session from the live list, and a user token is sent back to the sign-in card
+//! removes the session from the live list (the keyboard then on the notice that says so, not
+//! lost with the row), and a user token is sent back to the sign-in card
 //! with a message asking for an admin token.
 //! A screenshot of the console is written under `target/console-screenshots/`.
 
@@ -70,6 +71,15 @@ async fn the_console_follows_a_slow_turn_and_passivates_the_session() {
         browser.eval(&row_state("alice/slow")).await == Value::Null
     })
     .await;
+    // The button pressed went with its row: the keyboard is on the notice saying what
+    // happened, not at the top of the page.
+    browser
+        .until_true(
+            "the focus is on the notice",
+            "const n = document.getElementById('notice');
+             return document.activeElement === n && n.textContent.startsWith('Passivating');",
+        )
+        .await;
 
     browser.click("#signout").await;
     browser.sign_in(&server.url("/console"), ALICE, None).await;

@@ -23,7 +23,13 @@
   const streams = new Map(); // session id → its replies streaming now (several when they overlap)
   function streaming(id) { return streams.get(id) || 0; }
   // Stop acts on the open session, so it is enabled only while that one streams.
-  function updateStop() { $("stop").disabled = streaming(session) === 0; }
+  function updateStop() {
+    const button = $("stop");
+    const focused = document.activeElement === button;
+    button.disabled = streaming(session) === 0;
+    // A disabled button drops the keyboard's focus to the page: it goes to the message box.
+    if (focused && button.disabled) $("input").focus();
+  }
   let sync = Promise.resolve(); // appends from the store, one after another
 
   const statuses = new Map(); // session id → the last status line said about it

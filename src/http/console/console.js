@@ -83,12 +83,15 @@
       update(tr, r);
       return tr;
     });
+    const held = document.activeElement;
     for (const [key, tr] of drawn) {
       if (!keep.has(key)) {
         tr.remove();
         drawn.delete(key);
       }
     }
+    // A row that left took the focused button with it: the keyboard goes to the notice.
+    if (held && held !== document.body && !held.isConnected) focusNotice();
     // Move rows only where the order changed: moving a focused node takes its focus away,
     // so whatever had it gets it back.
     const focused = document.activeElement;
@@ -162,11 +165,21 @@
       el("td", { class: "actions" }, inspect, " ", interrupt, passivate, remove));
   }
 
+  /** Puts the keyboard on the notice (which says what the last action did). */
+  function focusNotice() {
+    const box = $("notice");
+    box.tabIndex = -1;
+    box.focus();
+  }
+
   async function act(method, url, yes, no, field) {
     try {
       const answer = await api(method, url);
       notice(answer[field] ? yes + "." : no + ".", "info");
       await refresh();
+      // The row (and the button pressed) may be gone: the keyboard goes to the notice that
+      // says what happened, not to the top of the page.
+      if (!document.activeElement || document.activeElement === document.body) focusNotice();
     } catch (err) {
       fail(err);
     }
