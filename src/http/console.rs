@@ -146,6 +146,14 @@ mod tests {
                 .chain(lower.split("href=\"").skip(1))
             {
                 let target = src.split('"').next().unwrap_or_default();
+                if let Some(id) = target.strip_prefix('#') {
+                    // A skip link: it must name an element of the same page.
+                    assert!(
+                        !id.is_empty() && lower.contains(&format!("id=\"{id}\"")),
+                        "{target} names no element of its page"
+                    );
+                    continue;
+                }
                 let name = target.trim_start_matches("/assets/");
                 assert!(
                     ["/", "/console", "/inspect"].contains(&target)
