@@ -44,6 +44,20 @@ const ASSETS: &[Asset] = &[
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("console/common.js"),
     },
+    // The Markdown parser the chat page renders replies with: markdown-it, vendored (MIT, its
+    // licence at the top of the file; `scripts/vendor-markdown-it.sh` pins and re-vendors it)
+    // so that the pages make no external request. `markdown.js` builds elements from its
+    // tokens with text only.
+    Asset {
+        name: "markdown-it.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("console/vendor/markdown-it.min.js"),
+    },
+    Asset {
+        name: "markdown.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("console/markdown.js"),
+    },
     Asset {
         name: "chat.js",
         content_type: "text/javascript; charset=utf-8",

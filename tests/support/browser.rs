@@ -163,7 +163,8 @@ impl Browser {
         Self::sized_with(1280, 900, args).await
     }
 
-    async fn sized_with(width: u32, height: u32, args: &[&str]) -> Self {
+    /// [`Browser::sized`] with more Chromium arguments (`--force-dark-mode`, say).
+    pub async fn sized_with(width: u32, height: u32, args: &[&str]) -> Self {
         require(CHROMIUM);
         require(CHROMEDRIVER);
         let port = free_port();
@@ -270,6 +271,17 @@ impl Browser {
     /// On the chat page: types `text` into the message field and sends it.
     pub async fn send(&self, text: &str) {
         self.type_into("#input", text).await;
+        self.click("#send").await;
+    }
+
+    /// On the chat page: puts `text` (newlines and all, which typing would send early) in the
+    /// message field and sends it.
+    pub async fn send_whole(&self, text: &str) {
+        let script = format!(
+            "document.getElementById('input').value = {}; return true;",
+            serde_json::to_string(text).expect("a JSON string")
+        );
+        self.eval(&script).await;
         self.click("#send").await;
     }
 
@@ -444,6 +456,15 @@ impl Browser {
     /// Runs axe-core in the page and returns its serious and critical violations, one line
     /// each (rule, impact, how many elements and the first one's selector).
     pub async fn axe_serious(&self) -> Vec<String> {
+        self.axe(&["serious", "critical"]).await
+    }
+
+    /// [`Browser::axe_serious`] with the moderate violations too.
+    pub async fn axe_moderate(&self) -> Vec<String> {
+        self.axe(&["moderate", "serious", "critical"]).await
+    }
+
+    async fn axe(&self, impacts: &[&str]) -> Vec<String> {
         self.client
             .execute(axe_source(), vec![])
             .await
@@ -467,7 +488,7 @@ impl Browser {
             .as_array()
             .expect("a list of violations")
             .iter()
-            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .filter(|v| v["impact"].as_str().is_some_and(|i| impacts.contains(&i)))
             .map(|v| {
                 format!(
                     "{} ({}): {} — {} element(s), first {} — {}",

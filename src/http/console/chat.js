@@ -1,5 +1,5 @@
 // The chat page: a user's sessions, one conversation with its full history, a message box
-// whose reply streams in, Stop, fork and clear. Everything a user wrote is shown as text.
+// whose reply streams in, Stop, fork and clear. Everything a user wrote is shown as text; replies are rendered as Markdown with text only (markdown.js).
 "use strict";
 
 (() => {
@@ -109,7 +109,9 @@
       const id = splitKey(meta.key).session;
       const button = el("button", { type: "button", "data-session": id }, idNode(id));
       button.addEventListener("click", () => openSession(id).catch(fail));
-      list.append(el("li", {}, button, el("small", {}, " " + meta.events + " events, " + ago(Date.now() - meta.updated_ms))));
+      const updated = new Date(meta.updated_ms);
+      list.append(el("li", {}, button, el("small", { title: "updated " + updated.toLocaleString() },
+        " " + meta.events + " events, " + ago(Date.now() - meta.updated_ms))));
     }
     shown = Math.min(sessions.length, shown + SESSIONS_SHOWN);
     highlight();
@@ -135,20 +137,27 @@
     $("inspect-link").href = "/inspect#" + encodeURIComponent(user) + "/" + encodeURIComponent(id);
     $("inspect-link").hidden = false;
     highlight();
-    $("status").textContent = statuses.get(id) || "";
+    // Loading: said beside the message box and to assistive technology (aria-busy).
+    $("status").textContent = "loading…";
+    $("history").setAttribute("aria-busy", "true");
     $("history").replaceChildren();
     for (const x of ["input", "send", "clear"]) $(x).disabled = false;
     updateStop();
     let total = 0;
     try {
-      const view = await api("GET", path(user, id));
-      total = view.meta.events;
-    } catch (err) {
-      if (err.status !== 404) throw err; // 404: a new session, nothing stored yet
+      try {
+        const view = await api("GET", path(user, id));
+        total = view.meta.events;
+      } catch (err) {
+        if (err.status !== 404) throw err; // 404: a new session, nothing stored yet
+      }
+      firstSeq = Math.max(1, total - HISTORY_PAGE + 1);
+      lastSeq = firstSeq - 1;
+      if (total > 0) await appendFrom(firstSeq);
+    } finally {
+      $("history").removeAttribute("aria-busy");
+      if (session === id) $("status").textContent = statuses.get(id) || "";
     }
-    firstSeq = Math.max(1, total - HISTORY_PAGE + 1);
-    lastSeq = firstSeq - 1;
-    if (total > 0) await appendFrom(firstSeq);
     $("older").hidden = firstSeq <= 1;
     // A conversation opens at its newest message, as chat apps do.
     toEnd();
@@ -188,19 +197,57 @@
 
   async function loadOlder() {
     const from = Math.max(1, firstSeq - HISTORY_PAGE);
-    const events = await readEvents(from, firstSeq - from);
+    const button = $("older");
+    // Not `disabled`: that would take the keyboard's focus away from the button.
+    if (button.getAttribute("aria-disabled") === "true") return;
+    button.setAttribute("aria-disabled", "true");
+    button.textContent = "Loading older messages…";
+    let events;
+    try {
+      events = await readEvents(from, firstSeq - from);
+    } finally {
+      button.removeAttribute("aria-disabled");
+      button.textContent = "Load older messages";
+    }
     const top = $("history").firstChild;
     for (const event of events) $("history").insertBefore(render(event), top);
     firstSeq = from;
-    $("older").hidden = firstSeq <= 1;
+    if (firstSeq <= 1) {
+      // The last page: the button goes, and the keyboard goes to the oldest message, where the
+      // reader was heading, not to the top of the page.
+      const focused = document.activeElement === button;
+      button.hidden = true;
+      const oldest = $("history").firstElementChild;
+      if (focused && oldest) {
+        oldest.tabIndex = -1;
+        oldest.focus();
+      }
+    }
   }
 
-  /** One stored event as a list item; its text goes in as text. */
+  /** Tool calls seen on this page, by call id: a result is labelled with its call's name. */
+  const toolNames = new Map();
+
+  /** A collapsed block: `summary` shown, `body` (JSON or text) on opening. */
+  function collapsible(summary, body) {
+    // The block scrolls when long, so it takes the keyboard's focus to be scrolled by it.
+    return el("details", { class: "tool" }, el("summary", {}, summary),
+      el("pre", { class: "json", tabIndex: 0 }, body));
+  }
+
+  /** A value as readable text: a string as it is, anything else as indented JSON. */
+  function readable(value) {
+    return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+  }
+
+  /** One stored event as a list item. A reply is rendered as Markdown (TS.markdown builds it
+   *  with text only); everything else goes in as text. */
   function render(event) {
     const kind = event.kind;
     let cls = "msg " + event.author;
     let label = event.author;
     let text = kind.text;
+    let body = null;
     if (kind.type === "agent_output" && kind.status.status === "interrupted") {
       cls += " interrupted";
       label += " · interrupted (" + kind.status.reason + ")";
@@ -220,18 +267,26 @@
       cls = "msg system";
       text = "— context cleared —";
     } else if (kind.type === "tool_call") {
+      toolNames.set(kind.call_id, kind.name);
       label += " · tool call" + (kind.server ? " on " + kind.server : "");
-      text = kind.name + " " + JSON.stringify(kind.arguments);
+      body = collapsible(kind.name, readable(kind.arguments));
     } else if (kind.type === "tool_result") {
       label += " · tool result (" + kind.status +
         (kind.duration_ms === undefined ? "" : ", " + kind.duration_ms + " ms") + ")";
-      text = typeof kind.result === "string" ? kind.result : JSON.stringify(kind.result);
+      const name = toolNames.get(kind.call_id);
+      body = collapsible((name ? name + ": " : "") + kind.status, readable(kind.result));
+    }
+    if (body === null) {
+      body = kind.type === "agent_output"
+        ? el("div", { class: "text md" }, TS.markdown(text === undefined ? "" : text))
+        : el("div", { class: "text" }, text === undefined ? "" : String(text));
+    } else {
+      body = el("div", { class: "text" }, body);
     }
     const fork = el("button", { type: "button", class: "fork", title: "a new session with the history up to here" }, "Fork here");
     fork.addEventListener("click", () => forkAt(event.seq).catch(fail));
     return el("li", { class: cls, "data-seq": String(event.seq), "data-state": "stored" },
-      el("div", { class: "meta" }, label + " · #" + event.seq + " ", fork),
-      el("div", { class: "text" }, text === undefined ? "" : String(text)));
+      el("div", { class: "meta" }, label + " · #" + event.seq + " ", fork), body);
   }
 
   async function send(e) {
@@ -244,7 +299,7 @@
     if ($("policy").value) body.policy = $("policy").value;
     const mine = el("li", { class: "msg user pending", "data-state": "sending" },
       el("div", { class: "meta" }, "user · sending"), el("div", { class: "text" }, input));
-    const text = el("div", { class: "text" });
+    const text = el("div", { class: "text md" });
     const reply = el("li", { class: "msg agent pending", "data-state": "waiting", "data-chunks": "0" },
       el("div", { class: "meta" }, "agent · streaming"), text);
     // The history follows the reply as it grows unless the reader scrolled up to read.
@@ -256,12 +311,24 @@
     updateStop();
     status("streaming…", key);
     let outcome = null;
+    // The reply so far, rendered again as Markdown at most every 50 ms while it streams (each
+    // render parses the whole reply so far).
+    let streamed = "";
+    let drawing = false;
+    const draw = () => {
+      drawing = false;
+      const following = atEnd();
+      text.replaceChildren(TS.markdown(streamed));
+      if (following) toEnd();
+    };
     try {
       await stream("POST", path(user, session) + "/turns", body, (name, data) => {
         if (name === "chunk") {
-          const following = atEnd();
-          text.textContent += data.text;
-          if (following) toEnd();
+          streamed += data.text;
+          if (!drawing) {
+            drawing = true;
+            setTimeout(draw, 50);
+          }
           reply.dataset.chunks = String(Number(reply.dataset.chunks) + 1);
           reply.dataset.state = "streaming";
         } else if (name === "outcome") {

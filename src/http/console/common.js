@@ -170,6 +170,24 @@ const TS = (() => {
     return el(tag || "span", { class: "id", title: text }, text);
   }
 
+  /** Says `text` to a screen reader (a polite live region each page has) without showing it. */
+  function announce(text) {
+    const region = document.getElementById("announce");
+    // Emptied first, so that the same words said twice are announced twice.
+    region.textContent = "";
+    setTimeout(() => { region.textContent = text; }, 50);
+  }
+
+  /** A moment as the reader's local date and time (or only the time, to the millisecond), in
+   *  a `<time>` element whose title gives it in UTC. */
+  function when(ms, timeOnly) {
+    const d = new Date(ms);
+    const text = timeOnly
+      ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false })
+      : d.toLocaleString();
+    return el("time", { dateTime: d.toISOString(), title: d.toISOString() }, text);
+  }
+
   /** A button that asks once more before acting: the first click arms it for a few seconds. */
   function confirmed(button, question, action) {
     const label = button.textContent;
@@ -178,6 +196,7 @@ const TS = (() => {
       if (!timer) {
         button.textContent = question;
         button.classList.add("armed");
+        announce(question + " Press " + label + " again within 4 seconds to confirm.");
         timer = setTimeout(() => {
           button.textContent = label;
           button.classList.remove("armed");
@@ -251,9 +270,17 @@ const TS = (() => {
         return;
       }
       notice("");
-      document.getElementById("signin").hidden = true;
-      document.getElementById("app").hidden = false;
+      const signin = document.getElementById("signin");
+      // Signing in by the form leaves the keyboard in it: it goes to the page's content.
+      const fromForm = signin.contains(document.activeElement);
+      signin.hidden = true;
+      const app = document.getElementById("app");
+      app.hidden = false;
       document.getElementById("signout").hidden = false;
+      if (fromForm) {
+        app.tabIndex = -1;
+        app.focus();
+      }
       await start(me);
     } catch (err) {
       if (err.status === 401) {
@@ -267,6 +294,6 @@ const TS = (() => {
 
   return {
     api, stream, el, notice, confirmed, splitKey, path, ago, signIn, showSignIn, ApiFailure,
-    visible, idNode,
+    visible, idNode, announce, when,
   };
 })();

@@ -118,13 +118,18 @@
     cells[2].className = "state " + r.state;
     put(cells[2], stateOf(r));
     put(cells[3], String(r.turns));
-    cells[4].title = new Date(r.last_active_ms).toISOString();
+    // The moment itself, in the reader's local time, on hover.
+    const last = new Date(r.last_active_ms);
+    cells[4].title = last.toLocaleString() + " (" + last.toISOString() + ")";
     put(cells[4], ago(r.idle_ms));
     put(cells[5], String(r.unsaved));
     put(cells[6], String(r.bytes));
     const remove = tr.querySelector("button.danger");
     remove.classList.toggle("armed", armed === key);
     put(remove, armed === key ? "Really delete?" : "Delete");
+    const label = TS.visible(key);
+    const name = armed === key ? "Really delete " + label + "? Press again to delete it" : "Delete " + label;
+    if (remove.getAttribute("aria-label") !== name) remove.setAttribute("aria-label", name);
   }
 
   function row(r) {
@@ -150,6 +155,7 @@
         return;
       }
       armed = key;
+      TS.announce("Press Delete again within 4 seconds to delete " + label + ".");
       setTimeout(() => {
         if (armed === key) armed = null;
         draw();

@@ -4,18 +4,25 @@
 "use strict";
 
 (() => {
-  const { api, el, notice, path, visible, idNode } = TS;
+  const { api, el, notice, path, visible, idNode, when } = TS;
   const $ = (id) => document.getElementById(id);
   /** Events per page of the log. */
   const EVENTS_PAGE = 50;
   /** Characters of one event's JSON shown before it is cut (the API has it whole). */
   const MAX_JSON_CHARS = 20000;
+  /** How often a session live in the server is read again while it is shown. */
+  const LIVE_REFRESH_MS = 2000;
+  /** Event kinds the filter names; the rest are "other kinds". */
+  const NAMED_KINDS = ["user_input", "agent_output", "tool_call", "tool_result", "turn_failed", "note", "artifact_saved"];
 
   let me = null;
   let user = "";
   let session = "";
   let total = 0; // events in the log
   let from = 1; // the first event of the page shown
+  let shownEvents = []; // the page shown, for the filter
+  let refreshing = null; // the timer of the next read of a live session
+  let forked = ""; // what to say once a fork just made is shown
 
   function fail(err) {
     if (err.status === 401) {
@@ -77,8 +84,11 @@
     $("title").replaceChildren("Session ", idNode(session, "span"), " of ", idNode(user, "span"));
     // Nothing of the session shown before stays while another is read (or refused).
     for (const id of ["stats", "state-rows", "turns", "event-rows", "artifacts"]) $(id).replaceChildren();
-    $("events-range").textContent = "";
+    $("turns-scale").textContent = "";
+    $("events-range").textContent = "loading…";
     $("state-result").textContent = "";
+    $("fork-result").textContent = "";
+    clearTimeout(refreshing);
     const view = await api("GET", path(user, session));
     total = view.meta.events;
     stats(view);
@@ -86,17 +96,46 @@
     from = Math.max(1, total - EVENTS_PAGE + 1);
     await events();
     await artifacts();
+    $("fork-result").textContent = forked;
+    forked = "";
+    follow(view);
+  }
+
+  /** While the session is live in the server, reads it again every few seconds. */
+  function follow(view) {
+    clearTimeout(refreshing);
+    if (!view.live) return;
+    const shown = user + "/" + session;
+    refreshing = setTimeout(() => {
+      if (shown === user + "/" + session) refresh().catch(fail);
+    }, LIVE_REFRESH_MS);
+  }
+
+  /** Reads a live session again: its statistics and state, and the log if the newest page is
+   *  shown and the log grew (what is open and where the keyboard is stay as they were). */
+  async function refresh() {
+    const shown = user + "/" + session;
+    const view = await api("GET", path(user, session));
+    if (shown !== user + "/" + session) return;
+    stats(view);
+    state(view);
+    const newest = from === Math.max(1, total - EVENTS_PAGE + 1);
+    if (view.meta.events !== total) {
+      total = view.meta.events;
+      if (newest) from = Math.max(1, total - EVENTS_PAGE + 1);
+      await events();
+    }
+    follow(view);
   }
 
   function stats(view) {
     const m = view.meta;
-    const time = (ms) => new Date(ms).toISOString();
     const items = [
       ["events", String(m.events)],
       ["version", String(m.version)],
-      ["created", time(m.created_ms)],
-      ["updated", time(m.updated_ms)],
-      ["live here", view.live ? "yes" : "no"],
+      ["created", when(m.created_ms)],
+      ["updated", when(m.updated_ms)],
+      ["live here", view.live ? "yes, read again every " + LIVE_REFRESH_MS / 1000 + " s" : "no"],
       ["pending messages", String(view.pending)],
       ["unsaved events", String(view.unsaved)],
       ["owner", view.owner === null ? "–" : visible(view.owner)],
@@ -123,17 +162,53 @@
     $("state-rows").replaceChildren(...rows);
   }
 
+  async function readEvents(start, limit) {
+    return api("GET", path(user, session) + "/events?from=" + start + "&limit=" + limit);
+  }
+
   async function events() {
-    const q = "?from=" + from + "&limit=" + EVENTS_PAGE;
-    const page = await api("GET", path(user, session) + "/events" + q);
+    const page = await readEvents(from, EVENTS_PAGE);
     const list = page.events;
-    $("event-rows").replaceChildren(...list.map(eventRow));
+    // What is open, and where the keyboard is, stay so when the rows are drawn again.
+    const open = new Set([...document.querySelectorAll("#event-rows details[open]")]
+      .map((d) => d.closest("tr").dataset.seq));
+    const focused = document.activeElement;
+    const focusedRow = focused && focused.closest ? focused.closest("#event-rows tr") : null;
+    const focusedSeq = focusedRow ? focusedRow.dataset.seq : null;
+    const focusedClass = focused ? focused.className : "";
+    const focusedTag = focused ? focused.tagName : "";
+    shownEvents = list;
+    $("event-rows").replaceChildren(...list.map((e) => eventRow(e, open.has(String(e.seq)))));
+    if (focusedSeq !== null && !focused.isConnected) {
+      const row = $("event-rows").querySelector('tr[data-seq="' + focusedSeq + '"]');
+      const again = row && [...row.querySelectorAll(focusedTag)].find((n) => n.className === focusedClass);
+      if (again) again.focus();
+    }
+    filter();
     $("events-range").textContent = list.length
       ? "#" + list[0].seq + "–#" + list[list.length - 1].seq + " of " + total
       : "none";
     $("events-older").disabled = from <= 1;
     $("events-newer").disabled = page.next_from === null;
-    timing(list);
+    await timing(list, page.next_from);
+  }
+
+  /** Shows the rows of the page that the filter's kind and text match. */
+  function filter() {
+    const kind = $("filter-kind").value;
+    const text = $("filter-text").value.trim().toLowerCase();
+    let shown = 0;
+    for (const row of $("event-rows").children) {
+      const event = shownEvents.find((e) => String(e.seq) === row.dataset.seq);
+      const type = event.kind.type;
+      const kindMatches = !kind || (kind === "other" ? !NAMED_KINDS.includes(type) : type === kind);
+      const textMatches = !text || JSON.stringify(event).toLowerCase().includes(text);
+      row.hidden = !(kindMatches && textMatches);
+      if (!row.hidden) shown++;
+    }
+    $("filter-count").textContent = kind || text
+      ? shown + " of the " + shownEvents.length + " events of this page match"
+      : "";
   }
 
   function kindOf(event) {
@@ -146,35 +221,72 @@
     return text;
   }
 
-  function eventRow(event) {
+  function eventRow(event, open) {
     // Bidi controls and invisible characters in a value are written out: they could reorder or
     // hide the text around them.
     let json = visible(JSON.stringify(event, null, 2));
     if (json.length > MAX_JSON_CHARS) json = json.slice(0, MAX_JSON_CHARS) + "\n… (cut; the API has it whole)";
+    // Reached only once the JSON is open: 50 rows add no tab stops.
+    const fork = el("button", { type: "button", class: "fork-here" }, "Fork at #" + event.seq);
+    fork.addEventListener("click", () => {
+      $("fork-seq").value = String(event.seq);
+      $("fork-to").focus();
+    });
     return el("tr", { "data-seq": String(event.seq) },
       el("td", { class: "num" }, String(event.seq)),
-      el("td", {}, new Date(event.at_ms).toISOString().slice(11, 23)),
+      el("td", {}, when(event.at_ms, true)),
       el("td", {}, event.author),
       el("td", {}, kindOf(event)),
-      el("td", {}, el("details", {}, el("summary", {}, "JSON"), el("pre", { class: "json" }, json))));
+      el("td", {}, el("details", { open: Boolean(open) }, el("summary", {}, "JSON"),
+        el("pre", { class: "json" }, json), fork)));
   }
 
-  /** The events shown, cut into turns (each from a user input), drawn as small waterfalls. */
-  function timing(list) {
+  /**
+   * The events shown, cut into turns (each from a user input), drawn as small waterfalls on
+   * one time scale. A turn cut by the page's edge is drawn whole: the events before the page
+   * back to its user input, and after it up to the next one, are read (one page each way).
+   */
+  async function timing(list, nextFrom) {
+    const shown = user + "/" + session;
+    let all = list;
+    if (list.length && list[0].kind.type !== "user_input" && list[0].seq > 1) {
+      const start = Math.max(1, list[0].seq - EVENTS_PAGE);
+      const before = (await readEvents(start, list[0].seq - start)).events;
+      const at = before.map((e) => e.kind.type).lastIndexOf("user_input");
+      if (at >= 0) all = before.slice(at).concat(all);
+    }
+    if (list.length && nextFrom !== null && nextFrom !== undefined) {
+      const after = (await readEvents(nextFrom, EVENTS_PAGE)).events;
+      const next = after.findIndex((e) => e.kind.type === "user_input");
+      all = all.concat(next >= 0 ? after.slice(0, next) : after);
+    }
+    if (shown !== user + "/" + session) return;
     const turns = [];
-    for (const event of list) {
+    for (const event of all) {
       if (event.kind.type === "user_input" || !turns.length) turns.push([]);
       turns[turns.length - 1].push(event);
     }
-    $("turns").replaceChildren(...turns.filter((t) => t.length > 1).map(waterfall));
+    const drawn = turns.filter((t) => t.length > 1);
+    const scale = Math.max(1, ...drawn.map(spanOf));
+    $("turns-scale").textContent = drawn.length
+      ? "One scale for every turn: the full width of a bar's track is " + scale + " ms."
+      : "";
+    $("turns").replaceChildren(...drawn.map((t) => waterfall(t, scale)));
   }
 
-  function waterfall(events) {
+  /** How long a turn took, in ms: from its message's arrival to its end. */
+  function spanOf(events) {
     const end = events.find((e) => e.timing);
-    return end ? measured(events, end) : unmeasured(events);
+    if (end) return Math.max(1, end.timing.queued_ms + (end.kind.duration_ms || 0));
+    return Math.max(1, Math.max(...events.map((e) => e.at_ms)) - events[0].at_ms);
   }
 
-  /** One bar of a waterfall: `start` and `length` in ms within a turn of `span` ms. */
+  function waterfall(events, scale) {
+    const end = events.find((e) => e.timing);
+    return end ? measured(events, end, scale) : unmeasured(events, scale);
+  }
+
+  /** One bar of a waterfall: `start` and `length` in ms on a track of `span` ms. */
   function bar(label, start, length, span, kind, seq) {
     const shown = el("span", { class: "wf-bar " + kind });
     // Set through the CSSOM, which the page's CSP allows (a style attribute it would not).
@@ -189,9 +301,10 @@
    * it ran, from the moment its message was taken in. Phases that took no time are left out,
    * except the wait in the queue and the agent.
    */
-  function measured(events, end) {
+  function measured(events, end, scale) {
     const t = end.timing;
-    const span = Math.max(1, t.queued_ms + (end.kind.duration_ms || 0));
+    const took = spanOf(events);
+    const span = Math.max(took, scale);
     const agentAt = t.queued_ms + t.permit_ms + t.recall_ms;
     const bars = [bar("queued", 0, t.queued_ms, span, "queued", end.seq)];
     if (t.load_ms != null) bars.push(bar("loading the session", 0, t.load_ms, span, "load", end.seq));
@@ -206,18 +319,18 @@
       const length = result && typeof result.kind.duration_ms === "number" ? result.kind.duration_ms : 0;
       bars.push(bar("tool " + visible(call.kind.name), agentAt + start, length, span, "tool_call", call.seq));
     });
-    const status = end.kind.type === "turn_failed" ? "failed" : end.kind.status.status;
+    const status = end.kind.type === "turn_failed" ? "failed: " + end.kind.code : end.kind.status.status;
     return el("li", { class: "turn", "data-seq": String(events[0].seq) },
-      el("div", { class: "meta" }, "turn #" + end.seq + " (" + status + "): " + span +
+      el("div", { class: "meta" }, "turn #" + end.seq + " (" + status + "): " + took +
         " ms from its message to its end, before its events were written"),
       el("ol", { class: "waterfall" }, ...bars));
   }
 
   /** A turn recorded before turnstile kept timing: each event's bar starts where the one before it was recorded. */
-  function unmeasured(events) {
+  function unmeasured(events, scale) {
     const begin = events[0].at_ms;
     const end = Math.max(...events.map((e) => e.at_ms));
-    const span = Math.max(1, end - begin);
+    const span = Math.max(1, end - begin, scale);
     const bars = [];
     let before = begin;
     for (const event of events.slice(1)) {
@@ -283,6 +396,24 @@
     $("state-result").textContent = (value === null ? "Deleted " : "Set ") + visible(name) + " (event " + edited.seq + ").";
   }
 
+  /** Forks the session shown at the event the form names into the session it names, then
+   *  shows the new one. */
+  async function forkAt() {
+    $("fork-result").textContent = "";
+    const seq = Number($("fork-seq").value);
+    const to = $("fork-to").value.trim();
+    try {
+      await api("POST", path(user, session) + "/fork", { to, at_seq: seq });
+    } catch (err) {
+      $("fork-result").textContent = "Not forked: " + (err.message || String(err));
+      throw err;
+    }
+    $("fork-to").value = "";
+    // The new address shows the fork (`hashchange` reads it); the line says so once it has.
+    forked = "Forked at #" + seq + " into " + visible(to) + ", shown here now.";
+    location.hash = encodeURIComponent(user) + "/" + encodeURIComponent(to);
+  }
+
   /** Downloads through fetch (the token goes in a header, never in a link). */
   async function download(a) {
     const url = path(user, session) + "/artifacts/" + encodeURIComponent(a.name) + "?version=" + a.version;
@@ -304,6 +435,13 @@
   $("state-form").addEventListener("submit", (e) => {
     e.preventDefault();
     setState().catch(fail);
+  });
+  $("events-filter").addEventListener("submit", (e) => e.preventDefault());
+  $("filter-kind").addEventListener("change", filter);
+  $("filter-text").addEventListener("input", filter);
+  $("fork-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    forkAt().catch(fail);
   });
   $("events-older").addEventListener("click", () => {
     from = Math.max(1, from - EVENTS_PAGE);

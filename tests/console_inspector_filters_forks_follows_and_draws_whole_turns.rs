@@ -1,0 +1,232 @@
+//! In a real browser, the inspector of a session whose turns each call a tool (the reference
+//! time server, through a scripted model): a turn cut by the 50-event page is drawn whole, tool
+//! bar included, and every turn on one time scale; times are the reader's local ones; the
+//! events filter by kind and by text; an event's JSON forks the session there; a session live
+//! in the server is read again while shown, so a new (failed) turn appears without a reload,
+//! its failure code in its waterfall.
+
+#![cfg(all(feature = "http", feature = "openai", feature = "mcp"))]
+
+mod support;
+
+use serde_json::{json, Value};
+use support::browser::*;
+use support::fake_openai::{FakeOpenAi, Reply};
+use support::mcp::time;
+
+/// Turns taken before the page is opened; each is four events (message, call, result, reply).
+const TURNS: usize = 13;
+
+const ROWS: &str = "return [...document.querySelectorAll('#event-rows tr')]
+    .filter(tr => !tr.hidden).map(tr => Number(tr.dataset.seq));";
+
+/// Per turn drawn: its first event's seq, its meta line and its bars' labels.
+const TURNS_DRAWN: &str = "return [...document.querySelectorAll('#turns .turn')].map(t => [
+    Number(t.dataset.seq), t.querySelector('.meta').textContent,
+    [...t.querySelectorAll('.bar-label')].map(l => l.textContent)]);";
+
+async fn turn(server: &Server, input: &str) {
+    let answer = reqwest::Client::new()
+        .post(server.url("/v1/sessions/alice/timed/turns"))
+        .bearer_auth(ALICE)
+        .json(&json!({ "input": input }))
+        .send()
+        .await
+        .expect("a turn");
+    assert_eq!(answer.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_draws_whole_turns_filters_forks_and_follows_a_live_session() {
+    let mut script = Vec::new();
+    for i in 0..TURNS {
+        script.push(Reply::ToolCalls(vec![(
+            format!("t{i}"),
+            "get_current_time".into(),
+            r#"{"timezone":"Etc/UTC"}"#.into(),
+        )]));
+        script.push(Reply::text(&["it is now"]));
+    }
+    script.push(Reply::Status {
+        status: 404,
+        retry_after: None,
+        message: "The model `m` does not exist".into(),
+    });
+    let fake = FakeOpenAi::start(script).await;
+    let mcp = format!("time=stdio:{}", time().display());
+    let server = Server::with_agent(&[
+        "--agent",
+        "openai",
+        "--base-url",
+        &fake.base_url,
+        "--model",
+        "m",
+        "--mcp",
+        &mcp,
+    ])
+    .await;
+    for i in 0..TURNS {
+        turn(&server, &format!("what time is it ({i})?")).await;
+    }
+    let events = 4 * TURNS as u64;
+
+    let browser = Browser::start().await;
+    browser.sign_in(&server.url("/"), ALICE, None).await;
+    browser
+        .client
+        .goto(&server.url("/inspect#alice/timed"))
+        .await
+        .expect("open the inspector");
+    until("the newest page of the log", || async {
+        browser.eval(ROWS).await == json!((events - 49..=events).collect::<Vec<u64>>())
+    })
+    .await;
+    // The page starts inside the first turn (#1 message, #2 call are on no page shown): that
+    // turn is drawn whole all the same, and so is every other, each with its tool bar.
+    browser
+        .until_true(
+            "every turn is drawn",
+            &format!("return document.querySelectorAll('#turns .turn').length === {TURNS};"),
+        )
+        .await;
+    let drawn: Vec<(u64, String, Vec<String>)> =
+        serde_json::from_value(browser.eval(TURNS_DRAWN).await).expect("turns");
+    for (i, (first, meta, labels)) in drawn.iter().enumerate() {
+        assert_eq!(*first, 4 * i as u64 + 1, "turn {i} starts at its message");
+        assert!(meta.contains("(final)"), "turn {i}: {meta}");
+        assert!(
+            labels
+                .iter()
+                .any(|l| l.starts_with("tool get_current_time: ")),
+            "turn {i} has its tool bar: {labels:?}"
+        );
+    }
+    let scale = browser
+        .eval("return document.getElementById('turns-scale').textContent;")
+        .await;
+    assert!(scale.as_str().is_some_and(|s| s.contains(" ms")), "{scale}");
+
+    // Local times: a <time> with the moment in UTC, shown as the browser's locale writes it.
+    let times = browser
+        .eval(
+            "return [...document.querySelectorAll('#stats time')].map(t =>
+                 [t.textContent === new Date(t.dateTime).toLocaleString(), t.title === t.dateTime,
+                  /Z$/.test(t.textContent)]);",
+        )
+        .await;
+    assert_eq!(
+        times,
+        json!([[true, true, false], [true, true, false]]),
+        "created and updated"
+    );
+
+    // The filter, by kind and by text.
+    browser
+        .eval(
+            "const k = document.getElementById('filter-kind'); k.value = 'tool_call';
+             k.dispatchEvent(new Event('change')); return true;",
+        )
+        .await;
+    let calls: Vec<u64> = serde_json::from_value(browser.eval(ROWS).await).unwrap();
+    assert_eq!(
+        calls,
+        (0..TURNS as u64)
+            .map(|i| 4 * i + 2)
+            .filter(|s| *s > events - 50)
+            .collect::<Vec<_>>()
+    );
+    let count = browser
+        .eval("return document.getElementById('filter-count').textContent;")
+        .await;
+    assert!(
+        count
+            .as_str()
+            .is_some_and(|c| c.starts_with("12 of the 50")),
+        "{count}"
+    );
+    browser
+        .eval(
+            "const k = document.getElementById('filter-kind'); k.value = '';
+             k.dispatchEvent(new Event('change'));
+             const t = document.getElementById('filter-text'); t.value = '(7)';
+             t.dispatchEvent(new Event('input')); return true;",
+        )
+        .await;
+    assert_eq!(
+        browser.eval(ROWS).await,
+        json!([29]),
+        "only the message with that text"
+    );
+    browser
+        .eval(
+            "const t = document.getElementById('filter-text'); t.value = '';
+             t.dispatchEvent(new Event('input')); return true;",
+        )
+        .await;
+
+    // Fork at #8 from that event's JSON.
+    browser
+        .click("#event-rows tr[data-seq=\"8\"] details summary")
+        .await;
+    browser
+        .click("#event-rows tr[data-seq=\"8\"] .fork-here")
+        .await;
+    assert!(
+        browser.focused("#fork-to").await,
+        "the keyboard goes to the name"
+    );
+    assert_eq!(
+        browser
+            .eval("return document.getElementById('fork-seq').value;")
+            .await,
+        "8"
+    );
+    browser.type_into("#fork-to", "timed-fork").await;
+    browser.press(fantoccini::key::Key::Enter).await;
+    browser
+        .until_true(
+            "the fork is shown",
+            "return location.hash === '#alice/timed-fork'
+                 && document.getElementById('fork-result').textContent.startsWith('Forked at #8')
+                 && document.querySelectorAll('#event-rows tr').length === 8;",
+        )
+        .await;
+
+    // Back to the live session: a turn taken elsewhere appears without a reload.
+    browser
+        .client
+        .goto(&server.url("/inspect#alice/timed"))
+        .await
+        .expect("back");
+    browser
+        .until_true(
+            "the live session is shown",
+            &format!("return document.querySelectorAll('#event-rows tr[data-seq=\"{events}\"]').length === 1;"),
+        )
+        .await;
+    let marker = browser
+        .eval("window.notReloaded = true; return true;")
+        .await;
+    assert_eq!(marker, Value::Bool(true));
+    let answer = reqwest::Client::new()
+        .post(server.url("/v1/sessions/alice/timed/turns"))
+        .bearer_auth(ALICE)
+        .json(&json!({ "input": "and now?" }))
+        .send()
+        .await
+        .expect("a turn");
+    assert_eq!(answer.status(), 502, "the model refused the turn");
+    browser
+        .until_true(
+            "the failed turn appears without a reload, its code in its waterfall",
+            &format!(
+                "const t = document.querySelector('#turns .turn[data-seq=\"{}\"] .meta');
+                 return window.notReloaded === true && !!t
+                     && t.textContent.includes('failed: model_refused');",
+                events + 1
+            ),
+        )
+        .await;
+    browser.stop().await;
+    server.stop().await;
+}
