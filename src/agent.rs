@@ -27,9 +27,10 @@ pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError, MAX_CALLER_TOOLS};
 pub(crate) use turn_context::{
-    floor_char_boundary, millis, AgentEnding, BeforeAgent, ToolEntry, TurnMarks, TurnRecord,
+    floor_char_boundary, millis, AgentEnding, BeforeAgent, ModelRequestMarks, ToolEntry, TurnMarks,
+    TurnRecord,
 };
-pub use turn_context::{TurnContext, TurnContextBuilder, TurnRecording};
+pub use turn_context::{ModelRequestId, TurnContext, TurnContextBuilder, TurnRecording};
 
 /// What an agent may fail with: any error. It fails only that turn (`Error::AgentFailed`). An
 /// agent that returns an [`AgentFailure`] (or keeps one among its error's sources) fails the

@@ -19,7 +19,7 @@ pub use scope::{
     apply_plain, persistable, Scope, ScopedState, SplitDelta, StateDelta, StateMap, APP_PREFIX,
     TEMP_PREFIX, USER_PREFIX,
 };
-pub use timing::TurnTiming;
+pub use timing::{ModelRequestTiming, TurnTiming};
 pub use turn::{
     answer_to, carries_request, ends_turn, find_request, in_failed_turns, open_calls,
     turn_ending_at, Answer, Ending, Fate, NotATurn, RequestRead, ToolCallRead, ToolResultRead,

@@ -2,8 +2,10 @@
 //! time server, through a scripted model): a turn cut by the 50-event page is drawn whole, tool
 //! bar included, and every turn on one time scale; times are the reader's local ones; the
 //! events filter by kind and by text; an event's JSON forks the session there; a session live
-//! in the server is read again while shown, so a new (failed) turn appears without a reload,
-//! its failure code in its waterfall.
+//! in the server is read again while shown, so a new turn appears without a reload. Each
+//! request to the model is drawn with its status and its first byte: two per tool turn, and
+//! for a turn that failed after the agent's three retries, four failed tries, the failure's
+//! code in the turn's line.
 
 #![cfg(all(feature = "http", feature = "openai", feature = "mcp"))]
 
@@ -47,11 +49,14 @@ async fn the_inspector_draws_whole_turns_filters_forks_and_follows_a_live_sessio
         )]));
         script.push(Reply::text(&["it is now"]));
     }
-    script.push(Reply::Status {
-        status: 404,
-        retry_after: None,
-        message: "The model `m` does not exist".into(),
-    });
+    // The last turn's request fails four times (the agent's three retries).
+    for _ in 0..4 {
+        script.push(Reply::Status {
+            status: 500,
+            retry_after: None,
+            message: "overloaded".into(),
+        });
+    }
     let fake = FakeOpenAi::start(script).await;
     let mcp = format!("time=stdio:{}", time().display());
     let server = Server::with_agent(&[
@@ -100,6 +105,18 @@ async fn the_inspector_draws_whole_turns_filters_forks_and_follows_a_live_sessio
                 .any(|l| l.starts_with("tool get_current_time: ")),
             "turn {i} has its tool bar: {labels:?}"
         );
+        // Two requests to the model: the one that asked for the tool, the one that answered.
+        let requests: Vec<&String> = labels
+            .iter()
+            .filter(|l| l.starts_with("model request "))
+            .collect();
+        assert_eq!(requests.len(), 2, "turn {i}: {labels:?}");
+        assert!(
+            requests[0].starts_with("model request 1 (200, first byte at ")
+                && requests[1].starts_with("model request 2 (200, first byte at "),
+            "turn {i}: {requests:?}"
+        );
+        assert!(meta.ends_with("; 2 model requests"), "turn {i}: {meta}");
     }
     let scale = browser
         .eval("return document.getElementById('turns-scale').textContent;")
@@ -215,18 +232,42 @@ async fn the_inspector_draws_whole_turns_filters_forks_and_follows_a_live_sessio
         .send()
         .await
         .expect("a turn");
-    assert_eq!(answer.status(), 502, "the model refused the turn");
+    assert_eq!(answer.status(), 502, "the model failed the turn");
     browser
         .until_true(
             "the failed turn appears without a reload, its code in its waterfall",
             &format!(
                 "const t = document.querySelector('#turns .turn[data-seq=\"{}\"] .meta');
                  return window.notReloaded === true && !!t
-                     && t.textContent.includes('failed: model_refused');",
+                     && t.textContent.includes('failed: model_unavailable')
+                     && t.textContent.endsWith('; 4 model requests (3 of them retries)');",
                 events + 1
             ),
         )
         .await;
+    let tries = browser
+        .eval(&format!(
+            "return [...document.querySelectorAll('#turns .turn[data-seq=\"{}\"] .bar-label')]
+                 .map(l => l.textContent).filter(l => l.startsWith('model request'));",
+            events + 1
+        ))
+        .await;
+    let tries: Vec<String> = serde_json::from_value(tries).expect("labels");
+    assert_eq!(tries.len(), 4, "{tries:?}");
+    for (i, label) in tries.iter().enumerate() {
+        let prefix = match i {
+            0 => "model request 1 (500, first byte at ".to_owned(),
+            n => format!("model request 1, try {} (500, first byte at ", n + 1),
+        };
+        assert!(label.starts_with(&prefix), "{i}: {tries:?}");
+    }
+    let failed_bars = browser
+        .eval(&format!(
+            "return document.querySelectorAll('#turns .turn[data-seq=\"{}\"] .wf-bar.model.failed').length;",
+            events + 1
+        ))
+        .await;
+    assert_eq!(failed_bars, 4, "each failed try is drawn as failed");
     browser.stop().await;
     server.stop().await;
 }

@@ -114,8 +114,8 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
             "every whole turn shown is drawn: {turns:?}"
         );
         for labels in &turns {
-            // The mock agent takes 30 ms in two chunks: the agent's bar says so, and the model's
-            // time to its first chunk is part of it.
+            // The mock agent takes 30 ms in two chunks: the agent's bar says so, and the time
+            // to its first chunk is part of it.
             let ms = |name: &str| -> u64 {
                 let label = labels
                     .iter()
@@ -128,7 +128,7 @@ async fn the_inspector_pages_the_log_draws_turns_and_keeps_users_apart() {
             assert!(labels[0].starts_with("queued: "), "{labels:?}");
             let agent = ms("agent");
             assert!(agent >= 25, "{labels:?}");
-            assert!(ms("model to first chunk") <= agent, "{labels:?}");
+            assert!(ms("first chunk streamed") <= agent, "{labels:?}");
         }
         let declared = browser
             .eval("return [...document.querySelectorAll('#declared-rows tr')].map(tr => [...tr.cells].map(c => c.textContent));")

@@ -202,6 +202,7 @@ impl OpenAiAgent {
         let definitions = with_callers_tools(&tools, &options)?;
         for round_no in 1..=self.max_tool_rounds {
             let round = Round {
+                number: u32::try_from(round_no).unwrap_or(u32::MAX),
                 first: round_no == 1,
                 last: round_no == self.max_tool_rounds,
             };
@@ -259,10 +260,11 @@ impl OpenAiAgent {
         let response = self
             .open_round(turn, messages, definitions, options, round, deadline)
             .await?;
-        let Some(response) = response else {
+        let Some((response, mark)) = response else {
             return Ok(Ended::Cancelled);
         };
         let streamed = self.read_round(turn, response).await;
+        turn.model_request_ended(mark);
         if let Err(error) = &streamed {
             tracing::warn!(url = %self.transport.shown, %error, "a model response failed");
         }
@@ -278,7 +280,7 @@ impl OpenAiAgent {
         options: &TurnOptions,
         round: Round,
         deadline: Instant,
-    ) -> Result<Option<reqwest::Response>, OpenAiError> {
+    ) -> Result<Option<(reqwest::Response, crate::agent::ModelRequestId)>, OpenAiError> {
         let tool_choice = match (round.last, round.first) {
             (true, _) if !definitions.is_empty() => Some(Value::from("none")),
             (_, true) => options.tool_choice.clone(),
@@ -308,7 +310,9 @@ impl OpenAiAgent {
         tokio::select! {
             biased;
             () = cancel.cancelled() => Ok(None),
-            response = self.transport.open(&request, deadline) => response.map(Some),
+            response = self.transport.open(&request, deadline, turn, round.number) => {
+                response.map(Some)
+            }
         }
     }
 
@@ -469,6 +473,8 @@ impl OpenAiAgent {
 /// Which request of the turn a round is.
 #[derive(Debug, Clone, Copy)]
 struct Round {
+    /// 1 for the turn's first request to the model, one more for each tool round.
+    number: u32,
     first: bool,
     last: bool,
 }

@@ -88,7 +88,26 @@ pub(crate) struct TurnRecord {
     pub reply_limited: bool,
     /// When the turn's phases happened, for its timing record.
     pub marks: TurnMarks,
+    /// The agent's requests to its model, in the order made (at most
+    /// [`crate::state::TurnTiming::MAX_MODEL_REQUESTS`]).
+    pub model_requests: Vec<ModelRequestMarks>,
 }
+
+/// When one request to the model happened, as the agent marked it
+/// ([`TurnContext::model_request_started`] and the two after it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ModelRequestMarks {
+    pub round: u32,
+    pub attempt: u32,
+    pub started: tokio::time::Instant,
+    pub answered: Option<tokio::time::Instant>,
+    pub ended: Option<tokio::time::Instant>,
+    pub status: Option<u16>,
+}
+
+/// A request to the model marked in a turn's record ([`TurnContext::model_request_started`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelRequestId(Option<usize>);
 
 /// How an agent said its returned reply ends ([`TurnContext::report_incomplete`],
 /// [`TurnContext::report_refusal`]).
@@ -445,6 +464,48 @@ impl TurnContext {
             ok,
             duration_ms,
         });
+    }
+
+    /// Marks a request to the model sent now, for the turn's timing record
+    /// ([`crate::state::ModelRequestTiming`]): `round` is the turn's request it is an attempt
+    /// of (1 for the first, one more per tool round), `attempt` 1 for the first try and one
+    /// more per retry. Mark when its response's status came with
+    /// [`Self::model_request_answered`] and when it ended with [`Self::model_request_ended`];
+    /// one never ended ends with the turn. Past
+    /// [`crate::state::TurnTiming::MAX_MODEL_REQUESTS`] in a turn, requests are not recorded.
+    pub fn model_request_started(&self, round: u32, attempt: u32) -> ModelRequestId {
+        let mut record = self.record.lock();
+        if record.model_requests.len() >= crate::state::TurnTiming::MAX_MODEL_REQUESTS {
+            return ModelRequestId(None);
+        }
+        record.model_requests.push(ModelRequestMarks {
+            round,
+            attempt,
+            started: tokio::time::Instant::now(),
+            answered: None,
+            ended: None,
+            status: None,
+        });
+        ModelRequestId(Some(record.model_requests.len() - 1))
+    }
+
+    /// Marks that the response of the request `id` came now, with this HTTP `status`.
+    pub fn model_request_answered(&self, id: ModelRequestId, status: u16) {
+        let Some(at) = id.0 else { return };
+        if let Some(entry) = self.record.lock().model_requests.get_mut(at) {
+            if entry.answered.is_none() {
+                entry.answered = Some(tokio::time::Instant::now());
+                entry.status = Some(status);
+            }
+        }
+    }
+
+    /// Marks that the request `id` ended now: its body was read, or it failed.
+    pub fn model_request_ended(&self, id: ModelRequestId) {
+        let Some(at) = id.0 else { return };
+        if let Some(entry) = self.record.lock().model_requests.get_mut(at) {
+            entry.ended.get_or_insert_with(tokio::time::Instant::now);
+        }
     }
 
     /// Reports the turn's token usage; it is added to the session's statistics.

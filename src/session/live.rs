@@ -402,7 +402,13 @@ impl Live {
         }
         let record = running.record.take();
         let now = Instant::now();
-        let timing = timing::measure(&running.before, &record.marks, &record.tools, now);
+        let timing = timing::measure(
+            &running.before,
+            &record.marks,
+            &record.tools,
+            &record.model_requests,
+            now,
+        );
         let result = self.check_state_keys(finished.result, &record);
         let (end, failure) = task::settle(
             result,

@@ -42,9 +42,41 @@ pub struct TurnTiming {
     /// turn's `tool_call` events (their results carry their durations).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_start_ms: Vec<u32>,
+    /// Each request the agent made to its model, in the order made, retries included (the
+    /// model agent records them; at most [`TurnTiming::MAX_MODEL_REQUESTS`], the later ones
+    /// left out); empty for agents that make none or record none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_requests: Vec<ModelRequestTiming>,
+}
+
+/// One request an agent made to its model during a turn, placed from the agent's start (as
+/// the other times of [`TurnTiming`]).
+#[cfg_attr(feature = "http", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ModelRequestTiming {
+    /// The turn's request this is an attempt of: 1 for the first, one more for each tool round.
+    pub round: u32,
+    /// 1 for the first attempt, 2 for the first retry, and so on.
+    pub attempt: u32,
+    /// When it was sent.
+    pub start_ms: u32,
+    /// When the response's status and headers came; absent when none came (no connection, a
+    /// timeout, or the turn ended first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_ms: Option<u32>,
+    /// When it ended: its body read to the end, or the attempt failed, or the turn ended.
+    pub end_ms: u32,
+    /// The HTTP status answered; absent when none came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 impl TurnTiming {
+    /// The most model requests one record keeps: a turn's tool rounds and retries are bounded
+    /// by the agent's settings, and this bounds the record whatever they are.
+    pub const MAX_MODEL_REQUESTS: usize = 64;
+
     /// `duration` in whole milliseconds, saturating at `u32::MAX` (49 days).
     pub(crate) fn ms(duration: std::time::Duration) -> u32 {
         u32::try_from(duration.as_millis()).unwrap_or(u32::MAX)
@@ -102,12 +134,34 @@ mod tests {
             agent_ms: 40,
             first_chunk_ms: Some(12),
             tool_start_ms: vec![5],
+            model_requests: vec![
+                ModelRequestTiming {
+                    round: 1,
+                    attempt: 1,
+                    start_ms: 1,
+                    first_byte_ms: Some(3),
+                    end_ms: 3,
+                    status: Some(429),
+                },
+                ModelRequestTiming {
+                    round: 1,
+                    attempt: 2,
+                    start_ms: 4,
+                    first_byte_ms: None,
+                    end_ms: 9,
+                    status: None,
+                },
+            ],
         };
         let json = serde_json::to_value(&timing).expect("serialises");
         assert_eq!(
             json,
             serde_json::json!({"queued_ms": 3, "load_ms": 2, "permit_ms": 0, "recall_ms": 1,
-                "agent_ms": 40, "first_chunk_ms": 12, "tool_start_ms": [5]})
+                "agent_ms": 40, "first_chunk_ms": 12, "tool_start_ms": [5],
+                "model_requests": [
+                    {"round": 1, "attempt": 1, "start_ms": 1, "first_byte_ms": 3, "end_ms": 3,
+                     "status": 429},
+                    {"round": 1, "attempt": 2, "start_ms": 4, "end_ms": 9}]})
         );
         let sparse: TurnTiming =
             serde_json::from_value(serde_json::json!({"agent_ms": 7})).expect("reads");

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::error::{detail, OpenAiError};
 use super::secrets::Secrets;
 use super::wire::ChatRequest;
+use crate::agent::{ModelRequestId, TurnContext};
 
 /// The most bytes of an error response's body read: an explanation is a sentence or a small
 /// JSON object, and a server that answers an error with megabytes (or without end) must not
@@ -64,20 +65,30 @@ pub(super) struct Transport {
 impl Transport {
     /// Sends `request` until a response with a success status arrives, retrying what may succeed
     /// later (but never past `deadline`, the turn's budget); returns that response with its body
-    /// unread. Every failed attempt is logged at WARN.
+    /// unread, and the mark of its attempt in `turn`'s record, which the caller ends once the
+    /// body is read. Each attempt is marked in the record as request `round`'s; every failed
+    /// one is logged at WARN.
     pub(super) async fn open(
         &self,
         request: &ChatRequest<'_>,
         deadline: Instant,
-    ) -> Result<Response, OpenAiError> {
+        turn: &TurnContext,
+        round: u32,
+    ) -> Result<(Response, ModelRequestId), OpenAiError> {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let (error, retry_after) = match self.send_once(request).await {
-                Ok(response) if response.status().is_success() => return Ok(response),
+            let mark = turn.model_request_started(round, attempts);
+            let sent = self.send_once(request).await;
+            if let Ok(response) = &sent {
+                turn.model_request_answered(mark, response.status().as_u16());
+            }
+            let (error, retry_after) = match sent {
+                Ok(response) if response.status().is_success() => return Ok((response, mark)),
                 Ok(response) => self.refusal(response, attempts, request.model).await,
                 Err(error) => (with_attempts(error, attempts), None),
             };
+            turn.model_request_ended(mark);
             let delay = match retryable(&error) && attempts <= self.retry.max_retries {
                 true => retry_delay(attempts - 1, retry_after, self.retry, jitter())
                     .filter(|delay| Instant::now() + *delay < deadline),

@@ -244,6 +244,12 @@ impl TurnRecording {
         self.record.lock().reply_limited
     }
 
+    /// The model requests marked so far (left in place).
+    #[cfg(test)]
+    fn model_requests_for_test(&self) -> Vec<super::ModelRequestMarks> {
+        self.record.lock().model_requests.clone()
+    }
+
     /// Takes what the turn recorded, leaving it empty (the runtime, once the turn ended).
     pub(crate) fn take(&self) -> TurnRecord {
         std::mem::take(&mut *self.record.lock())
@@ -291,6 +297,31 @@ mod tests {
         assert_eq!(turn.summary(), Some("earlier"));
         assert_eq!(turn.get("topic"), Some(json!("rust")));
         assert_eq!(turn.messages().len(), 3, "memory block and two inputs");
+    }
+
+    #[test]
+    fn model_requests_are_marked_once_each_and_bounded() {
+        let (turn, recording) = TurnContext::builder(key()).build();
+        let first = turn.model_request_started(1, 1);
+        turn.model_request_answered(first, 503);
+        // A second answer or end of the same request changes nothing.
+        turn.model_request_answered(first, 200);
+        turn.model_request_ended(first);
+        let ended = recording.model_requests_for_test()[0].ended;
+        turn.model_request_ended(first);
+        for attempt in 2..=70 {
+            turn.model_request_started(1, attempt);
+        }
+        let marks = recording.model_requests_for_test();
+        assert_eq!(marks.len(), crate::state::TurnTiming::MAX_MODEL_REQUESTS);
+        assert_eq!((marks[0].status, marks[0].ended), (Some(503), ended));
+        assert!(marks[0].answered.is_some() && ended.is_some());
+        assert_eq!(marks[63].attempt, 64, "the later ones are left out");
+        // A request past the bound is not marked, and marking it later is harmless.
+        let past = turn.model_request_started(2, 1);
+        turn.model_request_answered(past, 200);
+        turn.model_request_ended(past);
+        assert_eq!(recording.model_requests_for_test().len(), 64);
     }
 
     #[test]

@@ -311,7 +311,16 @@
     if (t.permit_ms) bars.push(bar("waiting for a turn permit", t.queued_ms, t.permit_ms, span, "queued", end.seq));
     if (t.recall_ms) bars.push(bar("memory recall", t.queued_ms + t.permit_ms, t.recall_ms, span, "recall", end.seq));
     bars.push(bar("agent", agentAt, t.agent_ms, span, "agent_output", end.seq));
-    if (t.first_chunk_ms != null) bars.push(bar("model to first chunk", agentAt, t.first_chunk_ms, span, "first_chunk", end.seq));
+    if (t.first_chunk_ms != null) bars.push(bar("first chunk streamed", agentAt, t.first_chunk_ms, span, "first_chunk", end.seq));
+    // Each request to the model, retries included: its status and when its answer began.
+    const requests = t.model_requests || [];
+    for (const r of requests) {
+      const ok = r.status != null && r.status >= 200 && r.status < 300;
+      const answer = r.status == null ? "no answer" : String(r.status);
+      const first = r.first_byte_ms == null ? "" : ", first byte at " + (r.first_byte_ms - r.start_ms) + " ms";
+      const label = "model request " + r.round + (r.attempt > 1 ? ", try " + r.attempt : "") + " (" + answer + first + ")";
+      bars.push(bar(label, agentAt + r.start_ms, Math.max(0, r.end_ms - r.start_ms), span, ok ? "model" : "model failed", end.seq));
+    }
     const calls = events.filter((e) => e.kind.type === "tool_call");
     calls.forEach((call, i) => {
       const result = events.find((e) => e.kind.type === "tool_result" && e.kind.call_id === call.kind.call_id);
@@ -320,9 +329,14 @@
       bars.push(bar("tool " + visible(call.kind.name), agentAt + start, length, span, "tool_call", call.seq));
     });
     const status = end.kind.type === "turn_failed" ? "failed: " + end.kind.code : end.kind.status.status;
+    const retried = requests.filter((r) => r.attempt > 1).length;
+    const asked = requests.length
+      ? "; " + requests.length + " model request" + (requests.length === 1 ? "" : "s") +
+        (retried ? " (" + retried + " of them retries)" : "")
+      : "";
     return el("li", { class: "turn", "data-seq": String(events[0].seq) },
       el("div", { class: "meta" }, "turn #" + end.seq + " (" + status + "): " + took +
-        " ms from its message to its end, before its events were written"),
+        " ms from its message to its end, before its events were written" + asked),
       el("ol", { class: "waterfall" }, ...bars));
   }
 

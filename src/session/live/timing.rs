@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::agent::{ToolEntry, TurnMarks};
-use crate::state::TurnTiming;
+use crate::agent::{ModelRequestMarks, ToolEntry, TurnMarks};
+use crate::state::{ModelRequestTiming, TurnTiming};
 
 /// The session's loading from the store when it was activated: kept for the first turn, which
 /// counts it when its message was waiting for it.
@@ -42,11 +42,13 @@ impl Before {
 }
 
 /// The timing record of a turn that ends at `now`: `marks` are what its run marked, `tools`
-/// what it recorded (the calls' start times).
+/// what it recorded (the calls' start times), `requests` its agent's requests to the model
+/// (one not marked ended ends `now`).
 pub(super) fn measure(
     before: &Before,
     marks: &TurnMarks,
     tools: &[ToolEntry],
+    requests: &[ModelRequestMarks],
     now: Instant,
 ) -> TurnTiming {
     let ms = TurnTiming::ms;
@@ -68,6 +70,18 @@ pub(super) fn measure(
             .filter_map(|entry| match entry {
                 ToolEntry::Call { started, .. } => Some(since_agent(*started).unwrap_or(0)),
                 _ => None,
+            })
+            .collect(),
+        model_requests: requests
+            .iter()
+            .take(TurnTiming::MAX_MODEL_REQUESTS)
+            .map(|request| ModelRequestTiming {
+                round: request.round,
+                attempt: request.attempt,
+                start_ms: since_agent(request.started).unwrap_or(0),
+                first_byte_ms: request.answered.and_then(since_agent),
+                end_ms: since_agent(request.ended.unwrap_or(now)).unwrap_or(0),
+                status: request.status,
             })
             .collect(),
     }
@@ -106,7 +120,40 @@ mod tests {
         marks.agent_ended = Some(agent + Duration::from_millis(50));
         marks.first_chunk = Some(agent + Duration::from_millis(30));
         let tools = [call(agent + Duration::from_millis(7)), call(agent)];
-        let timing = measure(&before, &marks, &tools, agent + Duration::from_millis(60));
+        let requests = [
+            ModelRequestMarks {
+                round: 1,
+                attempt: 1,
+                started: agent + Duration::from_millis(1),
+                answered: Some(agent + Duration::from_millis(2)),
+                ended: Some(agent + Duration::from_millis(3)),
+                status: Some(503),
+            },
+            // Never ended: it ends with the turn.
+            ModelRequestMarks {
+                round: 1,
+                attempt: 2,
+                started: agent + Duration::from_millis(5),
+                answered: None,
+                ended: None,
+                status: None,
+            },
+        ];
+        let timing = measure(
+            &before,
+            &marks,
+            &tools,
+            &requests,
+            agent + Duration::from_millis(60),
+        );
+        assert_eq!(
+            timing
+                .model_requests
+                .iter()
+                .map(|r| (r.attempt, r.start_ms, r.first_byte_ms, r.end_ms, r.status))
+                .collect::<Vec<_>>(),
+            vec![(1, 1, Some(2), 3, Some(503)), (2, 5, None, 60, None)]
+        );
         assert_eq!(timing.queued_ms, 10);
         assert_eq!(timing.load_ms, Some(4));
         assert_eq!((timing.permit_ms, timing.recall_ms), (2, 3));
@@ -131,12 +178,13 @@ mod tests {
             &before,
             &marks,
             &[],
+            &[],
             before.started + Duration::from_millis(9),
         );
         assert_eq!(timing.agent_ms, 9);
         assert_eq!(timing.first_chunk_ms, None);
         // A turn that never reached its agent (no permit) has no agent time.
-        let none = measure(&before, &TurnMarks::default(), &[], Instant::now());
+        let none = measure(&before, &TurnMarks::default(), &[], &[], Instant::now());
         assert_eq!(none.agent_ms, 0);
     }
 
