@@ -20,7 +20,7 @@ use support::mcp::time;
 const MARKDOWN: &str =
     "see below\n# A heading\n**bold** and `code`, a [link](https://example.com/a) \
 and a [trap](javascript:window.ran=true).\n\n| name | count |\n|:-----|------:|\n| apples | 2 |\n\n\
-```rust\nfn main() {}\n```\n\n<img src=x onerror=alert(1)><script>window.ran = true</script> \
+```rust\nfn main() {}\n```\n\n1. one\n2. two\n\n5) five\n\n<img src=x onerror=alert(1)><script>window.ran = true</script> \
 ![pic](javascript:alert(1)) ![remote](https://example.com/x.png)";
 
 const TRAP: &str = "window.alerted = false; window.ran = false;
@@ -41,6 +41,7 @@ const REPLY: &str = "const li = document.querySelectorAll('#history li')[1];
       mono: code ? getComputedStyle(code).fontFamily : '',
       th: [...text.querySelectorAll('th')].map(x => x.textContent),
       right: text.querySelector('td.align-right')?.textContent ?? null,
+      ols: [...text.querySelectorAll('ol')].map(o => [o.start, o.children.length]),
       links: links.map(a => [a.getAttribute('href'), a.rel, a.target, a.textContent]),
       trap: text.textContent.includes('trap'),
       unsafe: document.querySelectorAll('#history img, #history script, #history iframe').length,
@@ -67,6 +68,11 @@ fn check_rendered(reply: &Value, moment: &str) {
         "{moment}"
     );
     assert_eq!(reply["right"], "2", "{moment}: a right-aligned column");
+    assert_eq!(
+        reply["ols"],
+        serde_json::json!([[1, 2], [5, 1]]),
+        "{moment}: lists numbered from where they start"
+    );
     // The one safe link, opening elsewhere with no referrer; the image became a link to its
     // address (nothing fetched); the `javascript:` link and image are only text.
     assert_eq!(

@@ -1,6 +1,7 @@
 //! In a real browser, by keyboard: signing in from the form puts the focus on the page's
 //! content (not on the body the hidden form leaves); loading the last page of older messages
-//! puts it on the oldest message (the button it was on is gone); arming a console Delete says
+//! puts it on the oldest message (the button it was on is gone), and the inspector's Older,
+//! disabled on its first page, hands it to Newer; arming a console Delete says
 //! so to a screen reader (the button's name and a live region), not only by its colour.
 
 #![cfg(feature = "http")]
@@ -73,6 +74,32 @@ async fn focus_follows_sign_in_the_last_older_page_and_an_armed_delete() {
             "const first = document.querySelector('#history li');
              return document.getElementById('older').hidden
                  && document.activeElement === first && first.dataset.seq === '1';",
+        )
+        .await;
+
+    // The inspector's Older, pressed until the first page: it goes disabled, and the keyboard
+    // goes to Newer.
+    browser
+        .client
+        .goto(&server.url("/inspect#alice/paged"))
+        .await
+        .expect("open the inspector");
+    browser
+        .until_true(
+            "the newest page of the log",
+            "return document.querySelector('#event-rows tr')?.dataset.seq === '11';",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('events-older').focus(); return true;")
+        .await;
+    browser.press(Key::Enter).await;
+    browser
+        .until_true(
+            "the first page, the focus on Newer",
+            "return document.querySelector('#event-rows tr')?.dataset.seq === '1'
+                 && document.getElementById('events-older').disabled
+                 && document.activeElement === document.getElementById('events-newer');",
         )
         .await;
     browser.click("#signout").await;

@@ -116,7 +116,18 @@ async fn the_inspector_draws_whole_turns_filters_forks_and_follows_a_live_sessio
                 && requests[1].starts_with("model request 2 (200, first byte at "),
             "turn {i}: {requests:?}"
         );
-        assert!(meta.ends_with("; 2 model requests"), "turn {i}: {meta}");
+        // And the tokens the model said it used.
+        let tokens = meta
+            .rsplit_once("; 2 model requests; ")
+            .map(|(_, usage)| usage.split(' ').collect::<Vec<_>>());
+        assert!(
+            tokens.as_ref().is_some_and(|t| t.len() == 5
+                && t[0].parse::<u64>().is_ok_and(|n| n > 0)
+                && t[1..3] == ["tokens", "in,"]
+                && t[3].parse::<u64>().is_ok_and(|n| n > 0)
+                && t[4] == "out"),
+            "turn {i}: {meta}"
+        );
     }
     let scale = browser
         .eval("return document.getElementById('turns-scale').textContent;")

@@ -141,6 +141,7 @@
     $("status").textContent = "loading…";
     $("history").setAttribute("aria-busy", "true");
     $("history").replaceChildren();
+    toolNames.clear();
     for (const x of ["input", "send", "clear"]) $(x).disabled = false;
     updateStop();
     let total = 0;
@@ -155,8 +156,10 @@
       lastSeq = firstSeq - 1;
       if (total > 0) await appendFrom(firstSeq);
     } finally {
-      $("history").removeAttribute("aria-busy");
-      if (session === id) $("status").textContent = statuses.get(id) || "";
+      if (session === id) {
+        $("history").removeAttribute("aria-busy");
+        $("status").textContent = statuses.get(id) || "";
+      }
     }
     $("older").hidden = firstSeq <= 1;
     // A conversation opens at its newest message, as chat apps do.
@@ -311,24 +314,25 @@
     updateStop();
     status("streaming…", key);
     let outcome = null;
-    // The reply so far, rendered again as Markdown at most every 50 ms while it streams (each
-    // render parses the whole reply so far).
+    // The reply so far, rendered again as Markdown while it streams. Each render parses the
+    // whole reply so far, so renders are spaced by at least 50 ms and four times as long as the
+    // last one took: a long reply is redrawn less often rather than keeping the page busy.
     let streamed = "";
-    let drawing = false;
+    let drawing = null;
+    let pause = 50;
     const draw = () => {
-      drawing = false;
+      drawing = null;
+      const began = performance.now();
       const following = atEnd();
       text.replaceChildren(TS.markdown(streamed));
       if (following) toEnd();
+      pause = Math.max(50, 4 * (performance.now() - began));
     };
     try {
       await stream("POST", path(user, session) + "/turns", body, (name, data) => {
         if (name === "chunk") {
           streamed += data.text;
-          if (!drawing) {
-            drawing = true;
-            setTimeout(draw, 50);
-          }
+          if (drawing === null) drawing = setTimeout(draw, pause);
           reply.dataset.chunks = String(Number(reply.dataset.chunks) + 1);
           reply.dataset.state = "streaming";
         } else if (name === "outcome") {
@@ -351,6 +355,7 @@
       }
       status("failed", key);
     } finally {
+      clearTimeout(drawing);
       streams.set(key, streaming(key) - 1);
       updateStop();
     }

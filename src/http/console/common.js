@@ -183,7 +183,7 @@ const TS = (() => {
   function when(ms, timeOnly) {
     const d = new Date(ms);
     const text = timeOnly
-      ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hour12: false })
+      ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3, hourCycle: "h23" })
       : d.toLocaleString();
     return el("time", { dateTime: d.toISOString(), title: d.toISOString() }, text);
   }
@@ -251,11 +251,17 @@ const TS = (() => {
   }
 
   function showSignIn(message) {
-    document.getElementById("app").hidden = true;
+    const app = document.getElementById("app");
+    // The keyboard was in the page being hidden (or dropped from it): it goes to the token
+    // field. A page just opened keeps its focus where the browser put it.
+    const wasInApp = !app.hidden &&
+      (app.contains(document.activeElement) || document.activeElement === document.body);
+    app.hidden = true;
     document.getElementById("signout").hidden = true;
     document.getElementById("signin").hidden = false;
     document.getElementById("who").textContent = "";
     if (message) notice(message);
+    if (wasInApp) document.getElementById("token").focus();
   }
 
   let admin = false;

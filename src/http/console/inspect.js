@@ -23,6 +23,11 @@
   let shownEvents = []; // the page shown, for the filter
   let refreshing = null; // the timer of the next read of a live session
   let forked = ""; // what to say once a fork just made is shown
+  // Answers come back in any order: each read notes what it was for, and draws nothing once
+  // that is no longer what is shown. `showing` counts the sessions shown (each load), `paging`
+  // the reads of a page of events (the newest read wins).
+  let showing = 0;
+  let paging = 0;
 
   function fail(err) {
     if (err.status === 401) {
@@ -75,6 +80,10 @@
   }
 
   async function load() {
+    clearTimeout(refreshing);
+    const gen = ++showing;
+    const note = forked;
+    forked = "";
     const t = target();
     if (!t) return;
     user = t.user;
@@ -88,44 +97,57 @@
     $("events-range").textContent = "loading…";
     $("state-result").textContent = "";
     $("fork-result").textContent = "";
-    clearTimeout(refreshing);
-    const view = await api("GET", path(user, session));
+    let view;
+    try {
+      view = await api("GET", path(user, session));
+    } catch (err) {
+      if (gen === showing) $("events-range").textContent = "";
+      throw err;
+    }
+    if (gen !== showing) return;
     total = view.meta.events;
     stats(view);
     state(view);
     from = Math.max(1, total - EVENTS_PAGE + 1);
     await events();
-    await artifacts();
-    $("fork-result").textContent = forked;
-    forked = "";
-    follow(view);
+    if (gen !== showing) return;
+    await artifacts(gen);
+    if (gen !== showing) return;
+    $("fork-result").textContent = note;
+    follow(view.live, gen);
   }
 
-  /** While the session is live in the server, reads it again every few seconds. */
-  function follow(view) {
+  /** While the session shown (`gen`) is live in the server, reads it again every few seconds. */
+  function follow(live, gen) {
+    if (gen !== showing) return;
     clearTimeout(refreshing);
-    if (!view.live) return;
-    const shown = user + "/" + session;
-    refreshing = setTimeout(() => {
-      if (shown === user + "/" + session) refresh().catch(fail);
-    }, LIVE_REFRESH_MS);
+    if (!live) return;
+    refreshing = setTimeout(() => refresh(gen), LIVE_REFRESH_MS);
   }
 
   /** Reads a live session again: its statistics and state, and the log if the newest page is
-   *  shown and the log grew (what is open and where the keyboard is stay as they were). */
-  async function refresh() {
-    const shown = user + "/" + session;
-    const view = await api("GET", path(user, session));
-    if (shown !== user + "/" + session) return;
-    stats(view);
-    state(view);
-    const newest = from === Math.max(1, total - EVENTS_PAGE + 1);
-    if (view.meta.events !== total) {
-      total = view.meta.events;
-      if (newest) from = Math.max(1, total - EVENTS_PAGE + 1);
-      await events();
+   *  shown and the log grew (what is open and where the keyboard is stay as they were). A
+   *  failed read is shown and tried again at the next tick, unless the session is gone or no
+   *  longer the caller's. */
+  async function refresh(gen) {
+    let live = true;
+    try {
+      const view = await api("GET", path(user, session));
+      if (gen !== showing) return;
+      live = view.live;
+      stats(view);
+      state(view);
+      const newest = from === Math.max(1, total - EVENTS_PAGE + 1);
+      if (view.meta.events !== total) {
+        total = view.meta.events;
+        if (newest) from = Math.max(1, total - EVENTS_PAGE + 1);
+        await events();
+      }
+    } catch (err) {
+      fail(err);
+      if ([401, 403, 404].includes(err.status)) return;
     }
-    follow(view);
+    follow(live, gen);
   }
 
   function stats(view) {
@@ -167,7 +189,11 @@
   }
 
   async function events() {
+    const gen = showing;
+    const read = ++paging;
+    const current = () => gen === showing && read === paging;
     const page = await readEvents(from, EVENTS_PAGE);
+    if (!current()) return;
     const list = page.events;
     // What is open, and where the keyboard is, stay so when the rows are drawn again.
     const open = new Set([...document.querySelectorAll("#event-rows details[open]")]
@@ -179,18 +205,35 @@
     const focusedTag = focused ? focused.tagName : "";
     shownEvents = list;
     $("event-rows").replaceChildren(...list.map((e) => eventRow(e, open.has(String(e.seq)))));
+    filter();
     if (focusedSeq !== null && !focused.isConnected) {
       const row = $("event-rows").querySelector('tr[data-seq="' + focusedSeq + '"]');
-      const again = row && [...row.querySelectorAll(focusedTag)].find((n) => n.className === focusedClass);
+      const again = row && !row.hidden && [...row.querySelectorAll(focusedTag)].find((n) => n.className === focusedClass);
       if (again) again.focus();
+      else {
+        $("h-events").tabIndex = -1;
+        $("h-events").focus();
+      }
     }
-    filter();
     $("events-range").textContent = list.length
       ? "#" + list[0].seq + "–#" + list[list.length - 1].seq + " of " + total
       : "none";
-    $("events-older").disabled = from <= 1;
-    $("events-newer").disabled = page.next_from === null;
-    await timing(list, page.next_from);
+    // A button that goes disabled while it has the keyboard would drop it to the page: it
+    // goes to the other button, or to the heading when both are.
+    const older = $("events-older");
+    const newer = $("events-newer");
+    const pressed = document.activeElement;
+    older.disabled = from <= 1;
+    newer.disabled = page.next_from === null;
+    if ((pressed === older || pressed === newer) && pressed.disabled) {
+      const other = pressed === older ? newer : older;
+      if (!other.disabled) other.focus();
+      else {
+        $("h-events").tabIndex = -1;
+        $("h-events").focus();
+      }
+    }
+    await timing(list, page.next_from, current);
   }
 
   /** Shows the rows of the page that the filter's kind and text match. */
@@ -246,21 +289,25 @@
    * one time scale. A turn cut by the page's edge is drawn whole: the events before the page
    * back to its user input, and after it up to the next one, are read (one page each way).
    */
-  async function timing(list, nextFrom) {
-    const shown = user + "/" + session;
+  async function timing(list, nextFrom, current) {
     let all = list;
-    if (list.length && list[0].kind.type !== "user_input" && list[0].seq > 1) {
-      const start = Math.max(1, list[0].seq - EVENTS_PAGE);
-      const before = (await readEvents(start, list[0].seq - start)).events;
-      const at = before.map((e) => e.kind.type).lastIndexOf("user_input");
-      if (at >= 0) all = before.slice(at).concat(all);
+    // The neighbours only complete a cut turn: if they cannot be read, the page is drawn alone.
+    try {
+      if (list.length && list[0].kind.type !== "user_input" && list[0].seq > 1) {
+        const start = Math.max(1, list[0].seq - EVENTS_PAGE);
+        const before = (await readEvents(start, list[0].seq - start)).events;
+        const at = before.map((e) => e.kind.type).lastIndexOf("user_input");
+        if (at >= 0) all = before.slice(at).concat(all);
+      }
+      if (list.length && nextFrom !== null && nextFrom !== undefined) {
+        const after = (await readEvents(nextFrom, EVENTS_PAGE)).events;
+        const next = after.findIndex((e) => e.kind.type === "user_input");
+        all = all.concat(next >= 0 ? after.slice(0, next) : after);
+      }
+    } catch (_) {
+      all = list;
     }
-    if (list.length && nextFrom !== null && nextFrom !== undefined) {
-      const after = (await readEvents(nextFrom, EVENTS_PAGE)).events;
-      const next = after.findIndex((e) => e.kind.type === "user_input");
-      all = all.concat(next >= 0 ? after.slice(0, next) : after);
-    }
-    if (shown !== user + "/" + session) return;
+    if (!current()) return;
     const turns = [];
     for (const event of all) {
       if (event.kind.type === "user_input" || !turns.length) turns.push([]);
@@ -334,9 +381,12 @@
       ? "; " + requests.length + " model request" + (requests.length === 1 ? "" : "s") +
         (retried ? " (" + retried + " of them retries)" : "")
       : "";
+    const usage = end.kind.usage
+      ? "; " + end.kind.usage.input_tokens + " tokens in, " + end.kind.usage.output_tokens + " out"
+      : "";
     return el("li", { class: "turn", "data-seq": String(events[0].seq) },
       el("div", { class: "meta" }, "turn #" + end.seq + " (" + status + "): " + took +
-        " ms from its message to its end, before its events were written" + asked),
+        " ms from its message to its end, before its events were written" + asked + usage),
       el("ol", { class: "waterfall" }, ...bars));
   }
 
@@ -364,11 +414,13 @@
       el("ol", { class: "waterfall" }, ...bars));
   }
 
-  async function artifacts() {
+  async function artifacts(gen) {
     let answer;
     try {
       answer = await api("GET", path(user, session) + "/artifacts");
+      if (gen !== showing) return;
     } catch (err) {
+      if (gen !== showing) return;
       if (err.status === 404 || err.status === 501) {
         $("artifacts").replaceChildren(el("li", { class: "hint" }, "no artifact store"));
         return;
@@ -376,14 +428,65 @@
       throw err;
     }
     const items = answer.artifacts.map((a) => {
-      const get = el("button", { type: "button" }, "Download");
-      get.setAttribute("aria-label", "Download " + visible(a.name) + " version " + a.version);
-      get.addEventListener("click", () => download(a).catch(fail));
-      return el("li", {}, idNode(a.name), " · version " + a.version + " · " + a.bytes + " bytes · " +
-        a.mime + " ", get);
+      // Every version, read when first opened; each can be downloaded and, if it is text,
+      // previewed.
+      const versions = el("ol", { class: "plain-list versions" });
+      const more = el("details", { class: "artifact-versions" },
+        el("summary", {}, "Versions (newest " + a.version + ")"), versions);
+      more.addEventListener("toggle", () => {
+        if (more.open && !versions.childElementCount) showVersions(a, versions).catch(fail);
+      });
+      return el("li", { "data-artifact": a.name }, idNode(a.name), " · " + a.mime, more);
     });
     if (!items.length) items.push(el("li", { class: "hint" }, "none"));
     $("artifacts").replaceChildren(...items);
+  }
+
+  /** Bytes of a version shown in its preview; the rest is left out, saying so. */
+  const PREVIEW_BYTES = 64 * 1024;
+
+  /** Types previewed as text; anything else is only downloaded (the page shows no image or
+   *  other media from an upload). */
+  function previewable(mime) {
+    return /^text\//.test(mime) || /^application\/([a-z.+-]*\+)?(json|xml|yaml|x-ndjson)\b/.test(mime);
+  }
+
+  async function showVersions(a, list) {
+    list.replaceChildren(el("li", { class: "hint" }, "loading…"));
+    const answer = await api("GET", path(user, session) + "/artifacts/" + encodeURIComponent(a.name) + "/versions");
+    list.replaceChildren(...answer.versions.slice().reverse().map((v) => {
+      const label = visible(v.name) + " version " + v.version;
+      const get = el("button", { type: "button" }, "Download");
+      get.setAttribute("aria-label", "Download " + label);
+      get.addEventListener("click", () => download(v).catch(fail));
+      const item = el("li", { "data-version": String(v.version) },
+        "version " + v.version + " · " + v.bytes + " bytes · " + v.mime + " · ", when(v.saved_ms), " ", get);
+      if (previewable(v.mime)) {
+        const show = el("button", { type: "button", class: "preview" }, "Preview");
+        show.setAttribute("aria-label", "Preview " + label);
+        show.setAttribute("aria-expanded", "false");
+        show.addEventListener("click", () => preview(v, item, show).catch(fail));
+        item.append(" ", show);
+      }
+      return item;
+    }));
+  }
+
+  /** Shows a text version's first bytes as text (bidi controls written out), or hides it. */
+  async function preview(v, item, button) {
+    const shown = item.querySelector("pre.preview");
+    if (shown) {
+      shown.remove();
+      button.setAttribute("aria-expanded", "false");
+      return;
+    }
+    const blob = await fetchVersion(v);
+    const bytes = new Uint8Array(await blob.slice(0, PREVIEW_BYTES).arrayBuffer());
+    let text = visible(new TextDecoder("utf-8", { fatal: false }).decode(bytes));
+    if (blob.size > PREVIEW_BYTES) text += "\n… (the first " + PREVIEW_BYTES / 1024 + " KiB of " + blob.size + " bytes; download it for the rest)";
+    // Focusable: a long preview scrolls, and the keyboard must reach it to scroll it.
+    item.append(el("pre", { class: "json preview", tabIndex: 0 }, text));
+    button.setAttribute("aria-expanded", "true");
   }
 
   /** Sets the session key the form names to the JSON value typed, then reads the session again. */
@@ -428,12 +531,17 @@
     location.hash = encodeURIComponent(user) + "/" + encodeURIComponent(to);
   }
 
-  /** Downloads through fetch (the token goes in a header, never in a link). */
-  async function download(a) {
+  /** One version's bytes, through fetch (the token goes in a header, never in a link). */
+  async function fetchVersion(a) {
     const url = path(user, session) + "/artifacts/" + encodeURIComponent(a.name) + "?version=" + a.version;
     const response = await fetch(url, { headers: { Authorization: "Bearer " + (sessionStorage.getItem("turnstile.token") || "") } });
     if (!response.ok) throw new TS.ApiFailure(response.status, "", "The download was refused (" + response.status + ").");
-    const blob = await response.blob();
+    return response.blob();
+  }
+
+  /** Downloads a version and saves it. */
+  async function download(a) {
+    const blob = await fetchVersion(a);
     const link = el("a", { href: URL.createObjectURL(blob), download: a.name });
     document.body.append(link);
     link.click();

@@ -119,8 +119,9 @@ TS.markdown = (() => {
     }
     const node = document.createElement(tag);
     if (tag === "ol") {
-      const start = Number(token.attrGet("start"));
-      if (Number.isInteger(start) && start !== 1) node.start = start;
+      // markdown-it gives `start` only for a list that does not start at 1.
+      const start = token.attrGet("start");
+      if (start !== null && Number.isInteger(Number(start))) node.start = Number(start);
     }
     if (tag === "th" || tag === "td") {
       // markdown-it gives a column's alignment as `style="text-align:…"`; a class keeps the
