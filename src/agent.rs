@@ -10,6 +10,7 @@ mod mcp;
 mod mock;
 #[cfg(feature = "openai")]
 pub(crate) mod openai;
+mod sent_request;
 mod turn_context;
 
 pub use crate::call::Attributes;
@@ -26,6 +27,10 @@ pub use mcp::{McpError, McpServer, McpTools, McpToolsBuilder, McpTransport};
 pub use mock::MockLlmAgent;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiAgent, OpenAiBuilder, OpenAiError, Tool, ToolError, MAX_CALLER_TOOLS};
+pub use sent_request::{
+    SentRequest, SentRequestLog, DEFAULT_SENT_REQUEST_BYTES, MAX_SENT_BODY_BYTES,
+    MAX_SENT_BYTES_PER_TURN,
+};
 pub(crate) use turn_context::{
     floor_char_boundary, millis, AgentEnding, BeforeAgent, ModelRequestMarks, ToolEntry, TurnMarks,
     TurnRecord,

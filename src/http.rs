@@ -15,6 +15,7 @@ mod console;
 mod events;
 mod openai;
 mod ops;
+mod sent_requests;
 mod sessions;
 mod state;
 
@@ -126,6 +127,11 @@ impl Gateway {
             // Read from the store: any process answers it, no forwarding needed.
             .route(&format!("{session}/events"), get(events::list_events))
             .route(&format!("{session}/turns/{{seq}}"), get(events::get_turn))
+            // Kept in this process's memory, read here (`docs/http-api.md`).
+            .route(
+                &format!("{session}/turns/{{seq}}/model-requests"),
+                get(sent_requests::get_sent_requests),
+            )
             .route("/v1/users/{user}/sessions", get(sessions::list_sessions))
             .route("/v1/state-keys", get(state::list_state_keys))
             .route(

@@ -81,6 +81,8 @@ pub(crate) struct SessionDeps {
     /// Cancelled when the runtime starts to drain: work whose result a stopping session would
     /// throw away (a compaction's summary) stops then instead of holding the drain up.
     pub draining: tokio_util::sync::CancellationToken,
+    /// The requests turns sent their model, kept for reading within a budget of bytes.
+    pub sent_requests: Arc<crate::agent::SentRequestLog>,
 }
 
 /// A runtime's memory store and how it is used.

@@ -91,6 +91,10 @@ pub(crate) struct TurnRecord {
     /// The agent's requests to its model, in the order made (at most
     /// [`crate::state::TurnTiming::MAX_MODEL_REQUESTS`]).
     pub model_requests: Vec<ModelRequestMarks>,
+    /// What the agent sent its model ([`TurnContext::model_request_sent`]), in the order sent.
+    pub sent: Vec<crate::agent::SentRequest>,
+    /// The bytes of `sent`'s bodies.
+    pub sent_bytes: usize,
 }
 
 /// When one request to the model happened, as the agent marked it
@@ -506,6 +510,28 @@ impl TurnContext {
         if let Some(entry) = self.record.lock().model_requests.get_mut(at) {
             entry.ended.get_or_insert_with(tokio::time::Instant::now);
         }
+    }
+
+    /// Records the request the agent is about to send its model for round `request.round`,
+    /// with its secrets already taken out (the API key, a gateway's header values): the runtime
+    /// keeps the turn's requests in memory for a while ([`crate::Runtime::sent_requests`]) so
+    /// that an operator can read exactly what the model was given. Record each round once, not
+    /// each retry. Past [`crate::state::TurnTiming::MAX_MODEL_REQUESTS`] requests in a turn
+    /// nothing more is recorded, and past [`crate::agent::MAX_SENT_BYTES_PER_TURN`] bytes of
+    /// bodies later requests are kept without theirs.
+    pub fn model_request_sent(&self, request: crate::agent::SentRequest) {
+        let mut record = self.record.lock();
+        if record.sent.len() >= crate::state::TurnTiming::MAX_MODEL_REQUESTS {
+            return;
+        }
+        let request = match record.sent_bytes + request.body.len() {
+            within if within <= crate::agent::MAX_SENT_BYTES_PER_TURN => {
+                record.sent_bytes = within;
+                request
+            }
+            _ => request.without_body(),
+        };
+        record.sent.push(request);
     }
 
     /// Reports the turn's token usage; it is added to the session's statistics.

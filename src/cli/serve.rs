@@ -155,6 +155,11 @@ pub struct ServeArgs {
     state_keys_mode: Option<turnstile::state_keys::Mode>,
     #[command(flatten)]
     memory: memory::MemoryArgs,
+    /// Bytes of the requests sent to the model kept in memory for operators to read
+    /// (`GET …/turns/{seq}/model-requests`, the inspector's "Request sent"), the newest turns'
+    /// first; 0 keeps none.
+    #[arg(long, value_name = "BYTES", default_value_t = turnstile::agent::DEFAULT_SENT_REQUEST_BYTES)]
+    keep_model_requests: usize,
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -360,7 +365,8 @@ async fn build_runtime(
         Runtime::builder()
             .agent_arc(agent)
             .store_arc(store)
-            .with_policy(args.policy),
+            .with_policy(args.policy)
+            .keep_sent_requests(args.keep_model_requests),
     );
     if let Some(capacity) = args.capacity {
         builder = builder.with_capacity(capacity);

@@ -69,6 +69,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/console.js"),
     },
     Asset {
+        name: "sent.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("console/sent.js"),
+    },
+    Asset {
         name: "waterfall.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("console/waterfall.js"),

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::error::{ErrorBody, ErrorDetail};
-use super::{admin, artifacts, channels, events, openai, ops, sessions, state};
+use super::{admin, artifacts, channels, events, openai, ops, sent_requests, sessions, state};
 
 /// Adds the bearer-token scheme every route but the probes requires.
 struct BearerAuth;
@@ -41,6 +41,7 @@ impl Modify for BearerAuth {
         sessions::delete_session,
         events::list_events,
         events::get_turn,
+        sent_requests::get_sent_requests,
         sessions::list_sessions,
         sessions::delete_user,
         artifacts::put_session_artifact,

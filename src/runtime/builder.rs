@@ -62,6 +62,9 @@ pub struct RuntimeBuilder {
     state_keys: Option<Arc<StateKeys>>,
     /// Memory across sessions (see `with_memory`).
     memory: Option<(Arc<dyn MemoryStore>, MemoryOptions)>,
+    /// Bytes of the requests sent to the model kept for reading (see `keep_sent_requests`);
+    /// `None` for the default.
+    sent_request_bytes: Option<usize>,
 }
 
 impl std::fmt::Debug for RuntimeBuilder {
@@ -74,6 +77,7 @@ impl std::fmt::Debug for RuntimeBuilder {
             .field("artifacts", &self.artifacts.is_some())
             .field("state_keys", &self.state_keys.is_some())
             .field("memory", &self.memory.as_ref().map(|(_, options)| options))
+            .field("sent_request_bytes", &self.sent_request_bytes)
             .finish()
     }
 }
@@ -100,6 +104,14 @@ impl RuntimeBuilder {
     /// The store, already shared.
     pub fn store_arc(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// How many bytes of the requests turns sent their model this process keeps in memory,
+    /// for [`Runtime::sent_requests`]: the oldest turns' go first; `0` keeps none. Default
+    /// [`crate::agent::DEFAULT_SENT_REQUEST_BYTES`] (16 MiB).
+    pub fn keep_sent_requests(mut self, bytes: usize) -> Self {
+        self.sent_request_bytes = Some(bytes);
         self
     }
 
@@ -345,6 +357,10 @@ impl RuntimeBuilder {
             memory,
             tasks: tokio_util::task::TaskTracker::new(),
             draining: CancellationToken::new(),
+            sent_requests: Arc::new(crate::agent::SentRequestLog::new(
+                self.sent_request_bytes
+                    .unwrap_or(crate::agent::DEFAULT_SENT_REQUEST_BYTES),
+            )),
         });
         let health = Arc::new(StoreHealth::new(deps.config.store_probe));
         let registry = Registry::new(deps);

@@ -79,6 +79,19 @@ impl Runtime {
         unreachable!("the last look is always taken")
     }
 
+    /// The requests the agent sent its model in the turn of session `key` that ends at `seq`,
+    /// in the order sent, as this process kept them ([`crate::TurnContext::model_request_sent`]):
+    /// in memory, within [`crate::RuntimeBuilder::keep_sent_requests`]'s budget, the oldest
+    /// turns' let go first. `None` when this process has none for that turn: another process
+    /// ran it, it was let go, the process restarted since, or its agent recorded none.
+    pub fn sent_requests(
+        &self,
+        key: &SessionKey,
+        seq: Seq,
+    ) -> Option<std::sync::Arc<[crate::agent::SentRequest]>> {
+        self.registry().deps.sent_requests.get(key, seq)
+    }
+
     /// The message that came with request id `id`, the entries that came with it, and what
     /// became of it, read from the store: looked for among the newest [`MAX_REQUEST_SCAN`]
     /// events. `None` when the session does not exist or holds no such message there. A message

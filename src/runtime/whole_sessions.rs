@@ -38,6 +38,7 @@ impl Runtime {
         let existed = rx
             .await
             .map_err(|_| Error::SessionFailed { key: key.clone() })??;
+        self.registry().deps.sent_requests.forget(key);
         let had_artifacts = self.delete_session_artifacts(key).await?;
         self.forget_session(key).await?;
         Ok(existed || had_artifacts)

@@ -71,6 +71,20 @@ impl Secrets {
         Self { values }
     }
 
+    /// `text` with every whole secret replaced by `[redacted]`, otherwise as it is (a request
+    /// body kept for reading: its line breaks and length are the request's own). Borrowed when
+    /// it holds none.
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut text = std::borrow::Cow::Borrowed(text);
+        for value in &self.values {
+            let secret: String = value.iter().collect();
+            if text.contains(&secret) {
+                text = std::borrow::Cow::Owned(text.replace(&secret, REDACTED));
+            }
+        }
+        text
+    }
+
     /// `text` fit to show and log: every run of [`MIN_SECRET_FRAGMENT`] or more characters of a
     /// secret replaced by `[redacted]`, control characters (line breaks, escape sequences)
     /// turned into spaces so that it stays on one line, and at most [`MAX_DETAIL_CHARS`]
@@ -167,6 +181,26 @@ mod tests {
             "sk-live",
             "shorter runs say nothing"
         );
+    }
+
+    #[test]
+    fn a_kept_request_body_loses_its_secrets_and_nothing_else() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-gateway-key",
+            HeaderValue::from_static("gw-secret-value-42"),
+        );
+        let secrets = Secrets::new(Some(KEY), &headers, &endpoint());
+        let body = format!("{{\"content\":\"my key is {KEY}\\nand gw-secret-value-42\"}}");
+        assert_eq!(
+            secrets.redact(&body),
+            "{\"content\":\"my key is [redacted]\\nand [redacted]\"}"
+        );
+        let clean = "x".repeat(10_000);
+        assert!(matches!(
+            secrets.redact(&clean),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -75,11 +75,16 @@ impl Transport {
         turn: &TurnContext,
         round: u32,
     ) -> Result<(Response, ModelRequestId), OpenAiError> {
+        // Written once: every retry sends the same bytes, and the turn keeps them for reading.
+        let body = serde_json::to_vec(request).map_err(|error| {
+            OpenAiError::Config(format!("the request could not be written as JSON: {error}"))
+        })?;
+        turn.model_request_sent(self.as_sent(round, &body));
         let mut attempts = 0;
         loop {
             attempts += 1;
             let mark = turn.model_request_started(round, attempts);
-            let sent = self.send_once(request).await;
+            let sent = self.send_once(body.clone()).await;
             if let Ok(response) = &sent {
                 turn.model_request_answered(mark, response.status().as_u16());
             }
@@ -113,12 +118,31 @@ impl Transport {
         }
     }
 
-    async fn send_once(&self, request: &ChatRequest<'_>) -> Result<Response, OpenAiError> {
+    /// The request of round `round` with body `body` as an operator may read it: the URL
+    /// without user info or query, the API key and the extra headers' values redacted, and
+    /// every secret taken out of the body.
+    fn as_sent(&self, round: u32, body: &[u8]) -> crate::agent::SentRequest {
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if self.api_key.is_some() {
+            headers.push(("authorization".to_owned(), "Bearer [redacted]".to_owned()));
+        }
+        headers.extend(
+            self.headers
+                .keys()
+                .map(|name| (name.as_str().to_owned(), "[redacted]".to_owned())),
+        );
+        let text = String::from_utf8_lossy(body);
+        let text = self.secrets.redact(&text);
+        crate::agent::SentRequest::new(round, "POST", &self.shown, headers, &text)
+    }
+
+    async fn send_once(&self, body: Vec<u8>) -> Result<Response, OpenAiError> {
         let mut builder = self
             .client
             .post(&self.url)
             .headers(self.headers.clone())
-            .json(request);
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(&key.0);
         }

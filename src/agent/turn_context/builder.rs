@@ -244,6 +244,12 @@ impl TurnRecording {
         self.record.lock().reply_limited
     }
 
+    /// The requests the agent recorded sending its model so far
+    /// ([`TurnContext::model_request_sent`]), in the order sent.
+    pub fn sent_requests(&self) -> Vec<crate::agent::SentRequest> {
+        self.record.lock().sent.clone()
+    }
+
     /// The model requests marked so far (left in place).
     #[cfg(test)]
     fn model_requests_for_test(&self) -> Vec<super::ModelRequestMarks> {
@@ -297,6 +303,37 @@ mod tests {
         assert_eq!(turn.summary(), Some("earlier"));
         assert_eq!(turn.get("topic"), Some(json!("rust")));
         assert_eq!(turn.messages().len(), 3, "memory block and two inputs");
+    }
+
+    #[test]
+    fn sent_requests_are_kept_in_order_within_the_turns_bounds() {
+        use crate::agent::{SentRequest, MAX_SENT_BODY_BYTES, MAX_SENT_BYTES_PER_TURN};
+        let (turn, recording) = TurnContext::builder(key()).build();
+        let big = "x".repeat(MAX_SENT_BODY_BYTES);
+        let rounds = (MAX_SENT_BYTES_PER_TURN / MAX_SENT_BODY_BYTES) as u32;
+        for round in 1..=70 {
+            turn.model_request_sent(SentRequest::new(round, "POST", "http://h/", vec![], &big));
+        }
+        let sent = recording.sent_requests();
+        assert_eq!(sent.len(), crate::state::TurnTiming::MAX_MODEL_REQUESTS);
+        assert!(sent.iter().map(|r| r.round).eq(1..=64));
+        for request in &sent[..rounds as usize] {
+            assert_eq!(
+                request.body.len(),
+                MAX_SENT_BODY_BYTES,
+                "round {}",
+                request.round
+            );
+            assert!(!request.truncated);
+        }
+        for request in &sent[rounds as usize..] {
+            assert!(
+                request.body.is_empty() && request.truncated,
+                "round {}",
+                request.round
+            );
+            assert_eq!(request.body_bytes, MAX_SENT_BODY_BYTES);
+        }
     }
 
     #[test]

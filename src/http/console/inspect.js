@@ -309,11 +309,21 @@
       all = list;
     }
     if (!current()) return;
-    const { scale, turns } = TS.waterfalls(all);
+    const { scale, turns } = TS.waterfalls(all, path(user, session));
     $("turns-scale").textContent = turns.length
       ? "One scale for every turn: the full width of a bar's track is " + scale + " ms."
       : "";
+    // A live session is drawn again every few seconds: a turn's requests the reader opened
+    // stay open, read once, and keep the focus they had.
+    const kept = new Map(Array.from($("turns").querySelectorAll("details.sent-requests[open]"), (d) => [d.dataset.seq, d]));
+    const focused = document.activeElement;
+    for (const turn of turns) {
+      const fresh = turn.querySelector("details.sent-requests");
+      const old = fresh && kept.get(fresh.dataset.seq);
+      if (old) fresh.replaceWith(old);
+    }
     $("turns").replaceChildren(...turns);
+    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus();
   }
 
   async function artifacts(gen) {

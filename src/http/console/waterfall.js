@@ -7,8 +7,10 @@
 TS.waterfalls = (() => {
   const { el, visible } = TS;
 
-  /** `events` (in order) as turns drawn on one scale: `{ scale, turns }`, each turn an `<li>`. */
-  function waterfalls(events) {
+  /** `events` (in order) as turns drawn on one scale: `{ scale, turns }`, each turn an `<li>`;
+   *  a turn that asked its model offers what it sent, read from the session at `base` (its API
+   *  path) when opened. */
+  function waterfalls(events, base) {
     const turns = [];
     for (const event of events) {
       if (event.kind.type === "user_input" || !turns.length) turns.push([]);
@@ -16,7 +18,7 @@ TS.waterfalls = (() => {
     }
     const drawn = turns.filter((t) => t.length > 1);
     const scale = Math.max(1, ...drawn.map(spanOf));
-    return { scale, turns: drawn.map((t) => waterfall(t, scale)) };
+    return { scale, turns: drawn.map((t) => waterfall(t, scale, base)) };
   }
 
   /** How long a turn took, in ms: from its message's arrival to its end. */
@@ -26,9 +28,9 @@ TS.waterfalls = (() => {
     return Math.max(1, Math.max(...events.map((e) => e.at_ms)) - events[0].at_ms);
   }
 
-  function waterfall(events, scale) {
+  function waterfall(events, scale, base) {
     const end = events.find((e) => e.timing);
-    return end ? measured(events, end, scale) : unmeasured(events, scale);
+    return end ? measured(events, end, scale, base) : unmeasured(events, scale);
   }
 
   /** One bar of a waterfall: `start` and `length` in ms on a track of `span` ms. */
@@ -46,7 +48,7 @@ TS.waterfalls = (() => {
    * it ran, from the moment its message was taken in. Phases that took no time are left out,
    * except the wait in the queue and the agent.
    */
-  function measured(events, end, scale) {
+  function measured(events, end, scale, base) {
     const t = end.timing;
     const took = spanOf(events);
     const span = Math.max(took, scale);
@@ -85,7 +87,8 @@ TS.waterfalls = (() => {
     return el("li", { class: "turn", "data-seq": String(events[0].seq) },
       el("div", { class: "meta" }, "turn #" + end.seq + " (" + status + "): " + took +
         " ms from its message to its end, before its events were written" + asked + usage),
-      el("ol", { class: "waterfall" }, ...bars));
+      el("ol", { class: "waterfall" }, ...bars),
+      requests.length && base ? TS.sentRequests(base, end.seq) : null);
   }
 
   /** A turn recorded before turnstile kept timing: each event's bar starts where the one before it was recorded. */
