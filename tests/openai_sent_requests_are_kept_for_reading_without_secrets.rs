@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use support::fake_openai::{FakeOpenAi, Reply};
 use support::harness::*;
-use turnstile::{InMemoryStore, OpenAiAgent, Runtime, Tool, ToolError};
+use turnstile::agent::SentRequest;
+use turnstile::{InMemoryStore, OpenAiAgent, Runtime, SessionKey, Store, Tool, ToolError};
 
 const KEY: &str = "sk-test-0123456789abcdefXYZ";
 const GATEWAY: &str = "gateway-secret-4242-abcd";
@@ -37,16 +38,24 @@ impl Tool for Clock {
     }
 }
 
+async fn sent(rt: &Runtime, k: &SessionKey, seq: u64) -> Option<Arc<[SentRequest]>> {
+    within(rt.sent_requests(k, seq))
+        .await
+        .expect("the store answers")
+}
+
 fn runtime(fake: &FakeOpenAi, keep: Option<usize>) -> Runtime {
+    runtime_on(fake, keep, Arc::new(InMemoryStore::new()))
+}
+
+fn runtime_on(fake: &FakeOpenAi, keep: Option<usize>, store: Arc<InMemoryStore>) -> Runtime {
     let agent = OpenAiAgent::builder(&fake.base_url, "m-sent")
         .with_api_key(KEY)
         .with_header("x-gateway-key", GATEWAY)
         .with_tool(Clock)
         .build()
         .unwrap();
-    let builder = Runtime::builder()
-        .agent(agent)
-        .store_arc(Arc::new(InMemoryStore::new()));
+    let builder = Runtime::builder().agent(agent).store_arc(store);
     match keep {
         Some(bytes) => builder.keep_sent_requests(bytes),
         None => builder,
@@ -67,8 +76,8 @@ async fn a_turns_requests_are_kept_as_sent_with_secrets_redacted() {
     let input = format!("my key is {KEY} and the gateway's is {GATEWAY}; what time is it?");
     let outcome = within(rt.call(&k, &input)).await.unwrap();
 
-    let kept = rt
-        .sent_requests(&k, outcome.seq)
+    let kept = sent(&rt, &k, outcome.seq)
+        .await
         .expect("the turn's requests are kept");
     assert_eq!(kept.len(), 2, "one request per round: {kept:?}");
     let received = fake.requests();
@@ -117,13 +126,11 @@ async fn a_turns_requests_are_kept_as_sent_with_secrets_redacted() {
         .any(|m| m["role"] == "tool" && m["content"].to_string().contains("noon")));
 
     // Nothing for a turn that is not one, nor for another session.
-    assert!(rt.sent_requests(&k, outcome.seq - 1).is_none());
-    assert!(rt
-        .sent_requests(&key("ada", "other"), outcome.seq)
-        .is_none());
+    assert!(sent(&rt, &k, outcome.seq - 1).await.is_none());
+    assert!(sent(&rt, &key("ada", "other"), outcome.seq).await.is_none());
     // A deleted session's requests are let go with it.
     within(rt.delete(&k)).await.unwrap();
-    assert!(rt.sent_requests(&k, outcome.seq).is_none());
+    assert!(sent(&rt, &k, outcome.seq).await.is_none());
 }
 
 #[tokio::test]
@@ -136,10 +143,10 @@ async fn past_the_budget_the_oldest_turns_go_first() {
     for i in 0..6 {
         seqs.push(within(rt.call(&k, &format!("turn {i}"))).await.unwrap().seq);
     }
-    let kept: Vec<bool> = seqs
-        .iter()
-        .map(|seq| rt.sent_requests(&k, *seq).is_some())
-        .collect();
+    let mut kept = Vec::new();
+    for seq in &seqs {
+        kept.push(sent(&rt, &k, *seq).await.is_some());
+    }
     assert!(kept[5], "the newest turn is kept: {kept:?}");
     assert!(!kept[0] && !kept[1], "the oldest turns went: {kept:?}");
     let first_kept = kept.iter().position(|k| *k).unwrap();
@@ -151,5 +158,40 @@ async fn past_the_budget_the_oldest_turns_go_first() {
     // A runtime told to keep none keeps none.
     let none = runtime(&fake, Some(0));
     let outcome = within(none.call(&k, "hello")).await.unwrap();
-    assert!(none.sent_requests(&k, outcome.seq).is_none());
+    assert!(sent(&none, &k, outcome.seq).await.is_none());
+}
+
+#[tokio::test]
+async fn a_session_made_again_elsewhere_is_not_shown_the_old_ones_requests() {
+    let fake = FakeOpenAi::start(Vec::new()).await;
+    let store = Arc::new(InMemoryStore::new());
+    let here = runtime_on(&fake, None, store.clone());
+    let there = runtime_on(&fake, None, store.clone());
+    let k = key("ada", "again");
+    let first = within(here.call(&k, "the first life")).await.unwrap();
+    assert!(sent(&here, &k, first.seq).await.is_some());
+    // Another process deletes the session and makes it again: its turn ends at the same seq.
+    within(store.delete(&k)).await.unwrap();
+    let again = within(there.call(&k, "the second life")).await.unwrap();
+    assert_eq!(again.seq, first.seq);
+    assert!(
+        sent(&here, &k, first.seq).await.is_none(),
+        "this process's requests belong to the deleted session"
+    );
+    let theirs = sent(&there, &k, again.seq)
+        .await
+        .expect("kept where it ran");
+    assert!(theirs[0].body.contains("the second life"));
+    assert!(!theirs[0].body.contains("the first life"));
+}
+
+#[tokio::test]
+async fn deleting_a_user_lets_go_of_its_live_sessions_requests() {
+    let fake = FakeOpenAi::start(Vec::new()).await;
+    let rt = runtime(&fake, None);
+    let k = key("gone", "s");
+    let outcome = within(rt.call(&k, "hello")).await.unwrap();
+    assert!(sent(&rt, &k, outcome.seq).await.is_some());
+    within(rt.delete_user("gone")).await.unwrap();
+    assert!(sent(&rt, &k, outcome.seq).await.is_none());
 }

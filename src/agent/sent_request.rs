@@ -1,7 +1,9 @@
 //! What an agent sent its model, kept so that an operator can read the exact request of a turn
 //! (the messages, the tools, the options) after the fact: recorded by the agent through
 //! [`crate::TurnContext::model_request_sent`], kept by the process that ran the turn in a
-//! [`SentRequestLog`] bounded in bytes, newest turns first to stay.
+//! [`SentRequestLog`] bounded in bytes, newest turns first to stay. Each turn's are kept with
+//! the id of the event that ends it, so that a reader can check they belong to the turn the
+//! store holds at that seq now (a session deleted and made again numbers its events anew).
 //!
 //! Nothing of it is stored: a request repeats the whole context window, so keeping every turn's
 //! would grow a session's log with the square of its length. What is kept is lost on restart
@@ -11,6 +13,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+use uuid::Uuid;
 
 use crate::key::SessionKey;
 use crate::state::Seq;
@@ -96,8 +100,8 @@ pub struct SentRequestLog {
     kept: Mutex<Kept>,
 }
 
-/// A turn's requests and their weight in the budget.
-type TurnRequests = (Arc<[SentRequest]>, usize);
+/// A turn's requests, the id of the event that ends it, and their weight in the budget.
+type TurnRequests = (Arc<[SentRequest]>, Uuid, usize);
 
 #[derive(Debug, Default)]
 struct Kept {
@@ -116,17 +120,17 @@ impl SentRequestLog {
         }
     }
 
-    /// Keeps the requests of the turn of session `key` that ends at `seq`, letting go of the
-    /// oldest turns' to stay within the budget; a turn heavier than the whole budget is not
-    /// kept.
-    pub fn keep(&self, key: &SessionKey, seq: Seq, requests: Vec<SentRequest>) {
+    /// Keeps the requests of the turn of session `key` that ends at `seq` with the event
+    /// `ending`, letting go of the oldest turns' to stay within the budget; a turn heavier than
+    /// the whole budget is not kept.
+    pub fn keep(&self, key: &SessionKey, seq: Seq, ending: Uuid, requests: Vec<SentRequest>) {
         let weight: usize = requests.iter().map(SentRequest::weight).sum::<usize>() + 64;
         if requests.is_empty() || weight > self.budget {
             return;
         }
         let mut kept = self.kept.lock();
         let id = (key.clone(), seq);
-        if let Some((_, old)) = kept.turns.remove(&id) {
+        if let Some((_, _, old)) = kept.turns.remove(&id) {
             // Kept again (rare: a seq is a turn's once): its old place must not evict it.
             kept.bytes -= old;
             kept.order.retain(|place| place != &id);
@@ -135,12 +139,13 @@ impl SentRequestLog {
             let Some(oldest) = kept.order.pop_front() else {
                 break;
             };
-            if let Some((_, old)) = kept.turns.remove(&oldest) {
+            if let Some((_, _, old)) = kept.turns.remove(&oldest) {
                 kept.bytes -= old;
             }
         }
         kept.bytes += weight;
-        kept.turns.insert(id.clone(), (requests.into(), weight));
+        kept.turns
+            .insert(id.clone(), (requests.into(), ending, weight));
         kept.order.push_back(id);
         // Forgotten turns leave their place in `order` behind; past twice the live ones, drop
         // those places so that `order` stays bounded by what is kept.
@@ -150,31 +155,41 @@ impl SentRequestLog {
         }
     }
 
-    /// The requests kept for the turn of session `key` that ends at `seq`.
-    pub fn get(&self, key: &SessionKey, seq: Seq) -> Option<Arc<[SentRequest]>> {
+    /// The requests kept for the turn of session `key` that ended at `seq`, and the id of the
+    /// event that ended it.
+    pub fn get(&self, key: &SessionKey, seq: Seq) -> Option<(Arc<[SentRequest]>, Uuid)> {
         let kept = self.kept.lock();
         kept.turns
             .get(&(key.clone(), seq))
-            .map(|(requests, _)| requests.clone())
+            .map(|(requests, ending, _)| (requests.clone(), *ending))
     }
 
     /// Lets go of everything kept for session `key` (it was deleted: its seqs may be used again
     /// by a new session of the same name, and its content must not outlive it).
     pub fn forget(&self, key: &SessionKey) {
+        self.forget_where(|session| session == key);
+    }
+
+    /// Lets go of everything kept for every session of user `user` (the user was deleted).
+    pub fn forget_user(&self, user: &str) {
+        self.forget_where(|session| session.user_id() == user);
+    }
+
+    fn forget_where(&self, gone: impl Fn(&SessionKey) -> bool) {
         let mut kept = self.kept.lock();
         let Kept {
             turns,
             order,
             bytes,
         } = &mut *kept;
-        turns.retain(|(session, _), (_, weight)| {
-            let ours = session == key;
+        turns.retain(|(session, _), (_, _, weight)| {
+            let ours = gone(session);
             if ours {
                 *bytes -= *weight;
             }
             !ours
         });
-        order.retain(|(session, _)| session != key);
+        order.retain(|(session, _)| !gone(session));
     }
 
     /// The bytes kept now.
@@ -230,16 +245,26 @@ mod tests {
         let one = request(1, &"x".repeat(1000)).weight() + 64;
         let log = SentRequestLog::new(3 * one);
         for seq in 1..=5 {
-            log.keep(&key("a"), seq, vec![request(1, &"x".repeat(1000))]);
+            log.keep(
+                &key("a"),
+                seq,
+                Uuid::nil(),
+                vec![request(1, &"x".repeat(1000))],
+            );
             assert!(log.bytes() <= log.budget());
         }
         assert!(log.get(&key("a"), 1).is_none());
         assert!(log.get(&key("a"), 2).is_none());
         for seq in 3..=5 {
-            assert_eq!(log.get(&key("a"), seq).unwrap()[0].round, 1, "turn {seq}");
+            assert_eq!(log.get(&key("a"), seq).unwrap().0[0].round, 1, "turn {seq}");
         }
         // Heavier than the whole budget: not kept, and nothing else is let go for it.
-        log.keep(&key("a"), 6, vec![request(1, &"x".repeat(4 * one))]);
+        log.keep(
+            &key("a"),
+            6,
+            Uuid::nil(),
+            vec![request(1, &"x".repeat(4 * one))],
+        );
         assert!(log.get(&key("a"), 6).is_none());
         assert!(log.get(&key("a"), 3).is_some());
     }
@@ -247,14 +272,19 @@ mod tests {
     #[test]
     fn forgetting_a_session_frees_its_bytes_and_keeps_the_others() {
         let log = SentRequestLog::new(1 << 20);
-        log.keep(&key("a"), 1, vec![request(1, "{\"a\":1}")]);
-        log.keep(&key("b"), 1, vec![request(1, "{\"b\":1}")]);
+        log.keep(&key("a"), 1, Uuid::nil(), vec![request(1, "{\"a\":1}")]);
+        log.keep(&key("b"), 1, Uuid::nil(), vec![request(1, "{\"b\":1}")]);
         let before = log.bytes();
         log.forget(&key("a"));
         assert!(log.get(&key("a"), 1).is_none());
-        assert_eq!(&*log.get(&key("b"), 1).unwrap()[0].body, "{\"b\":1}");
+        assert_eq!(&*log.get(&key("b"), 1).unwrap().0[0].body, "{\"b\":1}");
         assert!(log.bytes() < before);
-        log.forget(&key("b"));
+        let bo = SessionKey::new("bo", "x").unwrap();
+        log.keep(&bo, 1, Uuid::nil(), vec![request(1, "{}")]);
+        log.forget_user("ada");
+        assert!(log.get(&key("b"), 1).is_none());
+        assert!(log.get(&bo, 1).is_some());
+        log.forget_user("bo");
         assert_eq!(log.bytes(), 0);
     }
 
@@ -262,9 +292,9 @@ mod tests {
     fn keeping_a_turn_again_replaces_it_and_places_stay_bounded() {
         let log = SentRequestLog::new(1 << 20);
         for round in 1..=1000 {
-            log.keep(&key("a"), 7, vec![request(round, "{}")]);
+            log.keep(&key("a"), 7, Uuid::nil(), vec![request(round, "{}")]);
         }
-        assert_eq!(log.get(&key("a"), 7).unwrap()[0].round, 1000);
+        assert_eq!(log.get(&key("a"), 7).unwrap().0[0].round, 1000);
         let kept = log.kept.lock();
         assert_eq!(kept.turns.len(), 1);
         assert!(kept.order.len() <= 2 * kept.turns.len() + 17);
@@ -273,7 +303,7 @@ mod tests {
     #[test]
     fn a_log_of_no_bytes_keeps_nothing() {
         let log = SentRequestLog::new(0);
-        log.keep(&key("a"), 1, vec![request(1, "{}")]);
+        log.keep(&key("a"), 1, Uuid::nil(), vec![request(1, "{}")]);
         assert!(log.get(&key("a"), 1).is_none());
         assert_eq!(log.bytes(), 0);
     }

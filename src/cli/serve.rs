@@ -156,7 +156,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     memory: memory::MemoryArgs,
     /// Bytes of the requests sent to the model kept in memory for operators to read
-    /// (`GET …/turns/{seq}/model-requests`, the inspector's "Request sent"), the newest turns'
+    /// (`GET …/turns/{seq}/model-requests`, the inspector's "Requests sent to the model"), the newest turns'
     /// first; 0 keeps none.
     #[arg(long, value_name = "BYTES", default_value_t = turnstile::agent::DEFAULT_SENT_REQUEST_BYTES)]
     keep_model_requests: usize,

@@ -74,13 +74,17 @@ pub(crate) async fn get_sent_requests(
             "seq must be between 1 and {MAX_SEQ}"
         )));
     }
-    let kept = gateway.runtime().sent_requests(&key, seq).ok_or_else(|| {
-        ApiError::NotFound(format!(
-            "this process keeps no model request of the turn of session {key} ending at event \
+    let kept = gateway
+        .runtime()
+        .sent_requests(&key, seq)
+        .await?
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "this process keeps no model request of the turn of session {key} ending at event \
              {seq}: requests are kept in memory by the process that ran the turn, the newest \
              turns' only, and not across a restart; a turn whose agent sends none (echo) has none"
-        ))
-    })?;
+            ))
+        })?;
     Ok(Json(SentRequestsBody {
         seq,
         requests: kept.iter().map(body_of).collect(),

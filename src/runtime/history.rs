@@ -82,14 +82,21 @@ impl Runtime {
     /// The requests the agent sent its model in the turn of session `key` that ends at `seq`,
     /// in the order sent, as this process kept them ([`crate::TurnContext::model_request_sent`]):
     /// in memory, within [`crate::RuntimeBuilder::keep_sent_requests`]'s budget, the oldest
-    /// turns' let go first. `None` when this process has none for that turn: another process
-    /// ran it, it was let go, the process restarted since, or its agent recorded none.
-    pub fn sent_requests(
+    /// turns' let go first. They are answered only while the store still holds that turn's
+    /// ending event at `seq` (one read): a session deleted and made again, on any process,
+    /// numbers new events from 1. `None` when this process has none for the turn: another
+    /// process ran it, they were let go, the process restarted since, or its agent recorded none.
+    pub async fn sent_requests(
         &self,
         key: &SessionKey,
         seq: Seq,
-    ) -> Option<std::sync::Arc<[crate::agent::SentRequest]>> {
-        self.registry().deps.sent_requests.get(key, seq)
+    ) -> Result<Option<std::sync::Arc<[crate::agent::SentRequest]>>> {
+        let Some((requests, ending)) = self.registry().deps.sent_requests.get(key, seq) else {
+            return Ok(None);
+        };
+        let stored = self.events(key, seq, 1).await?;
+        let same = stored.first().is_some_and(|event| event.id == ending);
+        Ok(same.then_some(requests))
     }
 
     /// The message that came with request id `id`, the entries that came with it, and what

@@ -135,6 +135,7 @@ impl Runtime {
             .delete_user(user_id)
             .await
             .map_err(Error::storage)?;
+        self.registry().deps.sent_requests.forget_user(user_id);
         self.delete_user_artifacts(user_id).await?;
         self.forget_user(user_id, &chats).await?;
         Ok(deleted + rest)

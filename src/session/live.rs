@@ -434,7 +434,7 @@ impl Live {
         // Answers go out only after the store's: a turn it did not acknowledge left nothing
         // behind (or is held apart until read back), so it is never answered as done.
         let writing = (!decided.events.is_empty()).then(Instant::now);
-        let last_seq = decided.events.last().map(|event| event.seq);
+        let ending = decided.ending;
         let saved = self
             .journal
             .commit(decided.events)
@@ -445,8 +445,8 @@ impl Live {
             metrics::histogram!("turnstile_store_write_seconds", "store" => self.deps.store.name())
                 .record(writing.elapsed().as_secs_f64());
         }
-        if let (Ok(_), Some(seq), false) = (&saved, last_seq, sent.is_empty()) {
-            self.deps.sent_requests.keep(&self.key, seq, sent);
+        if let (Ok(_), Some((seq, id)), false) = (&saved, ending, sent.is_empty()) {
+            self.deps.sent_requests.keep(&self.key, seq, id, sent);
         }
         let conflict = saved.as_ref().err().is_some_and(Error::is_conflict);
         for (request, planned) in running.requests.into_iter().zip(decided.answers) {

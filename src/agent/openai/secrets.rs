@@ -71,15 +71,21 @@ impl Secrets {
         Self { values }
     }
 
-    /// `text` with every whole secret replaced by `[redacted]`, otherwise as it is (a request
-    /// body kept for reading: its line breaks and length are the request's own). Borrowed when
-    /// it holds none.
+    /// JSON `text` (a request body kept for reading) with every whole secret replaced by
+    /// `[redacted]`, as it is written and as a JSON string escapes it (a header value with a
+    /// quote in it); otherwise as it is. Borrowed when it holds none.
     pub(crate) fn redact<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         let mut text = std::borrow::Cow::Borrowed(text);
         for value in &self.values {
             let secret: String = value.iter().collect();
-            if text.contains(&secret) {
-                text = std::borrow::Cow::Owned(text.replace(&secret, REDACTED));
+            let quoted = serde_json::to_string(&secret).unwrap_or_default();
+            let escaped = quoted
+                .get(1..quoted.len().saturating_sub(1))
+                .unwrap_or_default();
+            for form in [secret.as_str(), escaped] {
+                if !form.is_empty() && text.contains(form) {
+                    text = std::borrow::Cow::Owned(text.replace(form, REDACTED));
+                }
             }
         }
         text
@@ -196,6 +202,12 @@ mod tests {
             secrets.redact(&body),
             "{\"content\":\"my key is [redacted]\\nand [redacted]\"}"
         );
+        // A value with a quote in it appears escaped in JSON, and is taken out there too.
+        let mut quoted = HeaderMap::new();
+        quoted.insert("x-odd", HeaderValue::from_static("pa\"ss-word-99"));
+        let secrets = Secrets::new(None, &quoted, &endpoint());
+        let body = serde_json::json!({ "content": "said pa\"ss-word-99" }).to_string();
+        assert_eq!(secrets.redact(&body), "{\"content\":\"said [redacted]\"}");
         let clean = "x".repeat(10_000);
         assert!(matches!(
             secrets.redact(&clean),

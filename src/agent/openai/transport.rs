@@ -122,7 +122,10 @@ impl Transport {
     /// without user info or query, the API key and the extra headers' values redacted, and
     /// every secret taken out of the body.
     fn as_sent(&self, round: u32, body: &[u8]) -> crate::agent::SentRequest {
-        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let mut headers = Vec::with_capacity(2 + self.headers.len());
+        if !self.headers.contains_key(reqwest::header::CONTENT_TYPE) {
+            headers.push(("content-type".to_owned(), "application/json".to_owned()));
+        }
         if self.api_key.is_some() {
             headers.push(("authorization".to_owned(), "Bearer [redacted]".to_owned()));
         }
@@ -133,16 +136,19 @@ impl Transport {
         );
         let text = String::from_utf8_lossy(body);
         let text = self.secrets.redact(&text);
-        crate::agent::SentRequest::new(round, "POST", &self.shown, headers, &text)
+        let mut sent = crate::agent::SentRequest::new(round, "POST", &self.shown, headers, &text);
+        // The length sent, not the redacted copy's.
+        sent.body_bytes = body.len();
+        sent
     }
 
     async fn send_once(&self, body: Vec<u8>) -> Result<Response, OpenAiError> {
-        let mut builder = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
+        let mut builder = self.client.post(&self.url).headers(self.headers.clone());
+        // As `RequestBuilder::json` did: a content type the operator set stays the only one.
+        if !self.headers.contains_key(reqwest::header::CONTENT_TYPE) {
+            builder = builder.header(reqwest::header::CONTENT_TYPE, "application/json");
+        }
+        let mut builder = builder.body(body);
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(&key.0);
         }

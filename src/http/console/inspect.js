@@ -313,17 +313,18 @@
     $("turns-scale").textContent = turns.length
       ? "One scale for every turn: the full width of a bar's track is " + scale + " ms."
       : "";
-    // A live session is drawn again every few seconds: a turn's requests the reader opened
-    // stay open, read once, and keep the focus they had.
-    const kept = new Map(Array.from($("turns").querySelectorAll("details.sent-requests[open]"), (d) => [d.dataset.seq, d]));
+    // A live session is drawn again every few seconds: a turn's requests the reader opened,
+    // or holds the keyboard in, stay as they are (read once) and keep the focus.
     const focused = document.activeElement;
+    const kept = new Map(Array.from($("turns").querySelectorAll("details.sent-requests"), (d) => [d.dataset.seq, d])
+      .filter(([, d]) => d.open || d.contains(focused)));
     for (const turn of turns) {
       const fresh = turn.querySelector("details.sent-requests");
       const old = fresh && kept.get(fresh.dataset.seq);
       if (old) fresh.replaceWith(old);
     }
     $("turns").replaceChildren(...turns);
-    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus();
+    if (focused && focused !== document.activeElement && document.contains(focused)) focused.focus({ preventScroll: true });
   }
 
   async function artifacts(gen) {

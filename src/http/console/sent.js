@@ -17,12 +17,21 @@ TS.sentRequests = (() => {
     const body = el("div", { class: "sent-requests-body" });
     const box = el("details", { class: "sent-requests", "data-seq": String(seq) },
       el("summary", {}, "Requests sent to the model"), body);
+    // Read when opened until a read succeeds: a refusal or a failed read is tried again the
+    // next time it is opened.
     box.addEventListener("toggle", () => {
-      if (!box.open || body.childElementCount) return;
+      if (!box.open || box.dataset.state === "loaded" || box.dataset.state === "loading") return;
+      box.dataset.state = "loading";
       body.replaceChildren(el("p", { class: "hint" }, "loading…"));
       api("GET", base + "/turns/" + seq + "/model-requests")
-        .then((answer) => body.replaceChildren(...answer.requests.map(request)))
-        .catch((err) => body.replaceChildren(el("p", { class: "hint", role: "status" }, refusal(err))));
+        .then((answer) => {
+          box.dataset.state = "loaded";
+          body.replaceChildren(...answer.requests.map(request));
+        })
+        .catch((err) => {
+          box.dataset.state = "failed";
+          body.replaceChildren(el("p", { class: "hint", role: "status" }, refusal(err)));
+        });
     });
     return box;
   }
@@ -35,7 +44,7 @@ TS.sentRequests = (() => {
   function request(r) {
     const parts = [
       el("h3", { class: "sent-title" }, "Request " + r.round + ": " + r.method + " " + visible(r.url)),
-      el("p", { class: "hint" }, r.headers.map((h) => h.name + ": " + visible(h.value)).join(" · ")),
+      el("p", { class: "hint" }, r.headers.map((h) => visible(h.name) + ": " + visible(h.value)).join(" · ")),
     ];
     const b = r.body;
     if (b && typeof b === "object" && !Array.isArray(b)) {
@@ -66,10 +75,10 @@ TS.sentRequests = (() => {
     else if (typeof content !== "string") content = JSON.stringify(content);
     if (content.length > MAX_CONTENT_CHARS) content = content.slice(0, MAX_CONTENT_CHARS) + " …";
     const calls = Array.isArray(m.tool_calls)
-      ? m.tool_calls.map((c) => " [calls " + ((c.function && c.function.name) || "?") + "]").join("")
+      ? m.tool_calls.map((c) => " [calls " + String((c.function && c.function.name) || "?") + "]").join("")
       : "";
-    const of = m.tool_call_id ? " (result of " + m.tool_call_id + ")" : "";
-    return el("li", { "data-role": String(m.role) }, el("strong", {}, visible(String(m.role)) + of + ": "), visible(content + calls));
+    const of = m.tool_call_id ? " (result of " + String(m.tool_call_id) + ")" : "";
+    return el("li", { "data-role": String(m.role) }, el("strong", {}, visible(String(m.role) + of) + ": "), visible(content + calls));
   }
 
   return section;

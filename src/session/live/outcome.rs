@@ -44,6 +44,9 @@ pub(super) struct Decided {
     pub answers: Vec<Result<Outcome, Error>>,
     /// The sequence number of each superseded message's input event, in order.
     pub superseded_seqs: Vec<Seq>,
+    /// The seq and id of the event that ends the turn, when it ran (superseded messages come
+    /// after it).
+    pub ending: Option<(Seq, uuid::Uuid)>,
 }
 
 /// Decides what a turn writes and answers. A turn that did not run (no permit) writes its
@@ -66,15 +69,18 @@ pub(super) fn decide(ended: Ended<'_>) -> Decided {
     let mut events = written.events;
     let turn = &events[..written.turn_len];
     let answers = replay::answers_for(ended.messages.len(), turn, ended.failure);
+    let mut ending = None;
     if ran {
         if let Some(end) = events[..written.turn_len].last_mut() {
             end.timing = Some(Box::new(timing));
+            ending = Some((end.seq, end.id));
         }
     }
     Decided {
         events,
         answers,
         superseded_seqs: written.superseded_seqs,
+        ending,
     }
 }
 
@@ -198,6 +204,11 @@ mod tests {
         let outcome = decided.answers[0].as_ref().expect("answered");
         assert_eq!(outcome.kind, OutcomeKind::Interrupted(reason));
         assert_eq!(outcome.output, "par");
+        // The turn ends at its output (the seq its caller is answered with), not at the
+        // superseded messages written after it.
+        let end = &decided.events[last - 3];
+        assert_eq!(decided.ending, Some((outcome.seq, end.id)));
+        assert_eq!(end.seq, outcome.seq);
     }
 
     #[test]
@@ -219,6 +230,7 @@ mod tests {
             decided.events[0].timing.is_none(),
             "a turn that never ran has none"
         );
+        assert_eq!(decided.ending, None, "nor an ending");
         assert!(matches!(
             decided.answers.as_slice(),
             [Err(Error::ConcurrencyLimitExceeded { limit: 1 })]
