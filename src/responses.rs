@@ -26,6 +26,7 @@ mod events;
 mod ids;
 mod items;
 mod object;
+mod placement;
 mod request;
 mod running;
 
