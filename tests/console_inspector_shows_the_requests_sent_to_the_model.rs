@@ -48,6 +48,19 @@ fn listed(seq: u64) -> String {
     )
 }
 
+/// A browser signed in with `token` on the page at `page`, showing alice's session in the
+/// inspector.
+async fn inspector(server: &Server, page: &str, token: &str) -> Browser {
+    let browser = Browser::start().await;
+    browser.sign_in(&server.url(page), token, None).await;
+    browser
+        .client
+        .goto(&server.url("/inspect#alice/sent"))
+        .await
+        .expect("open the inspector");
+    browser
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inspector_shows_what_each_turn_sent_its_model_to_an_admin() {
     let fake = FakeOpenAi::start(vec![Reply::text(&["first answer"])]).await;
@@ -118,13 +131,7 @@ async fn the_inspector_shows_what_each_turn_sent_its_model_to_an_admin() {
     assert_eq!(status, 400);
 
     // The inspector, as an admin.
-    let browser = Browser::start().await;
-    browser.sign_in(&server.url("/console"), ADMIN, None).await;
-    browser
-        .client
-        .goto(&server.url("/inspect#alice/sent"))
-        .await
-        .expect("open the inspector");
+    let browser = inspector(&server, "/console", ADMIN).await;
     browser
         .until_true(
             "both turns offer what they sent",
@@ -215,13 +222,7 @@ async fn the_inspector_shows_what_each_turn_sent_its_model_to_an_admin() {
     browser.stop().await;
 
     // As the session's user: the section says what it needs.
-    let browser = Browser::start().await;
-    browser.sign_in(&server.url("/"), ALICE, None).await;
-    browser
-        .client
-        .goto(&server.url("/inspect#alice/sent"))
-        .await
-        .expect("open the inspector");
+    let browser = inspector(&server, "/", ALICE).await;
     browser
         .until_true(
             "the turns are drawn",
