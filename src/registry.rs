@@ -16,6 +16,7 @@
 //! Callers that find the runtime full wait in their key's line ([`lines`]); the idle reaper and
 //! each session's supervising task are in [`supervisor`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -47,6 +48,8 @@ pub(crate) struct Registry {
     reaper_wake: Notify,
     /// Signalled (to all waiters) whenever a slot is released.
     slot_freed: Notify,
+    /// How many times a slot was released (counted before `slot_freed` is signalled).
+    slots_freed: AtomicU64,
 }
 
 /// Everything behind the registry's one lock.
@@ -114,6 +117,7 @@ impl Registry {
             deps,
             reaper_wake: Notify::new(),
             slot_freed: Notify::new(),
+            slots_freed: AtomicU64::new(0),
         })
     }
 
@@ -160,6 +164,7 @@ impl Registry {
             self.reaper_wake.notify_one();
         }
         if fx.slot_freed {
+            self.slots_freed.fetch_add(1, Ordering::SeqCst);
             self.slot_freed.notify_waiters();
         }
     }
@@ -204,9 +209,10 @@ impl Registry {
             queued: false,
         };
         loop {
-            let freed = self.slot_freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
+            // Registering for `slot_freed` takes the `Notify`'s lock, which every caller of the
+            // runtime shares: only a caller that found no slot registers, and the count of
+            // slots freed tells it whether one was freed between its try and its registering.
+            let freed_before = self.slots_freed.load(Ordering::SeqCst);
             match self.route(key, msg, place.first.is_some()) {
                 Ok(()) => return Ok(()),
                 Err(RouteError::Refused(err)) => return Err(err),
@@ -232,6 +238,12 @@ impl Registry {
                     }
                     if wait.is_zero() {
                         return Err(self.at_capacity());
+                    }
+                    let freed = self.slot_freed.notified();
+                    tokio::pin!(freed);
+                    freed.as_mut().enable();
+                    if self.slots_freed.load(Ordering::SeqCst) != freed_before {
+                        continue;
                     }
                     // A slot frees when a session stops, but a busy session that merely goes
                     // idle frees none until something evicts it: look again now and then.
