@@ -55,6 +55,21 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// A turn the session took in (see [`Runtime::admit`]), and the wait for its outcome.
+pub(crate) struct Admitted {
+    key: SessionKey,
+    reply: oneshot::Receiver<Result<Outcome>>,
+}
+
+impl Admitted {
+    /// The turn's outcome, once it is durable.
+    pub(crate) async fn outcome(self) -> Result<Outcome> {
+        self.reply
+            .await
+            .map_err(|_| Error::SessionFailed { key: self.key })?
+    }
+}
+
 struct RuntimeInner {
     registry: Arc<Registry>,
     /// Stops the reaper (and the lease renewer, and the store's prober) when the runtime goes
@@ -131,13 +146,25 @@ impl Runtime {
         input: impl Into<String>,
         options: CallOptions,
     ) -> Result<Outcome> {
+        self.admit(key, input, options).await?.outcome().await
+    }
+
+    /// Admits a turn as [`Runtime::call_with`] does, and gives the wait for its outcome apart:
+    /// a caller that stops waiting leaves the turn running, and may hand the wait on.
+    pub(crate) async fn admit(
+        &self,
+        key: &SessionKey,
+        input: impl Into<String>,
+        options: CallOptions,
+    ) -> Result<Admitted> {
         let (request, reply) = self.request(input.into(), &options, None, false)?;
         self.registry()
             .submit(key, SessionMsg::Turn(request))
             .await?;
-        reply
-            .await
-            .map_err(|_| Error::SessionFailed { key: key.clone() })?
+        Ok(Admitted {
+            key: key.clone(),
+            reply,
+        })
     }
 
     /// Like [`Runtime::call_with`], but returns a stream of the chunks the agent emits, ending

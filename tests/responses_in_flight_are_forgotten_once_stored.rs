@@ -6,7 +6,7 @@ mod support;
 
 use serde_json::json;
 use support::harness::*;
-use turnstile::responses::{Created, ResponseRequest, Responses};
+use turnstile::responses::{Created, ItemOrder, ResponseRequest, Responses};
 use turnstile::{EchoAgent, InMemoryStore, Runtime};
 
 #[tokio::test]
@@ -54,5 +54,62 @@ async fn the_map_of_running_responses_empties_as_turns_end() {
     for id in ids {
         let object = within(responses.retrieve("u", &id)).await.unwrap();
         assert_eq!(object.status(), "completed", "{id}");
+    }
+}
+
+/// A plain response is waited on by the request that made it; one whose request goes away —
+/// before it waited at all, or while its turn runs — still runs to its end, is stored, and
+/// leaves the map.
+#[tokio::test]
+async fn a_plain_response_whose_request_went_away_still_ends_and_is_stored() {
+    let runtime = Runtime::builder()
+        .agent(EchoAgent)
+        .store(InMemoryStore::new())
+        .build()
+        .unwrap();
+    let responses = Responses::new(runtime, "m");
+    let mut conversations = Vec::new();
+    for (n, waited) in [(0, false), (1, true), (2, false), (3, true)] {
+        let conversation =
+            within(responses.create_conversation("u", &[], Default::default(), None))
+                .await
+                .unwrap();
+        let body = json!({"input": format!("gone {n}"), "conversation": conversation.id});
+        let created =
+            within(responses.create("u", ResponseRequest::from_json(body).unwrap(), None))
+                .await
+                .unwrap();
+        let Created::Finished(mut finished) = created else {
+            panic!("a plain response is answered once stored");
+        };
+        if waited {
+            // Waited on once: its turn, admitted by `create`, runs on the session's task.
+            assert!(futures::poll!(&mut finished).is_pending());
+        }
+        drop(finished);
+        conversations.push((n, conversation.id));
+    }
+    eventually("every running response is forgotten", || {
+        responses.running() == 0
+    })
+    .await;
+    for (n, id) in conversations {
+        let page = within(responses.items("u", &id, 10, None, ItemOrder::Asc))
+            .await
+            .unwrap();
+        let said: Vec<_> = page
+            .data
+            .iter()
+            .map(|item| (item["role"].as_str(), item["content"][0]["text"].as_str()))
+            .collect();
+        let text = format!("gone {n}");
+        assert_eq!(
+            said,
+            [
+                (Some("user"), Some(text.as_str())),
+                (Some("assistant"), Some(text.as_str()))
+            ],
+            "{id}"
+        );
     }
 }

@@ -1,5 +1,6 @@
-//! Responses as resources: creating one runs its turn on a task of its own, which outlives the
-//! request that made it; until the turn's outcome is in, the response is in the service's map
+//! Responses as resources: a response outlives the request that made it (a streamed or
+//! background one runs on a task of its own; a plain one is waited on by its request, and on a
+//! task of its own once that request goes away, see [`Finished`]); until the turn's outcome is in, the response is in the service's map
 //! of running responses, where `retrieve` and `cancel` find it from any request. Afterwards
 //! both read it from the session's log, where its message carries the response's id as its
 //! request id.
@@ -14,7 +15,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::events::{Driven, ResponseEvents};
@@ -70,32 +71,59 @@ pub enum Created {
 /// The finished response object of a response that is neither streamed nor in the
 /// background: a future that ends with the object once the turn is stored, or with the
 /// turn's error. Dropping it leaves the response running.
-#[derive(Debug)]
-pub struct Finished(oneshot::Receiver<Result<ResponseObject, Error>>);
+///
+/// The request that made the response waits on the turn itself (no task of its own, and no
+/// hand-over between tasks, for the common case of a caller that stays); should it go away
+/// first, the rest of the wait moves to a task of its own, which still records how the
+/// response ended.
+pub struct Finished(Option<Waiting>);
+
+/// The wait for a plain response's outcome, and its recording.
+type Waiting = Pin<Box<dyn Future<Output = Result<ResponseObject, Error>> + Send>>;
+
+impl std::fmt::Debug for Finished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finished")
+            .field("pending", &self.0.is_some())
+            .finish()
+    }
+}
 
 impl Future for Finished {
     type Output = Result<ResponseObject, ResponsesError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx).map(|answer| match answer {
-            Ok(Ok(object)) => Ok(object),
+        let Some(work) = self.0.as_mut() else {
+            return Poll::Ready(Err(ResponsesError::Internal(
+                "the response was already answered".into(),
+            )));
+        };
+        let answer = std::task::ready!(work.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(match answer {
+            Ok(object) => Ok(object),
             // The conversation named does not exist (the session refused the turn).
-            Ok(Err(Error::NotFound { key })) => Err(ResponsesError::not_found_in(
+            Err(Error::NotFound { key }) => Err(ResponsesError::not_found_in(
                 "conversation",
                 format!("no conversation {}", key.session_id()),
             )),
-            Ok(Err(error)) => Err(ResponsesError::Runtime(error)),
-            Err(_) => Err(ResponsesError::Internal(
-                "the response's task ended without an answer".into(),
-            )),
+            Err(error) => Err(ResponsesError::Runtime(error)),
         })
+    }
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        // Outside a runtime (it is shutting down) there is nothing left to run it on.
+        if let (Some(work), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(work);
+        }
     }
 }
 
 /// Where the answer goes.
 enum Sink {
     Background,
-    Finished(oneshot::Sender<Result<ResponseObject, Error>>),
     Events(mpsc::Sender<Driven>),
 }
 
@@ -152,22 +180,24 @@ impl Responses {
             .with_attributes(Arc::new(attributes) as Attributes)
             .with_preceding(request.brought);
         // A response that is neither streamed nor in the background only waits for its
-        // outcome: the plain call, on a task of its own (so that it outlives its request),
-        // with no stream to carry.
+        // outcome: the plain call, with no stream to carry, waited on by its request (and on
+        // a task of its own should that request go away: see `Finished`).
         if !request.stream && !request.background {
-            let (tx, rx) = oneshot::channel();
+            // Admitted here, as the others are; only the wait for its outcome is handed on.
+            let admitted = self.runtime().admit(&key, request.message, options).await;
             let (service, runtime) = (self.clone(), self.runtime().clone());
-            tokio::spawn(async move {
-                let answer = runtime.call_with(&key, request.message, options).await;
+            let work = async move {
+                let answer = match admitted {
+                    Ok(admitted) => admitted.outcome().await,
+                    Err(error) => Err(error),
+                };
                 if matches!(answer, Err(Error::NotFound { .. })) {
                     // The conversation does not exist: the session its turn woke holds nothing.
                     runtime.passivate(&key);
                 }
-                service
-                    .end(answer, &running, owner, Sink::Finished(tx))
-                    .await;
-            });
-            return Ok(Created::Finished(Finished(rx)));
+                service.ended(answer, &running, owner)
+            };
+            return Ok(Created::Finished(Finished(Some(Box::pin(work)))));
         }
         // The others are admitted before they are answered, so that a refusal (a busy
         // session, a drain) is the request's answer, not a response that failed later.
@@ -327,6 +357,23 @@ impl Responses {
         owner: bool,
         sink: Sink,
     ) {
+        let object = self.ended(answer, running, owner);
+        match sink {
+            Sink::Events(tx) => {
+                let _ = tx.send(Driven::Done(Box::new(object))).await;
+            }
+            Sink::Background => {}
+        }
+    }
+
+    /// The response as its turn's outcome ended it; recorded for retrieve and cancel, and out
+    /// of the map of running responses, by the request that made the entry.
+    fn ended(
+        &self,
+        answer: Result<crate::call::Outcome, Error>,
+        running: &Arc<Running>,
+        owner: bool,
+    ) -> Result<ResponseObject, Error> {
         let object = answer.map(|outcome| {
             let cancelled = running.cancel.is_cancelled();
             running.shape.finished(&outcome, cancelled)
@@ -343,15 +390,7 @@ impl Responses {
             running.done.cancel();
             self.leave(&running.shape.id, running);
         }
-        match sink {
-            Sink::Events(tx) => {
-                let _ = tx.send(Driven::Done(Box::new(object))).await;
-            }
-            Sink::Finished(tx) => {
-                let _ = tx.send(object);
-            }
-            Sink::Background => {}
-        }
+        object
     }
 
     /// The response `id` as `user` may see it: while it runs, as it stands; then from its
