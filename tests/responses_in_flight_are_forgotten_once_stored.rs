@@ -4,10 +4,14 @@
 
 mod support;
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::json;
 use support::harness::*;
-use turnstile::responses::{Created, ItemOrder, ResponseRequest, Responses};
-use turnstile::{EchoAgent, InMemoryStore, Runtime};
+use turnstile::responses::{new_id, Created, ItemOrder, ResponseId, ResponseRequest, Responses};
+use turnstile::{EchoAgent, InMemoryStore, Runtime, SessionKey};
 
 #[tokio::test]
 async fn the_map_of_running_responses_empties_as_turns_end() {
@@ -112,4 +116,65 @@ async fn a_plain_response_whose_request_went_away_still_ends_and_is_stored() {
             "{id}"
         );
     }
+}
+
+/// At capacity a response's turn waits for a free slot. A plain one waits inside its
+/// `Finished`: a request that goes away hands the wait on, and the turn runs once a slot frees.
+/// A streamed one waits inside `create`: a request that goes away then takes it out of the map
+/// (nothing of it runs, and nothing would ever end it).
+#[tokio::test]
+async fn a_response_whose_request_went_away_while_it_waited_for_a_slot_is_not_left_running() {
+    let agent = Arc::new(GateAgent::default());
+    let runtime = Runtime::builder()
+        .agent_arc(agent.clone())
+        .store(InMemoryStore::new())
+        .with_capacity(1)
+        .with_capacity_wait(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let responses = Responses::new(runtime.clone(), "m");
+    // The one slot is held by a running turn.
+    let busy = tokio::spawn({
+        let runtime = runtime.clone();
+        async move {
+            runtime
+                .call(&SessionKey::new("u", "busy").unwrap(), "hold")
+                .await
+        }
+    });
+    eventually("the busy turn runs", || {
+        agent.entered.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    let streamed = json!({"input": "streamed", "stream": true});
+    let streamed = ResponseRequest::from_json(streamed).unwrap();
+    let gone = tokio::time::timeout(
+        Duration::from_millis(100),
+        responses.create("u", streamed, None),
+    )
+    .await;
+    assert!(gone.is_err(), "a streamed response waits for its slot");
+    assert_eq!(responses.running(), 0, "the streamed response left the map");
+
+    let plain = ResponseRequest::from_json(json!({"input": "plain"})).unwrap();
+    let created = within(responses.create("u", plain, Some("k")))
+        .await
+        .unwrap();
+    let Created::Finished(finished) = created else {
+        panic!("a plain response is answered once stored");
+    };
+    assert_eq!(responses.running(), 1);
+    drop(finished);
+    agent.gate.add_permits(1);
+    within(busy).await.unwrap().unwrap();
+    eventually(
+        "the plain response ran once a slot freed, and left the map",
+        || responses.running() == 0,
+    )
+    .await;
+    let seed = "u\0k";
+    let id = ResponseId::new(&new_id("conv_", Some(seed)), Some(seed)).to_string();
+    let object = within(responses.retrieve("u", &id)).await.unwrap();
+    assert_eq!(object.status(), "completed", "{:?}", object.to_value());
 }

@@ -1,9 +1,9 @@
-//! Responses as resources: a response outlives the request that made it (a streamed or
-//! background one runs on a task of its own; a plain one is waited on by its request, and on a
-//! task of its own once that request goes away, see [`Finished`]); until the turn's outcome is in, the response is in the service's map
-//! of running responses, where `retrieve` and `cancel` find it from any request. Afterwards
-//! both read it from the session's log, where its message carries the response's id as its
-//! request id.
+//! Responses as resources: a response outlives the request that made it. A streamed or
+//! background one runs on a task of its own; a plain one is waited on by its request, and on
+//! a task of its own once that request goes away (see [`Finished`]). Until the turn's outcome
+//! is in, the response is in the service's map of running responses, where `retrieve` and
+//! `cancel` find it from any request. Afterwards both read it from the session's log, where
+//! its message carries the response's id as its request id.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -74,17 +74,36 @@ pub enum Created {
 ///
 /// The request that made the response waits on the turn itself (no task of its own, and no
 /// hand-over between tasks, for the common case of a caller that stays); should it go away
-/// first, the rest of the wait moves to a task of its own, which still records how the
-/// response ended.
-pub struct Finished(Option<Waiting>);
+/// first, the rest of the wait moves to a task of its own on the runtime that created the
+/// response, which still records how the response ended.
+pub struct Finished {
+    work: Option<Waiting>,
+    /// Where the rest of the wait goes when this is dropped first.
+    runtime: tokio::runtime::Handle,
+}
 
-/// The wait for a plain response's outcome, and its recording.
-type Waiting = Pin<Box<dyn Future<Output = Result<ResponseObject, Error>> + Send>>;
+/// The wait for a plain response's outcome (its admission too, while the session waits for a
+/// free slot), and its recording.
+type Waiting = Pin<Box<dyn Future<Output = Result<ResponseObject, Error>> + Send + Sync>>;
+
+impl Finished {
+    /// Takes the first step of `work` at once: a turn for which a slot is free is admitted by
+    /// it, so it is in its session's queue before `create` returns, as the other kinds are.
+    async fn start(mut work: Waiting) -> Self {
+        if let Poll::Ready(answer) = futures::poll!(work.as_mut()) {
+            work = Box::pin(std::future::ready(answer));
+        }
+        Self {
+            work: Some(work),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
 
 impl std::fmt::Debug for Finished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Finished")
-            .field("pending", &self.0.is_some())
+            .field("pending", &self.work.is_some())
             .finish()
     }
 }
@@ -93,13 +112,16 @@ impl Future for Finished {
     type Output = Result<ResponseObject, ResponsesError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(work) = self.0.as_mut() else {
+        // Taken out while polled: a wait that panics is not handed on to be polled again.
+        let Some(mut work) = self.work.take() else {
             return Poll::Ready(Err(ResponsesError::Internal(
                 "the response was already answered".into(),
             )));
         };
-        let answer = std::task::ready!(work.as_mut().poll(cx));
-        self.0 = None;
+        let Poll::Ready(answer) = work.as_mut().poll(cx) else {
+            self.work = Some(work);
+            return Poll::Pending;
+        };
         Poll::Ready(match answer {
             Ok(object) => Ok(object),
             // The conversation named does not exist (the session refused the turn).
@@ -114,9 +136,27 @@ impl Future for Finished {
 
 impl Drop for Finished {
     fn drop(&mut self) {
-        // Outside a runtime (it is shutting down) there is nothing left to run it on.
-        if let (Some(work), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
-            runtime.spawn(work);
+        if let Some(work) = self.work.take() {
+            // A runtime that has shut down drops it unrun: nothing is left to record it for.
+            drop(self.runtime.spawn(work));
+        }
+    }
+}
+
+/// Takes a response out of the map of running ones if the request that made it goes away
+/// while its turn waits to be admitted (for a free slot): nothing of it runs then, and
+/// nothing would ever end it.
+struct Unadmitted<'a> {
+    service: &'a Responses,
+    running: &'a Arc<Running>,
+    owner: bool,
+}
+
+impl Drop for Unadmitted<'_> {
+    fn drop(&mut self) {
+        if self.owner {
+            self.running.done.cancel();
+            self.service.leave(&self.running.shape.id, self.running);
         }
     }
 }
@@ -183,11 +223,9 @@ impl Responses {
         // outcome: the plain call, with no stream to carry, waited on by its request (and on
         // a task of its own should that request go away: see `Finished`).
         if !request.stream && !request.background {
-            // Admitted here, as the others are; only the wait for its outcome is handed on.
-            let admitted = self.runtime().admit(&key, request.message, options).await;
             let (service, runtime) = (self.clone(), self.runtime().clone());
             let work = async move {
-                let answer = match admitted {
+                let answer = match runtime.admit(&key, request.message, options).await {
                     Ok(admitted) => admitted.outcome().await,
                     Err(error) => Err(error),
                 };
@@ -197,23 +235,20 @@ impl Responses {
                 }
                 service.ended(answer, &running, owner)
             };
-            return Ok(Created::Finished(Finished(Some(Box::pin(work)))));
+            return Ok(Created::Finished(Finished::start(Box::pin(work)).await));
         }
         // The others are admitted before they are answered, so that a refusal (a busy
         // session, a drain) is the request's answer, not a response that failed later.
-        let stream = match self
+        let unadmitted = Unadmitted {
+            service: self,
+            running: &running,
+            owner,
+        };
+        let stream = self
             .runtime()
             .call_streaming(&key, request.message, options)
-            .await
-        {
-            Ok(stream) => stream,
-            Err(error) => {
-                if owner {
-                    self.leave(&shape.id, &running);
-                }
-                return Err(error.into());
-            }
-        };
+            .await?;
+        std::mem::forget(unadmitted);
         let created = match request.background {
             true => shape.queued(),
             false => shape.in_progress(),
