@@ -18,6 +18,7 @@ use crate::stats::{RuntimeStats, TurnTimes};
 use crate::store::{Page, PageRequest, Store};
 use crate::stream::TurnStream;
 
+mod admission;
 mod artifacts;
 mod builder;
 mod history;
@@ -52,21 +53,6 @@ impl std::fmt::Debug for Runtime {
             .field("draining", &self.is_draining())
             .field("config", self.config())
             .finish_non_exhaustive()
-    }
-}
-
-/// A turn the session took in (see [`Runtime::admit`]), and the wait for its outcome.
-pub(crate) struct Admitted {
-    key: SessionKey,
-    reply: oneshot::Receiver<Result<Outcome>>,
-}
-
-impl Admitted {
-    /// The turn's outcome, once it is durable.
-    pub(crate) async fn outcome(self) -> Result<Outcome> {
-        self.reply
-            .await
-            .map_err(|_| Error::SessionFailed { key: self.key })?
     }
 }
 
@@ -147,24 +133,6 @@ impl Runtime {
         options: CallOptions,
     ) -> Result<Outcome> {
         self.admit(key, input, options).await?.outcome().await
-    }
-
-    /// Admits a turn as [`Runtime::call_with`] does, and gives the wait for its outcome apart:
-    /// a caller that stops waiting leaves the turn running, and may hand the wait on.
-    pub(crate) async fn admit(
-        &self,
-        key: &SessionKey,
-        input: impl Into<String>,
-        options: CallOptions,
-    ) -> Result<Admitted> {
-        let (request, reply) = self.request(input.into(), &options, None, false)?;
-        self.registry()
-            .submit(key, SessionMsg::Turn(request))
-            .await?;
-        Ok(Admitted {
-            key: key.clone(),
-            reply,
-        })
     }
 
     /// Like [`Runtime::call_with`], but returns a stream of the chunks the agent emits, ending

@@ -13,14 +13,19 @@ use support::harness::*;
 use turnstile::responses::{new_id, Created, ItemOrder, ResponseId, ResponseRequest, Responses};
 use turnstile::{EchoAgent, InMemoryStore, Runtime, SessionKey};
 
-#[tokio::test]
-async fn the_map_of_running_responses_empties_as_turns_end() {
+/// The OpenAI rules over a runtime whose agent echoes, on a memory store.
+fn echo_responses() -> Responses {
     let runtime = Runtime::builder()
         .agent(EchoAgent)
         .store(InMemoryStore::new())
         .build()
         .unwrap();
-    let responses = Responses::new(runtime, "m");
+    Responses::new(runtime, "m")
+}
+
+#[tokio::test]
+async fn the_map_of_running_responses_empties_as_turns_end() {
+    let responses = echo_responses();
     let request = |body: serde_json::Value| ResponseRequest::from_json(body).unwrap();
     let mut ids = Vec::new();
     for n in 0..50 {
@@ -66,12 +71,7 @@ async fn the_map_of_running_responses_empties_as_turns_end() {
 /// leaves the map.
 #[tokio::test]
 async fn a_plain_response_whose_request_went_away_still_ends_and_is_stored() {
-    let runtime = Runtime::builder()
-        .agent(EchoAgent)
-        .store(InMemoryStore::new())
-        .build()
-        .unwrap();
-    let responses = Responses::new(runtime, "m");
+    let responses = echo_responses();
     let mut conversations = Vec::new();
     for (n, waited) in [(0, false), (1, true), (2, false), (3, true)] {
         let conversation =
