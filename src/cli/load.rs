@@ -19,6 +19,7 @@ mod ledger;
 mod open_loop;
 mod options;
 #[cfg(feature = "http")]
+mod quiet;
 mod remote;
 mod report;
 mod rss;
@@ -352,6 +353,11 @@ async fn measure<T: Target, H: History + ?Sized>(
     };
     let shared = Arc::new(Shared::new(target, keys, &plan, ack_log)?);
     let progress = progress_bar(args.progress, (plan.sessions * plan.turns) as u64, label);
+    if !args.baseline.is_empty() || args.as_baseline.is_some() {
+        // Designs compared run one after another: each starts on a machine as quiet as the
+        // others had (see `quiet`).
+        quiet::settle(label).await;
+    }
     let rss_before = rss_bytes();
     let steps = schedule(args);
     let (elapsed, cpu, sample, open) =
