@@ -18,8 +18,8 @@ mod http_target;
 mod ledger;
 mod open_loop;
 mod options;
-#[cfg(feature = "http")]
 mod quiet;
+#[cfg(feature = "http")]
 mod remote;
 mod report;
 mod rss;
@@ -352,12 +352,12 @@ async fn measure<T: Target, H: History + ?Sized>(
         None => None,
     };
     let shared = Arc::new(Shared::new(target, keys, &plan, ack_log)?);
-    let progress = progress_bar(args.progress, (plan.sessions * plan.turns) as u64, label);
     if !args.baseline.is_empty() || args.as_baseline.is_some() {
         // Designs compared run one after another: each starts on a machine as quiet as the
         // others had (see `quiet`).
         quiet::settle(label).await;
     }
+    let progress = progress_bar(args.progress, (plan.sessions * plan.turns) as u64, label);
     let rss_before = rss_bytes();
     let steps = schedule(args);
     let (elapsed, cpu, sample, open) =

@@ -1,31 +1,37 @@
 //! Waiting for a quiet machine before each design's measured run, when designs are compared
 //! (`--baseline`).
 //!
-//! The designs run one after another, turnstile first. Whatever starts alongside the command
+//! The designs run one after another, turnstile first, so whatever starts alongside the command
 //! competes with the first design only: a pipeline's reader started with it (`… --json | python3
-//! -c …` spends about 0.1 s of CPU starting up, as long as turnstile's whole run of 40,000 echo
-//! turns on two cores) took a quarter of the machine from turnstile's run and none from the
-//! baselines', and the ratio between them read 0.48 where the same runs written to a file read
-//! 0.64. So before its run each design waits until the machine has been quiet for one window,
-//! for at most a bound, and then runs whatever the machine does.
+//! -c …` spends about 0.1 s of CPU starting up) takes its share of the machine from turnstile's
+//! run and none from the baselines'. So before its run each design waits until the CPUs it may
+//! run on have been quiet for one window, for at most a bound, and then runs whatever the
+//! machine does (see `docs/load.md`, "Baselines").
 //!
-//! Linux only (`/proc/stat`); elsewhere nothing is waited for.
+//! Linux only (`/proc/stat`); elsewhere nothing is waited for. A container limited by a CPU
+//! quota rather than a CPU set sees the whole host's CPUs.
 
 use std::future::Future;
 use std::time::Duration;
+
+use crate::cli::{say, Said};
 
 /// How long one look at the machine lasts. `/proc/stat` counts in clock ticks (100 per second
 /// per CPU), so a window much shorter would count too few to tell.
 pub const WINDOW: Duration = Duration::from_millis(100);
 
-/// The busiest a window may be and still count as quiet: a share of all CPUs' time.
+/// The busiest a window may be and still count as quiet, as a share of the CPUs' time: high
+/// enough for a machine's usual background (a daemon's tick, the ±1 tick of the counting), low
+/// enough that one CPU of two kept busy by another process is not quiet.
 pub const QUIET_SHARE: f64 = 0.25;
 
-/// How long a design waits for a quiet window at most before it runs anyway.
+/// How long a design waits for a quiet window at most before it runs anyway: ten windows, long
+/// enough for a process started with the command to finish starting, short enough not to hold a
+/// comparison on a machine that is busy for good.
 pub const MOST: Duration = Duration::from_secs(1);
 
-/// The time all CPUs spent busy, and in all, since boot, in clock ticks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The time CPUs spent busy, and in all, since boot, in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Ticks {
     /// Ticks spent running anything (user, system, interrupts, stolen by the hypervisor).
     pub busy: u64,
@@ -33,19 +39,53 @@ pub struct Ticks {
     pub total: u64,
 }
 
-/// Reads the machine's [`Ticks`] from `/proc/stat`; `None` where it cannot.
+/// Reads the [`Ticks`] of the CPUs this process may run on (all of them where its affinity
+/// cannot be read) from `/proc/stat`; `None` where it cannot.
 pub fn machine_ticks() -> Option<Ticks> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    parse_cpu_line(stat.lines().next()?)
+    ticks_of(&stat, allowed_cpus().as_deref())
 }
 
-/// The `cpu` line of `/proc/stat`: `cpu user nice system idle iowait irq softirq steal …`.
-/// Idle and iowait are idle; the rest up to steal is busy (guest time is already in user).
-fn parse_cpu_line(line: &str) -> Option<Ticks> {
-    let mut fields = line.split_whitespace();
-    if fields.next()? != "cpu" {
-        return None;
+/// The CPUs this process may run on, where known.
+fn allowed_cpus() -> Option<Vec<usize>> {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    let set = sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok()?;
+    Some(
+        (0..CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .collect(),
+    )
+}
+
+/// The ticks of `/proc/stat`'s lines for the CPUs in `allowed`, summed; the all-CPUs `cpu` line
+/// when `allowed` is `None` or names no CPU the file lists.
+fn ticks_of(stat: &str, allowed: Option<&[usize]>) -> Option<Ticks> {
+    let mut all = None;
+    let mut mine: Option<Ticks> = None;
+    for line in stat.lines().take_while(|l| l.starts_with("cpu")) {
+        let (cpu, ticks) = parse_cpu_line(line)?;
+        match cpu {
+            None => all = Some(ticks),
+            Some(cpu) if allowed.is_some_and(|allowed| allowed.contains(&cpu)) => {
+                let sum = mine.get_or_insert_with(Ticks::default);
+                sum.busy += ticks.busy;
+                sum.total += ticks.total;
+            }
+            Some(_) => {}
+        }
     }
+    mine.or(all)
+}
+
+/// One CPU line of `/proc/stat`: `cpu` (all CPUs) or `cpuN`, then `user nice system idle iowait
+/// irq softirq steal …`. Idle and iowait are idle; the rest up to steal is busy (guest time is
+/// already in user).
+fn parse_cpu_line(line: &str) -> Option<(Option<usize>, Ticks)> {
+    let mut fields = line.split_whitespace();
+    let cpu = match fields.next()?.strip_prefix("cpu")? {
+        "" => None,
+        number => Some(number.parse().ok()?),
+    };
     let values: Vec<u64> = fields
         .take(8)
         .map(str::parse)
@@ -55,10 +95,13 @@ fn parse_cpu_line(line: &str) -> Option<Ticks> {
         return None;
     };
     let busy = user + nice + system + irq + softirq + steal;
-    Some(Ticks {
-        busy,
-        total: busy + idle + iowait,
-    })
+    Some((
+        cpu,
+        Ticks {
+            busy,
+            total: busy + idle + iowait,
+        },
+    ))
 }
 
 /// Whether the machine was quiet between two readings.
@@ -113,16 +156,19 @@ where
     Settled::Busy
 }
 
-/// Waits for a quiet machine before a design's run (see the module docs), and says so in the
-/// log when none came.
+/// Waits for a quiet machine before a design's run (see the module docs); says so on stderr,
+/// whatever `RUST_LOG` says, when none came.
 pub async fn settle(design: &str) {
     let settled = wait_for_quiet(machine_ticks, tokio::time::sleep, WINDOW, MOST).await;
-    match settled {
-        Settled::Busy => tracing::warn!(
-            design,
-            "the machine stayed busy for {MOST:?} before this design's run; measuring anyway"
-        ),
-        other => tracing::debug!(design, ?other, "settled before the run"),
+    if settled == Settled::Busy {
+        say(
+            Said::Warn,
+            &format!(
+                "turnstile load: the machine stayed busy for {MOST:?} before {design}'s run; \
+                 measuring anyway (for figures comparable between designs, run the comparison \
+                 on a machine with nothing else running)"
+            ),
+        );
     }
 }
 
@@ -134,17 +180,35 @@ mod tests {
 
     #[test]
     fn the_cpu_line_counts_idle_and_iowait_as_idle() {
-        let ticks = parse_cpu_line("cpu  100 5 20 800 10 1 2 3 0 0").unwrap();
+        let ticks = |busy, total| Ticks { busy, total };
         assert_eq!(
-            ticks,
-            Ticks {
-                busy: 131,
-                total: 941
-            }
+            parse_cpu_line("cpu  100 5 20 800 10 1 2 3 0 0"),
+            Some((None, ticks(131, 941)))
         );
-        assert_eq!(parse_cpu_line("cpu0 1 2 3 4 5 6 7 8"), None);
+        assert_eq!(
+            parse_cpu_line("cpu7 1 2 3 4 5 6 7 8"),
+            Some((Some(7), ticks(27, 36)))
+        );
         assert_eq!(parse_cpu_line("cpu 1 2 x 4 5 6 7 8"), None);
         assert_eq!(parse_cpu_line("cpu 1 2 3"), None);
+        assert_eq!(parse_cpu_line("cpux 1 2 3 4 5 6 7 8"), None);
+        assert_eq!(parse_cpu_line("intr 1 2 3 4 5 6 7 8"), None);
+    }
+
+    #[test]
+    fn only_the_cpus_this_process_may_use_are_counted() {
+        let stat = "cpu  30 0 0 70 0 0 0 0\n\
+                    cpu0 20 0 0 30 0 0 0 0\n\
+                    cpu1 0 0 0 40 0 0 0 0\n\
+                    cpu2 10 0 0 0 0 0 0 0\n\
+                    intr 1 2 3\n";
+        let ticks = |busy, total| Some(Ticks { busy, total });
+        assert_eq!(ticks_of(stat, None), ticks(30, 100));
+        assert_eq!(ticks_of(stat, Some(&[1])), ticks(0, 40));
+        assert_eq!(ticks_of(stat, Some(&[0, 2])), ticks(30, 60));
+        // A set naming no CPU the file lists: the whole machine.
+        assert_eq!(ticks_of(stat, Some(&[9])), ticks(30, 100));
+        assert_eq!(ticks_of("cpu 1 2\n", None), None);
     }
 
     /// Readings that advance by `busy` of 20 ticks per window, one window after another.
